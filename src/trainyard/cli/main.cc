@@ -1,0 +1,3 @@
+#include "trainyard/cli/cli.h"
+
+int main(int argc, char** argv) { return trainyard::cli::Main(argc, argv); }

@@ -1,0 +1,51 @@
+#include "trainyard/common/status.h"
+
+#include <gtest/gtest.h>
+
+#include "trainyard/common/json.h"
+#include "trainyard/common/strings.h"
+
+namespace trainyard {
+namespace {
+
+Result<int> Half(int x) {
+  if (x % 2) return Status::InvalidArgument("odd");
+  return x / 2;
+}
+
+Result<int> Quarter(int x) {
+  TY_ASSIGN_OR_RETURN(int h, Half(x));
+  return Half(h);
+}
+
+TEST(StatusTest, ResultPropagatesErrors) {
+  EXPECT_EQ(*Quarter(8), 2);
+  EXPECT_TRUE(Quarter(6).status().IsInvalidArgument());
+  EXPECT_EQ(Status::NotFound("x").ToString(), "NOT_FOUND: x");
+}
+
+TEST(StringsTest, ParseAndDecode) {
+  EXPECT_EQ(ParseInt64("42"), 42);
+  EXPECT_FALSE(ParseInt64("42x"));
+  EXPECT_FALSE(ParseInt64("99999999999999999999"));
+  EXPECT_EQ(*UrlDecode("a%20b+c", true), "a b c");
+  EXPECT_FALSE(UrlDecode("%4", false));
+  EXPECT_FALSE(UrlDecode("%", false));
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(JsonTest, FieldErrorsNameTheField) {
+  auto o = ParseJsonObject(R"({"a": 1, "b": "x", "c": "12"})");
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(*RequiredInt64(*o, "c"), 12);
+  auto bad = RequiredInt64(*o, "b");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("b must be an integer"), std::string::npos);
+  auto missing = RequiredString(*o, "run_id");
+  EXPECT_NE(missing.status().message().find("'run_id'"), std::string::npos);
+  EXPECT_FALSE(ParseJsonObject("{").ok());
+  EXPECT_FALSE(ParseJsonObject("[1]").ok());
+}
+
+}  // namespace
+}  // namespace trainyard

@@ -1,0 +1,233 @@
+#include "trainyard/store/sqlite/sqlite_database.h"
+
+#include <sqlite3.h>
+
+#include <mutex>
+#include <unordered_map>
+
+namespace trainyard::store {
+namespace {
+
+Status SqliteError(sqlite3* db, std::string_view what) {
+  int code = sqlite3_extended_errcode(db);
+  std::string msg = std::string(what) + ": " + sqlite3_errmsg(db);
+  int primary = code & 0xff;
+  if (primary == SQLITE_CONSTRAINT) return Status::AlreadyExists(msg);
+  if (primary == SQLITE_FULL) return Status::ResourceExhausted("disk full: " + msg);
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return Status::Unavailable(msg);
+  if (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY) {
+    return Status::IOError(msg);
+  }
+  return Status::Internal(msg);
+}
+
+// One sqlite3 connection with its statement cache. Not thread-safe.
+class Connection : public Transaction {
+ public:
+  ~Connection() override {
+    for (auto& [sql, stmt] : cache_) sqlite3_finalize(stmt);
+    if (db_) sqlite3_close_v2(db_);
+  }
+
+  static Result<std::unique_ptr<Connection>> Open(const std::string& path, bool sync_full,
+                                                  bool read_only) {
+    auto conn = std::unique_ptr<Connection>(new Connection());
+    int flags = SQLITE_OPEN_NOMUTEX |
+                (read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
+    if (sqlite3_open_v2(path.c_str(), &conn->db_, flags, nullptr) != SQLITE_OK) {
+      Status s = conn->db_ ? SqliteError(conn->db_, "open " + path)
+                           : Status::IOError("cannot open " + path);
+      return s;
+    }
+    sqlite3_busy_timeout(conn->db_, 10000);
+    std::string pragmas = "PRAGMA foreign_keys=ON; PRAGMA case_sensitive_like=ON;";
+    if (!read_only) {
+      pragmas += "PRAGMA journal_mode=WAL;";
+      pragmas += sync_full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;";
+    }
+    pragmas += "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA mmap_size=268435456;";
+    char* err = nullptr;
+    if (sqlite3_exec(conn->db_, pragmas.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown";
+      sqlite3_free(err);
+      return Status::IOError("configure " + path + ": " + msg);
+    }
+    return conn;
+  }
+
+  Result<Rows> Query(std::string_view sql, const std::vector<Value>& params) override {
+    TY_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
+    Rows rows;
+    int ncols = sqlite3_column_count(stmt);
+    while (true) {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        Status s = SqliteError(db_, "query");
+        sqlite3_reset(stmt);
+        return s;
+      }
+      std::vector<Value> values;
+      values.reserve(ncols);
+      for (int c = 0; c < ncols; ++c) {
+        switch (sqlite3_column_type(stmt, c)) {
+          case SQLITE_INTEGER: values.emplace_back(int64_t{sqlite3_column_int64(stmt, c)}); break;
+          case SQLITE_FLOAT: values.emplace_back(sqlite3_column_double(stmt, c)); break;
+          case SQLITE_NULL: values.emplace_back(std::monostate{}); break;
+          default: {
+            const unsigned char* text = sqlite3_column_text(stmt, c);
+            int n = sqlite3_column_bytes(stmt, c);
+            values.emplace_back(std::string(reinterpret_cast<const char*>(text), n));
+          }
+        }
+      }
+      rows.emplace_back(std::move(values));
+    }
+    sqlite3_reset(stmt);
+    return rows;
+  }
+
+  Result<int64_t> Exec(std::string_view sql, const std::vector<Value>& params) override {
+    TY_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    }
+    if (rc != SQLITE_DONE) {
+      Status s = SqliteError(db_, "exec");
+      sqlite3_reset(stmt);
+      return s;
+    }
+    sqlite3_reset(stmt);
+    return static_cast<int64_t>(sqlite3_changes(db_));
+  }
+
+  Status Run(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown";
+      sqlite3_free(err);
+      Status s = SqliteError(db_, sql);
+      return Status(s.code(), std::string(sql) + ": " + msg);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Connection() = default;
+
+  Result<sqlite3_stmt*> Prepare(std::string_view sql, const std::vector<Value>& params) {
+    sqlite3_stmt* stmt = nullptr;
+    std::string key(sql);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      stmt = it->second;
+      sqlite3_clear_bindings(stmt);
+    } else {
+      if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                             SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+        return SqliteError(db_, "prepare");
+      }
+      if (cache_.size() > 512) {
+        for (auto& [s, st] : cache_) sqlite3_finalize(st);
+        cache_.clear();
+      }
+      cache_.emplace(std::move(key), stmt);
+    }
+    int expected = sqlite3_bind_parameter_count(stmt);
+    if (expected != static_cast<int>(params.size())) {
+      return Status::Internal("statement expects " + std::to_string(expected) +
+                              " parameters, got " + std::to_string(params.size()));
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      int idx = static_cast<int>(i + 1);
+      const Value& v = params[i];
+      int rc;
+      if (auto p = std::get_if<int64_t>(&v)) {
+        rc = sqlite3_bind_int64(stmt, idx, *p);
+      } else if (auto p = std::get_if<double>(&v)) {
+        rc = sqlite3_bind_double(stmt, idx, *p);
+      } else if (auto p = std::get_if<std::string>(&v)) {
+        rc = sqlite3_bind_text(stmt, idx, p->data(), static_cast<int>(p->size()), SQLITE_STATIC);
+      } else {
+        rc = sqlite3_bind_null(stmt, idx);
+      }
+      if (rc != SQLITE_OK) return SqliteError(db_, "bind");
+    }
+    return stmt;
+  }
+
+  sqlite3* db_ = nullptr;
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+};
+
+class SqliteDatabase : public Database {
+ public:
+  SqliteDatabase(std::string path, bool sync_full, std::unique_ptr<Connection> writer)
+      : path_(std::move(path)), sync_full_(sync_full), writer_(std::move(writer)) {}
+
+  std::string_view Backend() const override { return "sqlite"; }
+
+  Status Write(const std::function<Status(Transaction&)>& fn) override {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    TY_RETURN_IF_ERROR(writer_->Run("BEGIN IMMEDIATE"));
+    Status s = fn(*writer_);
+    if (!s.ok()) {
+      (void)writer_->Run("ROLLBACK");
+      return s;
+    }
+    Status c = writer_->Run("COMMIT");
+    if (!c.ok()) (void)writer_->Run("ROLLBACK");
+    return c;
+  }
+
+  Status Read(const std::function<Status(Transaction&)>& fn) override {
+    if (path_ == ":memory:") {
+      std::lock_guard<std::mutex> lock(write_mu_);
+      return fn(*writer_);
+    }
+    std::unique_ptr<Connection> conn = TakeReader();
+    if (!conn) {
+      auto opened = Connection::Open(path_, sync_full_, /*read_only=*/true);
+      if (!opened.ok()) return opened.status();
+      conn = std::move(opened).value();
+    }
+    Status s = conn->Run("BEGIN");
+    if (s.ok()) {
+      s = fn(*conn);
+      Status e = conn->Run("COMMIT");
+      if (s.ok()) s = e;
+    }
+    ReturnReader(std::move(conn));
+    return s;
+  }
+
+ private:
+  std::unique_ptr<Connection> TakeReader() {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    if (readers_.empty()) return nullptr;
+    auto c = std::move(readers_.back());
+    readers_.pop_back();
+    return c;
+  }
+
+  void ReturnReader(std::unique_ptr<Connection> c) {
+    std::lock_guard<std::mutex> lock(readers_mu_);
+    if (readers_.size() < 32) readers_.push_back(std::move(c));
+  }
+
+  const std::string path_;
+  const bool sync_full_;
+  std::mutex write_mu_;
+  std::unique_ptr<Connection> writer_;  // guarded by write_mu_
+  std::mutex readers_mu_;
+  std::vector<std::unique_ptr<Connection>> readers_;  // guarded by readers_mu_
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Database>> OpenSqliteDatabase(const std::string& path, bool sync_full) {
+  TY_ASSIGN_OR_RETURN(auto writer, Connection::Open(path, sync_full, /*read_only=*/false));
+  return std::unique_ptr<Database>(new SqliteDatabase(path, sync_full, std::move(writer)));
+}
+
+}  // namespace trainyard::store
