@@ -1,11 +1,496 @@
 #include "trainyard/cli/cli.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 
+#include "trainyard/cli/table.h"
+#include "trainyard/common/json.h"
+#include "trainyard/common/log.h"
+#include "trainyard/common/strings.h"
+#include "trainyard/http/client.h"
+#include "trainyard/server/server.h"
+
 namespace trainyard::cli {
+namespace {
+
+std::string DefaultDataDir() {
+  if (const char* d = std::getenv("TRAINYARD_DATA_DIR"); d && *d) return d;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.trainyard";
+  return ".trainyard";
+}
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+// Where the CLI talks to, and as whom.
+struct ClientOptions {
+  std::string url = EnvOr("TRAINYARD_URL", "http://127.0.0.1:5000");
+  std::string token = EnvOr("TRAINYARD_TOKEN", "");
+  std::string data_dir = DefaultDataDir();
+};
+
+class Client {
+ public:
+  explicit Client(const ClientOptions& o) : options_(o) {
+    token_ = o.token;
+    if (token_.empty()) {
+      std::ifstream in(o.data_dir + "/admin.token");
+      std::getline(in, token_);
+      token_ = Trim(token_);
+    }
+  }
+
+  // Returns the parsed JSON body; prints the server's error and returns nullopt otherwise.
+  Result<json::value> Call(const std::string& method, const std::string& path,
+                           const json::object& body = {}) {
+    std::map<std::string, std::string> headers;
+    if (!token_.empty()) headers["Authorization"] = "Bearer " + token_;
+    std::string payload;
+    std::string url = options_.url + path;
+    if (method == "GET") {
+      std::string q;
+      for (const auto& [k, v] : body) {
+        auto add = [&](const std::string& value) {
+          q += (q.empty() ? "?" : "&") + std::string(k) + "=" + UrlEncode(value);
+        };
+        if (v.is_array()) {
+          for (const auto& item : v.as_array()) {
+            add(item.is_string() ? std::string(item.as_string()) : json::serialize(item));
+          }
+        } else {
+          add(v.is_string() ? std::string(v.as_string()) : json::serialize(v));
+        }
+      }
+      url += q;
+    } else {
+      payload = json::serialize(body);
+    }
+    TY_ASSIGN_OR_RETURN(auto response, http::Fetch(method, url, headers, payload));
+    boost::system::error_code ec;
+    json::value parsed = json::parse(response.body, ec);
+    if (response.status >= 400) {
+      std::string message = response.body;
+      if (!ec && parsed.is_object() && parsed.as_object().contains("message")) {
+        message = std::string(parsed.as_object().at("message").as_string());
+      }
+      if (response.status == 401) {
+        message += "\n  (set TRAINYARD_TOKEN, or --data-dir to the server's data directory "
+                   "holding admin.token)";
+      }
+      return Status(response.status == 404 ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
+                    "server answered " + std::to_string(response.status) + ": " + message);
+    }
+    if (ec) return Status::Internal("server sent invalid JSON: " + Abbreviate(response.body));
+    return parsed;
+  }
+
+ private:
+  ClientOptions options_;
+  std::string token_;
+};
+
+int Fail(const Status& s) {
+  std::cerr << "error: " << s.message() << "\n";
+  return 1;
+}
+
+std::string Str(const json::value& o, std::string_view key) {
+  if (!o.is_object()) return "";
+  auto it = o.as_object().find(key);
+  if (it == o.as_object().end()) return "";
+  const json::value& v = it->value();
+  if (v.is_string()) return std::string(v.as_string());
+  if (v.is_null()) return "";
+  return json::serialize(v);
+}
+
+int64_t Int(const json::value& o, std::string_view key) {
+  return ParseInt64(Str(o, key)).value_or(0);
+}
+
+const json::array& Arr(const json::value& o, std::string_view key) {
+  static const json::array kEmpty;
+  if (!o.is_object()) return kEmpty;
+  auto it = o.as_object().find(key);
+  if (it == o.as_object().end() || !it->value().is_array()) return kEmpty;
+  return it->value().as_array();
+}
+
+std::string FormatNumber(const json::value& v) {
+  if (v.is_double()) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.6g", v.as_double());
+    return buf;
+  }
+  return v.is_string() ? std::string(v.as_string()) : json::serialize(v);
+}
+
+// --- server
+
+int RunServer(server::ServerConfig config, const std::string& log_level,
+              const std::string& port_file) {
+  InitLogging(log_level);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // inherited by every thread started below
+  signal(SIGPIPE, SIG_IGN);
+  server::Server server(config);
+  Status s = server.Start();
+  if (!s.ok()) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  if (!port_file.empty()) {
+    // Written after listening starts, atomically, so a launcher may poll for it.
+    std::string tmp = port_file + ".tmp";
+    std::ofstream(tmp) << server.port() << "\n";
+    std::rename(tmp.c_str(), port_file.c_str());
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}, draining in-flight requests", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  server.Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+// --- experiments, runs, models
+
+int ExperimentsList(Client& client, bool all) {
+  json::object body{{"max_results", 1000}};
+  if (all) body["view_type"] = "ALL";
+  auto r = client.Call("GET", "/api/2.0/mlflow/experiments/search", body);
+  if (!r.ok()) return Fail(r.status());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : Arr(*r, "experiments")) {
+    rows.push_back({Str(e, "experiment_id"), Str(e, "name"), Str(e, "lifecycle_stage"),
+                    FormatTime(Int(e, "creation_time")), Str(e, "artifact_location")});
+  }
+  PrintTable(std::cout, {"ID", "NAME", "STATE", "CREATED", "ARTIFACTS"}, rows);
+  return 0;
+}
+
+int ExperimentsShow(Client& client, const std::string& id_or_name) {
+  bool numeric = ParseInt64(id_or_name).has_value();
+  auto r = numeric ? client.Call("GET", "/api/2.0/mlflow/experiments/get",
+                                 {{"experiment_id", id_or_name}})
+                   : client.Call("GET", "/api/2.0/mlflow/experiments/get-by-name",
+                                 {{"experiment_name", id_or_name}});
+  if (!r.ok()) return Fail(r.status());
+  const json::value& e = r->as_object().at("experiment");
+  std::cout << "Experiment " << Str(e, "experiment_id") << ": " << Str(e, "name") << "\n"
+            << "  state:     " << Str(e, "lifecycle_stage") << "\n"
+            << "  created:   " << FormatTime(Int(e, "creation_time")) << "\n"
+            << "  artifacts: " << Str(e, "artifact_location") << "\n";
+  for (const auto& t : Arr(e, "tags")) {
+    std::cout << "  tag " << Str(t, "key") << " = " << Str(t, "value") << "\n";
+  }
+  return 0;
+}
+
+int RunsList(Client& client, const std::string& experiment, const std::string& filter,
+             int max_results) {
+  std::string eid = experiment;
+  if (!ParseInt64(eid)) {
+    auto e = client.Call("GET", "/api/2.0/mlflow/experiments/get-by-name",
+                         {{"experiment_name", experiment}});
+    if (!e.ok()) return Fail(e.status());
+    eid = Str(e->as_object().at("experiment"), "experiment_id");
+  }
+  auto r = client.Call("POST", "/api/2.0/mlflow/runs/search",
+                       {{"experiment_ids", json::array{eid}},
+                        {"filter", filter},
+                        {"max_results", max_results}});
+  if (!r.ok()) return Fail(r.status());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& run : Arr(*r, "runs")) {
+    const auto& info = run.as_object().at("info");
+    std::string metrics;
+    for (const auto& m : Arr(run.as_object().at("data"), "metrics")) {
+      if (metrics.size() > 40) break;
+      metrics += (metrics.empty() ? "" : " ") + Str(m, "key") + "=" +
+                 FormatNumber(m.as_object().at("value"));
+    }
+    int64_t start = Int(info, "start_time"), end = Int(info, "end_time");
+    rows.push_back({Str(info, "run_id"), Str(info, "run_name"), Str(info, "status"),
+                    FormatTime(start), end ? FormatDuration(end - start) : "", metrics});
+  }
+  PrintTable(std::cout, {"RUN ID", "NAME", "STATUS", "STARTED", "DURATION", "METRICS"}, rows, 64);
+  return 0;
+}
+
+int RunsShow(Client& client, const std::string& run_id) {
+  auto r = client.Call("GET", "/api/2.0/mlflow/runs/get", {{"run_id", run_id}});
+  if (!r.ok()) return Fail(r.status());
+  const auto& run = r->as_object().at("run");
+  const auto& info = run.as_object().at("info");
+  const auto& data = run.as_object().at("data");
+  int64_t start = Int(info, "start_time"), end = Int(info, "end_time");
+  std::cout << "Run " << Str(info, "run_id") << " (" << Str(info, "run_name") << ")\n"
+            << "  experiment: " << Str(info, "experiment_id") << "\n"
+            << "  status:     " << Str(info, "status") << "\n"
+            << "  user:       " << Str(info, "user_id") << "\n"
+            << "  started:    " << FormatTime(start) << "\n"
+            << "  duration:   " << (end ? FormatDuration(end - start) : "running") << "\n"
+            << "  artifacts:  " << Str(info, "artifact_uri") << "\n\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : Arr(data, "metrics")) {
+    rows.push_back({Str(m, "key"), FormatNumber(m.as_object().at("value")), Str(m, "step")});
+  }
+  PrintTable(std::cout, {"METRIC", "LATEST", "STEP"}, rows);
+  rows.clear();
+  for (const auto& p : Arr(data, "params")) rows.push_back({Str(p, "key"), Str(p, "value")});
+  std::cout << "\n";
+  PrintTable(std::cout, {"PARAM", "VALUE"}, rows, 64);
+  rows.clear();
+  for (const auto& t : Arr(data, "tags")) {
+    if (StartsWith(Str(t, "key"), "mlflow.log-model")) continue;
+    rows.push_back({Str(t, "key"), Str(t, "value")});
+  }
+  std::cout << "\n";
+  PrintTable(std::cout, {"TAG", "VALUE"}, rows, 64);
+  return 0;
+}
+
+int ModelsList(Client& client) {
+  auto r = client.Call("GET", "/api/2.0/mlflow/registered-models/search", {{"max_results", 1000}});
+  if (!r.ok()) return Fail(r.status());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : Arr(*r, "registered_models")) {
+    std::string latest, aliases;
+    for (const auto& v : Arr(m, "latest_versions")) {
+      latest = std::max(latest, Str(v, "version"),
+                        [](const std::string& a, const std::string& b) {
+                          return ParseInt64(a).value_or(0) < ParseInt64(b).value_or(0);
+                        });
+    }
+    for (const auto& a : Arr(m, "aliases")) {
+      aliases += (aliases.empty() ? "" : ", ") + Str(a, "alias") + "=v" + Str(a, "version");
+    }
+    rows.push_back({Str(m, "name"), latest, aliases, FormatTime(Int(m, "last_updated_timestamp"))});
+  }
+  PrintTable(std::cout, {"NAME", "LATEST", "ALIASES", "UPDATED"}, rows);
+  return 0;
+}
+
+int ModelsShow(Client& client, const std::string& name) {
+  auto r = client.Call("GET", "/api/2.0/mlflow/registered-models/get", {{"name", name}});
+  if (!r.ok()) return Fail(r.status());
+  const auto& m = r->as_object().at("registered_model");
+  std::cout << "Model " << Str(m, "name") << "\n";
+  if (!Str(m, "description").empty()) std::cout << "  " << Str(m, "description") << "\n";
+  auto versions = client.Call("GET", "/api/2.0/mlflow/model-versions/search",
+                              {{"filter", "name = '" + name + "'"}});
+  if (!versions.ok()) return Fail(versions.status());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& v : Arr(*versions, "model_versions")) {
+    std::string aliases;
+    for (const auto& a : Arr(v, "aliases")) {
+      aliases += (aliases.empty() ? "" : ", ") + std::string(a.as_string());
+    }
+    rows.push_back({Str(v, "version"), Str(v, "status"), Str(v, "current_stage"), aliases,
+                    Str(v, "run_id"), FormatTime(Int(v, "creation_timestamp"))});
+  }
+  std::cout << "\n";
+  PrintTable(std::cout, {"VERSION", "STATUS", "STAGE", "ALIASES", "RUN", "CREATED"}, rows);
+  return 0;
+}
+
+// --- tokens and users
+
+std::optional<int64_t> ParseTtl(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  int64_t unit = 1;
+  std::string digits = s;
+  switch (s.back()) {
+    case 's': unit = 1; digits.pop_back(); break;
+    case 'm': unit = 60; digits.pop_back(); break;
+    case 'h': unit = 3600; digits.pop_back(); break;
+    case 'd': unit = 86400; digits.pop_back(); break;
+    default: break;
+  }
+  auto n = ParseInt64(digits);
+  if (!n || *n <= 0) return std::nullopt;
+  return *n * unit;
+}
+
+int TokenCreate(Client& client, const std::string& user, const std::string& description,
+                const std::string& expires_in) {
+  json::object body{{"description", description}};
+  if (!user.empty()) body["user"] = user;
+  if (!expires_in.empty()) {
+    auto ttl = ParseTtl(expires_in);
+    if (!ttl) {
+      return Fail(Status::InvalidArgument("--expires-in must look like 90d, 12h, 30m or 3600s (got '" +
+                                          expires_in + "')"));
+    }
+    body["expires_in_seconds"] = *ttl;
+  }
+  auto r = client.Call("POST", "/api/trainyard/v1/tokens", body);
+  if (!r.ok()) return Fail(r.status());
+  const auto& info = r->as_object().at("info");
+  std::cerr << "Created token " << Str(info, "token_id") << " for " << Str(info, "user")
+            << ". It is shown only once:\n";
+  std::cout << Str(*r, "token") << "\n";
+  return 0;
+}
+
+int TokenList(Client& client) {
+  auto r = client.Call("GET", "/api/trainyard/v1/tokens");
+  if (!r.ok()) return Fail(r.status());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : Arr(*r, "tokens")) {
+    std::string state = Int(t, "revoked_at") ? "revoked" : "active";
+    rows.push_back({Str(t, "token_id"), Str(t, "user"), state, FormatTime(Int(t, "created_at")),
+                    FormatTime(Int(t, "expires_at")), Str(t, "description")});
+  }
+  PrintTable(std::cout, {"ID", "USER", "STATE", "CREATED", "EXPIRES", "DESCRIPTION"}, rows);
+  return 0;
+}
+
+}  // namespace
 
 int Main(int argc, char** argv) {
-  std::cerr << "trainyard: no command yet\n";
+  CLI::App app{"Trainyard: train, track, register and serve LLMs on your own machines",
+               "trainyard"};
+  app.require_subcommand(1);
+  ClientOptions client_options;
+  auto add_client_options = [&](CLI::App* cmd) {
+    cmd->add_option("--url", client_options.url, "server URL (env TRAINYARD_URL)");
+    cmd->add_option("--token", client_options.token, "API token (env TRAINYARD_TOKEN)");
+    cmd->add_option("--data-dir", client_options.data_dir,
+                    "server data directory whose admin.token to use when no token is given");
+  };
+
+  server::ServerConfig config;
+  config.data_dir = DefaultDataDir();
+  std::string log_level = "info";
+  std::string port_file;
+  auto* server_cmd = app.add_subcommand("server", "run the Trainyard server");
+  server_cmd->add_option("--data-dir", config.data_dir, "where state lives (env TRAINYARD_DATA_DIR)");
+  server_cmd->add_option("--host", config.host, "address to listen on")->capture_default_str();
+  server_cmd->add_option("--port", config.port, "port to listen on (0: any free port)")
+      ->capture_default_str();
+  server_cmd->add_option("--db", config.db,
+                         "metadata store: a SQLite path (default <data-dir>/trainyard.db) or "
+                         "postgresql://user@host:port/db");
+  server_cmd->add_option("--artifacts", config.artifacts,
+                         "artifact store directory (default <data-dir>/artifacts)");
+  server_cmd->add_flag("--sync-full", config.sqlite_sync_full,
+                       "SQLite: fsync every commit (survives power loss, slower)");
+  server_cmd->add_option("--workers", config.worker_threads, "request worker threads")
+      ->capture_default_str();
+  server_cmd->add_option("--port-file", port_file,
+                         "write the bound port here once listening (useful with --port 0)");
+  server_cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+
+  auto* experiments = app.add_subcommand("experiments", "list and inspect experiments");
+  experiments->require_subcommand(1);
+  bool all_experiments = false;
+  auto* exp_list = experiments->add_subcommand("list", "list experiments");
+  exp_list->add_flag("--all", all_experiments, "include deleted experiments");
+  add_client_options(exp_list);
+  std::string exp_id;
+  auto* exp_show = experiments->add_subcommand("show", "show one experiment");
+  exp_show->add_option("experiment", exp_id, "experiment id or name")->required();
+  add_client_options(exp_show);
+
+  auto* runs = app.add_subcommand("runs", "list and inspect runs");
+  runs->require_subcommand(1);
+  std::string run_experiment = "0", run_filter, run_id;
+  int run_max = 100;
+  auto* runs_list = runs->add_subcommand("list", "list the runs of an experiment");
+  runs_list->add_option("-e,--experiment", run_experiment, "experiment id or name")
+      ->capture_default_str();
+  runs_list->add_option("--filter", run_filter, "MLflow filter, e.g. \"metrics.loss < 0.5\"");
+  runs_list->add_option("--max", run_max, "at most this many runs")->capture_default_str();
+  add_client_options(runs_list);
+  auto* runs_show = runs->add_subcommand("show", "show a run's metrics, params and tags");
+  runs_show->add_option("run_id", run_id, "run id")->required();
+  add_client_options(runs_show);
+
+  auto* models = app.add_subcommand("models", "list and inspect registered models");
+  models->require_subcommand(1);
+  std::string model_name;
+  auto* models_list = models->add_subcommand("list", "list registered models");
+  add_client_options(models_list);
+  auto* models_show = models->add_subcommand("show", "show a model's versions and aliases");
+  models_show->add_option("name", model_name, "registered model name")->required();
+  add_client_options(models_show);
+
+  auto* token = app.add_subcommand("token", "create, list and revoke API tokens");
+  token->require_subcommand(1);
+  std::string token_user, token_description, token_expires, token_id;
+  auto* token_create = token->add_subcommand("create", "create a token (printed once)");
+  token_create->add_option("--user", token_user, "for this user (admins only; default: you)");
+  token_create->add_option("--description", token_description, "what the token is for");
+  token_create->add_option("--expires-in", token_expires, "lifetime, e.g. 90d, 12h");
+  add_client_options(token_create);
+  auto* token_list = token->add_subcommand("list", "list tokens");
+  add_client_options(token_list);
+  auto* token_revoke = token->add_subcommand("revoke", "revoke a token");
+  token_revoke->add_option("token_id", token_id, "token id (from 'token list')")->required();
+  add_client_options(token_revoke);
+
+  auto* users = app.add_subcommand("users", "manage users (admins)");
+  users->require_subcommand(1);
+  std::string user_name;
+  bool user_admin = false;
+  auto* users_create = users->add_subcommand("create", "create a user");
+  users_create->add_option("name", user_name, "user name")->required();
+  users_create->add_flag("--admin", user_admin, "make the user an admin");
+  add_client_options(users_create);
+  auto* users_list = users->add_subcommand("list", "list users");
+  add_client_options(users_list);
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (server_cmd->parsed()) return RunServer(config, log_level, port_file);
+  Client client(client_options);
+  if (exp_list->parsed()) return ExperimentsList(client, all_experiments);
+  if (exp_show->parsed()) return ExperimentsShow(client, exp_id);
+  if (runs_list->parsed()) return RunsList(client, run_experiment, run_filter, run_max);
+  if (runs_show->parsed()) return RunsShow(client, run_id);
+  if (models_list->parsed()) return ModelsList(client);
+  if (models_show->parsed()) return ModelsShow(client, model_name);
+  if (token_create->parsed()) {
+    return TokenCreate(client, token_user, token_description, token_expires);
+  }
+  if (token_list->parsed()) return TokenList(client);
+  if (token_revoke->parsed()) {
+    auto r = client.Call("DELETE", "/api/trainyard/v1/tokens/" + UrlEncode(token_id));
+    if (!r.ok()) return Fail(r.status());
+    std::cout << "Revoked token " << token_id << "\n";
+    return 0;
+  }
+  if (users_create->parsed()) {
+    auto r = client.Call("POST", "/api/trainyard/v1/users",
+                         {{"name", user_name}, {"is_admin", user_admin}});
+    if (!r.ok()) return Fail(r.status());
+    std::cout << "Created user " << user_name << (user_admin ? " (admin)" : "") << "\n";
+    return 0;
+  }
+  if (users_list->parsed()) {
+    auto r = client.Call("GET", "/api/trainyard/v1/users");
+    if (!r.ok()) return Fail(r.status());
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& u : Arr(*r, "users")) {
+      rows.push_back({Str(u, "name"), Str(u, "is_admin") == "true" ? "yes" : "no",
+                      FormatTime(Int(u, "created_at"))});
+    }
+    PrintTable(std::cout, {"USER", "ADMIN", "CREATED"}, rows);
+    return 0;
+  }
   return 2;
 }
 

@@ -1,5 +1,6 @@
 #include "trainyard/store/database.h"
 
+#include <charconv>
 #include <cmath>
 #include <set>
 
@@ -13,7 +14,11 @@ int64_t Row::Int(size_t i) const {
   const Value& v = values_[i];
   if (auto p = std::get_if<int64_t>(&v)) return *p;
   if (auto p = std::get_if<double>(&v)) return static_cast<int64_t>(*p);
-  if (auto p = std::get_if<std::string>(&v)) return ParseInt64(*p).value_or(0);
+  if (auto p = std::get_if<std::string>(&v)) {
+    if (auto i = ParseInt64(*p)) return *i;
+    // PostgreSQL returns numeric aggregates (AVG, SUM of doubles) as decimal text.
+    if (auto d = ParseDouble(*p); d && std::isfinite(*d)) return static_cast<int64_t>(*d);
+  }
   return 0;
 }
 
@@ -29,7 +34,11 @@ std::string Row::Text(size_t i) const {
   const Value& v = values_[i];
   if (auto p = std::get_if<std::string>(&v)) return *p;
   if (auto p = std::get_if<int64_t>(&v)) return std::to_string(*p);
-  if (auto p = std::get_if<double>(&v)) return std::to_string(*p);
+  if (auto p = std::get_if<double>(&v)) {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), *p);  // shortest round-trip form
+    return std::string(buf, end);
+  }
   return "";
 }
 

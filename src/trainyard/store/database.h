@@ -8,7 +8,12 @@
 //   - upserts use `INSERT ... ON CONFLICT (cols) DO UPDATE/NOTHING`;
 //   - LIKE is case-sensitive on both backends; for case-insensitive matching
 //     compare LOWER(x) LIKE LOWER(?);
-//   - NaN cannot be stored portably (SQLite turns it into NULL): keep a flag column.
+//   - NaN cannot be stored portably (SQLite turns it into NULL): keep a flag column;
+//   - a `?` needs a type from its context (`? IS NULL` fails on PostgreSQL: CAST it);
+//     bind int64 only where the column is an integer; INTEGER is 32-bit on PostgreSQL,
+//     so use BIGINT for anything larger; strings are UTF-8 without NUL bytes;
+//   - a failed statement ends the transaction on PostgreSQL: return its error;
+//   - transactions do not nest (a Read or Write inside a callback deadlocks).
 //
 // A Database is thread-safe. A Transaction belongs to the callback it is handed
 // to and must not escape it or be shared between threads.
@@ -77,7 +82,7 @@ struct DatabaseOptions {
   // SQLite only: fsync every commit (survives power loss), instead of the default that
   // survives a process crash (kill -9) but may lose the last commits on power loss.
   bool sqlite_sync_full = false;
-  // PostgreSQL only: connections kept open.
+  // PostgreSQL only: the most connections open at once.
   int pool_size = 8;
 };
 

@@ -75,6 +75,8 @@ std::vector<store::Migration> TrackingMigrations() {
            " is_nan INTEGER NOT NULL, step BIGINT NOT NULL, timestamp BIGINT NOT NULL,"
            " run_id TEXT, dataset_name TEXT, dataset_digest TEXT)",
            "CREATE INDEX logged_model_metrics_by_model ON logged_model_metrics (model_id, key)",
+           "CREATE TABLE run_model_inputs ("
+           " run_uuid TEXT NOT NULL, model_id TEXT NOT NULL, PRIMARY KEY (run_uuid, model_id))",
            // Models a run produced (runs/outputs).
            "CREATE TABLE run_outputs ("
            " run_uuid TEXT NOT NULL, model_id TEXT NOT NULL, step BIGINT NOT NULL,"

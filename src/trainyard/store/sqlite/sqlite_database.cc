@@ -12,7 +12,10 @@ Status SqliteError(sqlite3* db, std::string_view what) {
   int code = sqlite3_extended_errcode(db);
   std::string msg = std::string(what) + ": " + sqlite3_errmsg(db);
   int primary = code & 0xff;
-  if (primary == SQLITE_CONSTRAINT) return Status::AlreadyExists(msg);
+  if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    return Status::AlreadyExists(msg);
+  }
+  if (primary == SQLITE_CONSTRAINT) return Status::InvalidArgument(msg);
   if (primary == SQLITE_FULL) return Status::ResourceExhausted("disk full: " + msg);
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) return Status::Unavailable(msg);
   if (primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY) {
@@ -89,6 +92,8 @@ class Connection : public Transaction {
 
   Result<int64_t> Exec(std::string_view sql, const std::vector<Value>& params) override {
     TY_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
+    // sqlite3_changes() keeps the last DML's count across DDL; the total's delta does not.
+    int64_t before = sqlite3_total_changes64(db_);
     int rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     }
@@ -98,7 +103,7 @@ class Connection : public Transaction {
       return s;
     }
     sqlite3_reset(stmt);
-    return static_cast<int64_t>(sqlite3_changes(db_));
+    return sqlite3_total_changes64(db_) - before;
   }
 
   Status Run(const char* sql) {

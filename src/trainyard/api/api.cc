@@ -1,0 +1,167 @@
+#include "trainyard/api/api.h"
+
+#include <spdlog/spdlog.h>
+
+#include "trainyard/common/strings.h"
+
+namespace trainyard::api {
+
+const std::vector<std::string> kMlflowPrefixes = {"/api/2.0/mlflow", "/ajax-api/2.0/mlflow"};
+const std::vector<std::string> kTrainyardPrefixes = {"/api/trainyard/v1"};
+
+int HttpStatusFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists: return 400;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kFailedPrecondition: return 400;
+    case StatusCode::kResourceExhausted: return 507;
+    case StatusCode::kNotImplemented: return 501;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kInternal: return 500;
+    case StatusCode::kIOError: return 500;
+  }
+  return 500;
+}
+
+std::string_view MlflowErrorCode(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kInvalidArgument: return "INVALID_PARAMETER_VALUE";
+    case StatusCode::kNotFound: return "RESOURCE_DOES_NOT_EXIST";
+    case StatusCode::kAlreadyExists: return "RESOURCE_ALREADY_EXISTS";
+    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
+    case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
+    case StatusCode::kFailedPrecondition: return "INVALID_STATE";
+    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case StatusCode::kNotImplemented: return "NOT_IMPLEMENTED";
+    case StatusCode::kUnavailable: return "TEMPORARILY_UNAVAILABLE";
+    case StatusCode::kInternal: return "INTERNAL_ERROR";
+    case StatusCode::kIOError: return "INTERNAL_ERROR";
+  }
+  return "INTERNAL_ERROR";
+}
+
+static http::Response RenderError(int http_status, std::string_view code,
+                                  const std::string& message) {
+  json::object o;
+  o["error_code"] = code;
+  o["message"] = message;
+  http::Response r = http::Response::Json(http_status, json::serialize(o));
+  if (http_status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+http::Response ErrorResponse(const Status& status) {
+  int http_status = HttpStatusFor(status.code());
+  if (http_status >= 500) spdlog::error("request failed: {}", status.ToString());
+  return RenderError(http_status, MlflowErrorCode(status.code()), status.message());
+}
+
+http::Response TransportErrorResponse(int http_status, const std::string& message) {
+  std::string_view code = "BAD_REQUEST";
+  if (http_status == 404) code = "ENDPOINT_NOT_FOUND";
+  if (http_status == 413) code = "INVALID_PARAMETER_VALUE";
+  if (http_status >= 500) code = "INTERNAL_ERROR";
+  return RenderError(http_status, code, message);
+}
+
+Result<std::vector<std::string>> StringList(const json::object& o, std::string_view field) {
+  std::vector<std::string> out;
+  auto it = o.find(field);
+  if (it == o.end() || it->value().is_null()) return out;
+  if (it->value().is_string()) {
+    out.emplace_back(it->value().as_string());
+    return out;
+  }
+  if (!it->value().is_array()) {
+    return Status::InvalidArgument(std::string(field) + " must be an array of strings (got " +
+                                   DescribeJson(it->value()) + ")");
+  }
+  for (const auto& v : it->value().as_array()) {
+    TY_ASSIGN_OR_RETURN(std::string s, AsString(v, std::string(field) + "[]"));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Query parameters become an object: one value → a string, several → an array.
+static json::object QueryToObject(const http::Request& request) {
+  json::object o;
+  for (const auto& [name, values] : request.query) {
+    if (values.size() == 1) {
+      o[name] = values[0];
+    } else {
+      json::array a;
+      for (const auto& v : values) a.emplace_back(v);
+      o[name] = std::move(a);
+    }
+  }
+  return o;
+}
+
+http::Response Api::Serve(http::Request& request, const RawHandler& handler, bool authenticate) {
+  identity::Principal principal;
+  if (authenticate) {
+    std::string auth = request.Header("authorization");
+    std::string token;
+    if (StartsWith(auth, "Bearer ") || StartsWith(auth, "bearer ")) token = Trim(auth.substr(7));
+    auto p = identity_.Authenticate(token);
+    if (!p.ok()) return ErrorResponse(p.status());
+    principal = std::move(p).value();
+  }
+  json::object body;
+  bool json_body = request.body_file.empty() && !Trim(request.body).empty() &&
+                   request.Header("content-type").find("json") != std::string::npos;
+  if (json_body || (request.body_file.empty() && !Trim(request.body).empty() &&
+                    request.method != http::Method::kPut)) {
+    auto parsed = ParseJsonObject(request.body);
+    if (!parsed.ok()) return ErrorResponse(parsed.status());
+    body = std::move(parsed).value();
+  } else {
+    body = QueryToObject(request);
+  }
+  Call call{principal, body, request};
+  auto result = handler(call);
+  http::Response response = result.ok() ? std::move(result).value() : ErrorResponse(result.status());
+  bool mutating = request.method != http::Method::kGet && request.method != http::Method::kHead;
+  if (authenticate && mutating) {
+    identity_.Audit(identity::AuditRecord{clock_.NowMillis(), principal.user,
+                                          std::string(http::MethodName(request.method)),
+                                          request.path, response.status,
+                                          request.remote_address});
+  }
+  return response;
+}
+
+void Api::RawRoute(http::Method method, const std::vector<std::string>& prefixes,
+                   const std::string& path, RawHandler handler) {
+  auto shared = std::make_shared<RawHandler>(std::move(handler));
+  for (const auto& prefix : prefixes) {
+    router_.Add(method, prefix + path,
+                [this, shared](http::Request& r) { return Serve(r, *shared, true); });
+  }
+}
+
+static RawHandler WrapJson(JsonHandler handler) {
+  return [handler = std::move(handler)](Call& call) -> Result<http::Response> {
+    auto result = handler(call);
+    if (!result.ok()) return result.status();
+    return http::Response::Json(200, json::serialize(*result));
+  };
+}
+
+void Api::Route(http::Method method, const std::vector<std::string>& prefixes,
+                const std::string& path, JsonHandler handler) {
+  RawRoute(method, prefixes, path, WrapJson(std::move(handler)));
+}
+
+void Api::PublicRoute(http::Method method, const std::string& path, JsonHandler handler) {
+  auto shared = std::make_shared<RawHandler>(WrapJson(std::move(handler)));
+  router_.Add(method, path, [this, shared](http::Request& r) { return Serve(r, *shared, false); });
+}
+
+}  // namespace trainyard::api

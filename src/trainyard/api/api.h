@@ -1,0 +1,70 @@
+// The API layer's shared plumbing. Every endpoint is registered through Api::Route,
+// which authenticates the caller (Bearer token → identity::Principal), decodes
+// the request (a JSON body, or for GET the query string turned into an object),
+// calls the handler, and encodes its result or error. Mutating calls are audited.
+//
+// Errors: one table (HttpStatusFor / MlflowErrorCode) maps Status codes to HTTP
+// statuses and MLflow error codes; bodies are {"error_code": ..., "message": ...}.
+//
+// Handlers are thin: decode → authorize → call a service → encode. Thread-safe
+// after all routes are registered.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "trainyard/common/json.h"
+#include "trainyard/common/status.h"
+#include "trainyard/http/router.h"
+#include "trainyard/identity/identity_service.h"
+
+namespace trainyard::api {
+
+int HttpStatusFor(StatusCode code);
+std::string_view MlflowErrorCode(StatusCode code);
+http::Response ErrorResponse(const Status& status);
+// For errors raised below the API (unknown route, body too large).
+http::Response TransportErrorResponse(int http_status, const std::string& message);
+
+struct Call {
+  const identity::Principal& principal;
+  const json::object& body;  // JSON body, or the query string for GET/DELETE without a body
+  http::Request& request;
+};
+
+// A handler returns the JSON response body, or a Status for an error.
+using JsonHandler = std::function<Result<json::value>(Call&)>;
+// A handler that builds its own Response (artifact downloads).
+using RawHandler = std::function<Result<http::Response>(Call&)>;
+
+class Api {
+ public:
+  Api(http::Router& router, identity::IdentityService& identity, Clock& clock)
+      : router_(router), identity_(identity), clock_(clock) {}
+
+  // Registers `path` under each prefix (e.g. "/api/2.0/mlflow" and "/ajax-api/2.0/mlflow").
+  void Route(http::Method method, const std::vector<std::string>& prefixes,
+             const std::string& path, JsonHandler handler);
+  void RawRoute(http::Method method, const std::vector<std::string>& prefixes,
+                const std::string& path, RawHandler handler);
+  // Routes reachable without a token (health checks).
+  void PublicRoute(http::Method method, const std::string& path, JsonHandler handler);
+
+  identity::IdentityService& identity() { return identity_; }
+
+ private:
+  http::Response Serve(http::Request& request, const RawHandler& handler, bool authenticate);
+
+  http::Router& router_;
+  identity::IdentityService& identity_;
+  Clock& clock_;
+};
+
+extern const std::vector<std::string> kMlflowPrefixes;  // /api/2.0/mlflow, /ajax-api/2.0/mlflow
+extern const std::vector<std::string> kTrainyardPrefixes;  // /api/trainyard/v1
+
+// Reads a repeated string field (JSON array, or a single string from a query string).
+Result<std::vector<std::string>> StringList(const json::object& o, std::string_view field);
+
+}  // namespace trainyard::api

@@ -1,0 +1,91 @@
+#include "trainyard/api/identity_api.h"
+
+namespace trainyard::api {
+namespace {
+
+using http::Method;
+using identity::Action;
+
+json::value TokenToJson(const identity::TokenInfo& t) {
+  json::object o;
+  o["token_id"] = t.token_id;
+  o["user"] = t.user;
+  o["description"] = t.description;
+  o["created_at"] = t.created_at;
+  if (t.expires_at) o["expires_at"] = *t.expires_at;
+  if (t.revoked_at) o["revoked_at"] = *t.revoked_at;
+  return o;
+}
+
+Result<Action> PrivilegeField(const json::object& body) {
+  TY_ASSIGN_OR_RETURN(std::string p, RequiredString(body, "privilege"));
+  if (p == "EDIT") return Action::kEdit;
+  if (p == "MANAGE") return Action::kManage;
+  return Status::InvalidArgument("privilege must be EDIT or MANAGE (got '" + p + "')");
+}
+
+}  // namespace
+
+void RegisterIdentityRoutes(Api& api) {
+  identity::IdentityService& ids = api.identity();
+  api.PublicRoute(Method::kGet, "/health", [](Call&) -> Result<json::value> {
+    return json::object{{"status", "ok"}};
+  });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/whoami", [](Call& c) -> Result<json::value> {
+    return json::object{{"user", c.principal.user}, {"is_admin", c.principal.is_admin}};
+  });
+  api.Route(Method::kPost, kTrainyardPrefixes, "/users", [&ids](Call& c) -> Result<json::value> {
+    TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+    TY_ASSIGN_OR_RETURN(auto admin, OptionalBool(c.body, "is_admin"));
+    TY_ASSIGN_OR_RETURN(auto user, ids.CreateUser(c.principal, name, admin.value_or(false)));
+    return json::object{{"user", json::object{{"name", user.name}, {"is_admin", user.is_admin}}}};
+  });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/users", [&ids](Call& c) -> Result<json::value> {
+    TY_ASSIGN_OR_RETURN(auto users, ids.ListUsers());
+    json::array out;
+    for (const auto& u : users) {
+      out.emplace_back(json::object{
+          {"name", u.name}, {"is_admin", u.is_admin}, {"created_at", u.created_at}});
+    }
+    return json::object{{"users", std::move(out)}};
+  });
+  api.Route(Method::kPost, kTrainyardPrefixes, "/tokens", [&ids](Call& c) -> Result<json::value> {
+    TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
+    TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
+    TY_ASSIGN_OR_RETURN(auto ttl, OptionalInt64(c.body, "expires_in_seconds"));
+    TY_ASSIGN_OR_RETURN(auto created,
+                        ids.CreateToken(c.principal, user.value_or(c.principal.user),
+                                        description.value_or(""), ttl));
+    return json::object{{"token", created.first}, {"info", TokenToJson(created.second)}};
+  });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/tokens", [&ids](Call& c) -> Result<json::value> {
+    TY_ASSIGN_OR_RETURN(auto tokens, ids.ListTokens(c.principal));
+    json::array out;
+    for (const auto& t : tokens) out.emplace_back(TokenToJson(t));
+    return json::object{{"tokens", std::move(out)}};
+  });
+  api.Route(Method::kDelete, kTrainyardPrefixes, "/tokens/{token_id}",
+            [&ids](Call& c) -> Result<json::value> {
+              TY_RETURN_IF_ERROR(ids.RevokeToken(c.principal, c.request.path_params["token_id"]));
+              return json::object();
+            });
+}
+
+// Grants need the securable's owner, which the owning service knows; they are
+// registered beside each service's routes (see RegisterGrantRoute).
+void RegisterGrantRoute(Api& api, const std::string& securable_type,
+                        std::function<Result<std::string>(const std::string& id)> owner_of) {
+  identity::IdentityService& ids = api.identity();
+  api.Route(Method::kPost, kTrainyardPrefixes, "/grants/" + securable_type,
+            [&ids, securable_type, owner_of](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "id"));
+              TY_ASSIGN_OR_RETURN(std::string user, RequiredString(c.body, "user"));
+              TY_ASSIGN_OR_RETURN(Action privilege, PrivilegeField(c.body));
+              TY_ASSIGN_OR_RETURN(std::string owner, owner_of(id));
+              TY_RETURN_IF_ERROR(
+                  ids.Grant(c.principal, {securable_type, id, owner}, user, privilege));
+              return json::object();
+            });
+}
+
+}  // namespace trainyard::api

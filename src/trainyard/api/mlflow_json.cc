@@ -1,0 +1,165 @@
+#include "trainyard/api/mlflow_json.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace trainyard::api {
+
+json::array KeyValuesToJson(const std::vector<tracking::KeyValue>& kvs) {
+  json::array a;
+  a.reserve(kvs.size());
+  for (const auto& kv : kvs) a.emplace_back(json::object{{"key", kv.key}, {"value", kv.value}});
+  return a;
+}
+
+json::object ExperimentToJson(const tracking::Experiment& e) {
+  json::object o;
+  o["experiment_id"] = e.experiment_id;
+  o["name"] = e.name;
+  o["artifact_location"] = e.artifact_location;
+  o["lifecycle_stage"] = e.lifecycle_stage;
+  o["last_update_time"] = e.last_update_time;
+  o["creation_time"] = e.creation_time;
+  if (!e.tags.empty()) o["tags"] = KeyValuesToJson(e.tags);
+  return o;
+}
+
+json::object RunInfoToJson(const tracking::RunInfo& info) {
+  json::object o;
+  o["run_id"] = info.run_id;
+  o["run_uuid"] = info.run_id;
+  o["run_name"] = info.run_name;
+  o["experiment_id"] = info.experiment_id;
+  o["user_id"] = info.user_id;
+  o["status"] = info.status;
+  if (info.start_time) o["start_time"] = *info.start_time;
+  if (info.end_time) o["end_time"] = *info.end_time;
+  o["artifact_uri"] = info.artifact_uri;
+  o["lifecycle_stage"] = info.lifecycle_stage;
+  return o;
+}
+
+json::object MetricToJson(const tracking::Metric& m) {
+  json::object o;
+  o["key"] = m.key;
+  o["value"] = DoubleToJson(m.value);
+  o["timestamp"] = m.timestamp;
+  o["step"] = m.step;
+  if (!m.model_id.empty()) o["model_id"] = m.model_id;
+  if (!m.dataset_name.empty()) o["dataset_name"] = m.dataset_name;
+  if (!m.dataset_digest.empty()) o["dataset_digest"] = m.dataset_digest;
+  if (!m.run_id.empty()) o["run_id"] = m.run_id;
+  return o;
+}
+
+json::object RunToJson(const tracking::Run& run) {
+  json::object data;
+  json::array metrics;
+  for (const auto& m : run.metrics) metrics.emplace_back(MetricToJson(m));
+  data["metrics"] = std::move(metrics);
+  data["params"] = KeyValuesToJson(run.params);
+  data["tags"] = KeyValuesToJson(run.tags);
+  json::object inputs;
+  json::array dataset_inputs;
+  for (const auto& d : run.dataset_inputs) {
+    json::object ds;
+    ds["name"] = d.dataset.name;
+    ds["digest"] = d.dataset.digest;
+    ds["source_type"] = d.dataset.source_type;
+    ds["source"] = d.dataset.source;
+    if (!d.dataset.schema.empty()) ds["schema"] = d.dataset.schema;
+    if (!d.dataset.profile.empty()) ds["profile"] = d.dataset.profile;
+    dataset_inputs.emplace_back(json::object{{"tags", KeyValuesToJson(d.tags)}, {"dataset", ds}});
+  }
+  inputs["dataset_inputs"] = std::move(dataset_inputs);
+  json::array model_inputs;
+  for (const auto& id : run.model_inputs) model_inputs.emplace_back(json::object{{"model_id", id}});
+  inputs["model_inputs"] = std::move(model_inputs);
+  json::array model_outputs;
+  for (const auto& m : run.model_outputs) {
+    model_outputs.emplace_back(json::object{{"model_id", m.model_id}, {"step", m.step}});
+  }
+  json::object o;
+  o["info"] = RunInfoToJson(run.info);
+  o["data"] = std::move(data);
+  o["inputs"] = std::move(inputs);
+  o["outputs"] = json::object{{"model_outputs", std::move(model_outputs)}};
+  return o;
+}
+
+json::object LoggedModelToJson(const tracking::LoggedModel& m) {
+  json::object info;
+  info["model_id"] = m.model_id;
+  info["experiment_id"] = m.experiment_id;
+  info["name"] = m.name;
+  info["creation_timestamp_ms"] = m.creation_timestamp;
+  info["last_updated_timestamp_ms"] = m.last_updated_timestamp;
+  info["artifact_uri"] = m.artifact_uri;
+  info["status"] = m.status;
+  if (!m.model_type.empty()) info["model_type"] = m.model_type;
+  if (!m.source_run_id.empty()) info["source_run_id"] = m.source_run_id;
+  if (!m.status_message.empty()) info["status_message"] = m.status_message;
+  info["tags"] = KeyValuesToJson(m.tags);
+  json::object data;
+  data["params"] = KeyValuesToJson(m.params);
+  json::array metrics;
+  for (const auto& metric : m.metrics) metrics.emplace_back(MetricToJson(metric));
+  data["metrics"] = std::move(metrics);
+  return json::object{{"info", std::move(info)}, {"data", std::move(data)}};
+}
+
+static void AppendEscaped(std::string& out, std::string_view s) {
+  out += json::serialize(json::string(s));
+}
+
+static void AppendDouble(std::string& out, double v) {
+  if (std::isnan(v)) {
+    out += "\"NaN\"";
+  } else if (std::isinf(v)) {
+    out += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+  } else {
+    char buf[32];
+    auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+    out.append(buf, ptr);
+    // JSON readers that see "1" read an integer; MLflow's proto parser accepts both.
+  }
+}
+
+void AppendMetricJson(std::string& out, const tracking::Metric& m, bool with_run_id) {
+  out += "{\"key\":";
+  AppendEscaped(out, m.key);
+  out += ",\"value\":";
+  AppendDouble(out, m.value);
+  out += ",\"timestamp\":";
+  out += std::to_string(m.timestamp);
+  out += ",\"step\":";
+  out += std::to_string(m.step);
+  if (with_run_id) {
+    out += ",\"run_id\":";
+    AppendEscaped(out, m.run_id);
+  }
+  out += '}';
+}
+
+Result<std::vector<tracking::KeyValue>> KeyValuesFromJson(const json::object& o,
+                                                          std::string_view field) {
+  std::vector<tracking::KeyValue> out;
+  TY_ASSIGN_OR_RETURN(const json::array* arr, OptionalArray(o, field));
+  if (!arr) return out;
+  out.reserve(arr->size());
+  for (size_t i = 0; i < arr->size(); ++i) {
+    std::string where = std::string(field) + "[" + std::to_string(i) + "]";
+    if (!(*arr)[i].is_object()) {
+      return Status::InvalidArgument(where + " must be an object with key and value");
+    }
+    const auto& item = (*arr)[i].as_object();
+    auto key = RequiredString(item, "key");
+    if (!key.ok()) return key.status().WithContext(where);
+    auto value = OptionalString(item, "value");
+    if (!value.ok()) return value.status().WithContext(where);
+    out.push_back({std::move(*key), value->value_or("")});
+  }
+  return out;
+}
+
+}  // namespace trainyard::api

@@ -1,0 +1,341 @@
+#include "trainyard/api/mlflow_registry_api.h"
+
+#include <string>
+#include <vector>
+
+#include "trainyard/api/mlflow_json.h"
+
+namespace trainyard::api {
+namespace {
+
+using http::Method;
+using identity::Action;
+using registry::RegistryService;
+
+// --- encoding (MLflow's proto JSON: int64 as numbers, absent optionals omitted; versions are
+// strings)
+
+json::object ModelVersionToJson(const registry::ModelVersion& v) {
+  json::object o;
+  o["name"] = v.name;
+  o["version"] = std::to_string(v.version);
+  o["creation_timestamp"] = v.creation_timestamp;
+  o["last_updated_timestamp"] = v.last_updated_timestamp;
+  if (!v.user_id.empty()) o["user_id"] = v.user_id;
+  o["current_stage"] = registry::StageName(v.current_stage);
+  if (!v.description.empty()) o["description"] = v.description;
+  o["source"] = v.source;
+  if (!v.run_id.empty()) o["run_id"] = v.run_id;
+  o["status"] = registry::ModelVersionStatusName(v.status);
+  if (!v.status_message.empty()) o["status_message"] = v.status_message;
+  if (!v.tags.empty()) o["tags"] = KeyValuesToJson(v.tags);
+  if (!v.run_link.empty()) o["run_link"] = v.run_link;
+  if (!v.aliases.empty()) {
+    json::array aliases;
+    for (const auto& a : v.aliases) aliases.emplace_back(a);
+    o["aliases"] = std::move(aliases);
+  }
+  if (!v.model_id.empty()) o["model_id"] = v.model_id;
+  return o;
+}
+
+json::array ModelVersionsToJson(const std::vector<registry::ModelVersion>& versions) {
+  json::array a;
+  a.reserve(versions.size());
+  for (const auto& v : versions) a.emplace_back(ModelVersionToJson(v));
+  return a;
+}
+
+json::object RegisteredModelToJson(const registry::RegisteredModel& m) {
+  json::object o;
+  o["name"] = m.name;
+  o["creation_timestamp"] = m.creation_timestamp;
+  o["last_updated_timestamp"] = m.last_updated_timestamp;
+  if (!m.user_id.empty()) o["user_id"] = m.user_id;
+  if (!m.description.empty()) o["description"] = m.description;
+  if (!m.latest_versions.empty()) o["latest_versions"] = ModelVersionsToJson(m.latest_versions);
+  if (!m.tags.empty()) o["tags"] = KeyValuesToJson(m.tags);
+  if (!m.aliases.empty()) {
+    json::array aliases;
+    for (const auto& a : m.aliases) {
+      aliases.emplace_back(
+          json::object{{"alias", a.alias}, {"version", std::to_string(a.version)}});
+    }
+    o["aliases"] = std::move(aliases);
+  }
+  if (!m.deployment_job_id.empty()) o["deployment_job_id"] = m.deployment_job_id;
+  return o;
+}
+
+// --- decoding
+
+Result<registry::RegistrySearchRequest> SearchRequestFromJson(const json::object& body) {
+  registry::RegistrySearchRequest r;
+  TY_ASSIGN_OR_RETURN(auto filter, OptionalString(body, "filter"));
+  r.filter = filter.value_or("");
+  TY_ASSIGN_OR_RETURN(r.max_results, OptionalInt64(body, "max_results"));
+  TY_ASSIGN_OR_RETURN(r.order_by, StringList(body, "order_by"));
+  TY_ASSIGN_OR_RETURN(auto token, OptionalString(body, "page_token"));
+  r.page_token = token.value_or("");
+  return r;
+}
+
+json::value Empty() { return json::object(); }
+
+class RegistryRoutes {
+ public:
+  RegistryRoutes(Api& api, RegistryService& registry) : api_(api), registry_(registry) {}
+
+  void Register() {
+    RegisterRegisteredModels();
+    RegisterAliases();
+    RegisterModelVersions();
+  }
+
+ private:
+  // EDIT on an existing model; NotFound when there is none.
+  static Status AuthorizeEdit(Api& api, RegistryService& registry, Call& c,
+                              const std::string& name) {
+    TY_ASSIGN_OR_RETURN(std::string owner, registry.RegisteredModelOwner(name));
+    return api.identity().Authorize(c.principal, Action::kEdit, {"registered_model", name, owner});
+  }
+
+  void RegisterRegisteredModels() {
+    Api& api = api_;
+    RegistryService& reg = registry_;
+
+    api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/create",
+              [&reg](Call& c) -> Result<json::value> {
+                registry::CreateRegisteredModelRequest r;
+                TY_ASSIGN_OR_RETURN(r.name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(r.tags, KeyValuesFromJson(c.body, "tags"));
+                TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
+                r.description = description.value_or("");
+                TY_ASSIGN_OR_RETURN(auto job, OptionalString(c.body, "deployment_job_id"));
+                r.deployment_job_id = job.value_or("");
+                TY_ASSIGN_OR_RETURN(auto model, reg.CreateRegisteredModel(c.principal.user, r));
+                return json::object{{"registered_model", RegisteredModelToJson(model)}};
+              });
+
+    api.Route(Method::kGet, kMlflowPrefixes, "/registered-models/get",
+              [&reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(auto model, reg.GetRegisteredModel(name));
+                return json::object{{"registered_model", RegisteredModelToJson(model)}};
+              });
+
+    JsonHandler search = [&reg](Call& c) -> Result<json::value> {
+      TY_ASSIGN_OR_RETURN(auto request, SearchRequestFromJson(c.body));
+      TY_ASSIGN_OR_RETURN(auto page, reg.SearchRegisteredModels(request));
+      json::array models;
+      models.reserve(page.items.size());
+      for (const auto& m : page.items) models.emplace_back(RegisteredModelToJson(m));
+      json::object o{{"registered_models", std::move(models)}};
+      if (!page.next_page_token.empty()) o["next_page_token"] = page.next_page_token;
+      return o;
+    };
+    api.Route(Method::kGet, kMlflowPrefixes, "/registered-models/search", search);
+    api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/search", search);
+
+    api.Route(Method::kPatch, kMlflowPrefixes, "/registered-models/update",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
+                TY_ASSIGN_OR_RETURN(auto job, OptionalString(c.body, "deployment_job_id"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_ASSIGN_OR_RETURN(auto model, reg.UpdateRegisteredModel(name, description, job));
+                return json::object{{"registered_model", RegisteredModelToJson(model)}};
+              });
+
+    api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/rename",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(std::string new_name, RequiredString(c.body, "new_name"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_ASSIGN_OR_RETURN(auto model, reg.RenameRegisteredModel(name, new_name));
+                return json::object{{"registered_model", RegisteredModelToJson(model)}};
+              });
+
+    api.Route(Method::kDelete, kMlflowPrefixes, "/registered-models/delete",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModel(name));
+                return Empty();
+              });
+
+    api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/set-tag",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                registry::KeyValue tag;
+                TY_ASSIGN_OR_RETURN(tag.key, RequiredString(c.body, "key"));
+                TY_ASSIGN_OR_RETURN(tag.value, RequiredString(c.body, "value"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_RETURN_IF_ERROR(reg.SetRegisteredModelTag(name, tag));
+                return Empty();
+              });
+
+    api.Route(Method::kDelete, kMlflowPrefixes, "/registered-models/delete-tag",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModelTag(name, key));
+                return Empty();
+              });
+
+    JsonHandler latest = [&reg](Call& c) -> Result<json::value> {
+      TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+      TY_ASSIGN_OR_RETURN(auto stages, StringList(c.body, "stages"));
+      TY_ASSIGN_OR_RETURN(auto versions, reg.GetLatestVersions(name, stages));
+      return json::object{{"model_versions", ModelVersionsToJson(versions)}};
+    };
+    api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/get-latest-versions", latest);
+    api.Route(Method::kGet, kMlflowPrefixes, "/registered-models/get-latest-versions", latest);
+  }
+
+  void RegisterAliases() {
+    Api& api = api_;
+    RegistryService& reg = registry_;
+
+    api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/alias",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(std::string alias, RequiredString(c.body, "alias"));
+                TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_RETURN_IF_ERROR(reg.SetRegisteredModelAlias(name, alias, version));
+                return Empty();
+              });
+
+    api.Route(Method::kDelete, kMlflowPrefixes, "/registered-models/alias",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(std::string alias, RequiredString(c.body, "alias"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModelAlias(name, alias));
+                return Empty();
+              });
+
+    api.Route(Method::kGet, kMlflowPrefixes, "/registered-models/alias",
+              [&reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(std::string alias, RequiredString(c.body, "alias"));
+                TY_ASSIGN_OR_RETURN(auto version, reg.GetModelVersionByAlias(name, alias));
+                return json::object{{"model_version", ModelVersionToJson(version)}};
+              });
+  }
+
+  void RegisterModelVersions() {
+    Api& api = api_;
+    RegistryService& reg = registry_;
+
+    api.Route(Method::kPost, kMlflowPrefixes, "/model-versions/create",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                registry::CreateModelVersionRequest r;
+                TY_ASSIGN_OR_RETURN(r.name, RequiredString(c.body, "name"));
+                for (auto [field, target] :
+                     {std::pair{"source", &r.source}, std::pair{"run_id", &r.run_id},
+                      std::pair{"run_link", &r.run_link}, std::pair{"description", &r.description},
+                      std::pair{"model_id", &r.model_id}}) {
+                  TY_ASSIGN_OR_RETURN(auto value, OptionalString(c.body, field));
+                  *target = value.value_or("");
+                }
+                TY_ASSIGN_OR_RETURN(r.tags, KeyValuesFromJson(c.body, "tags"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, r.name));
+                TY_ASSIGN_OR_RETURN(auto version, reg.CreateModelVersion(c.principal.user, r));
+                return json::object{{"model_version", ModelVersionToJson(version)}};
+              });
+
+    api.Route(Method::kGet, kMlflowPrefixes, "/model-versions/get",
+              [&reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_ASSIGN_OR_RETURN(auto v, reg.GetModelVersion(name, version));
+                return json::object{{"model_version", ModelVersionToJson(v)}};
+              });
+
+    JsonHandler search = [&reg](Call& c) -> Result<json::value> {
+      TY_ASSIGN_OR_RETURN(auto request, SearchRequestFromJson(c.body));
+      TY_ASSIGN_OR_RETURN(auto page, reg.SearchModelVersions(request));
+      json::object o{{"model_versions", ModelVersionsToJson(page.items)}};
+      if (!page.next_page_token.empty()) o["next_page_token"] = page.next_page_token;
+      return o;
+    };
+    api.Route(Method::kGet, kMlflowPrefixes, "/model-versions/search", search);
+    api.Route(Method::kPost, kMlflowPrefixes, "/model-versions/search", search);
+
+    api.Route(Method::kPatch, kMlflowPrefixes, "/model-versions/update",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_ASSIGN_OR_RETURN(auto v, reg.UpdateModelVersion(name, version, description));
+                return json::object{{"model_version", ModelVersionToJson(v)}};
+              });
+
+    api.Route(Method::kDelete, kMlflowPrefixes, "/model-versions/delete",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_RETURN_IF_ERROR(reg.DeleteModelVersion(name, version));
+                return Empty();
+              });
+
+    api.Route(Method::kGet, kMlflowPrefixes, "/model-versions/get-download-uri",
+              [&reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_ASSIGN_OR_RETURN(std::string uri, reg.GetModelVersionDownloadUri(name, version));
+                return json::object{{"artifact_uri", uri}};
+              });
+
+    api.Route(Method::kPost, kMlflowPrefixes, "/model-versions/transition-stage",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_ASSIGN_OR_RETURN(std::string stage, RequiredString(c.body, "stage"));
+                TY_ASSIGN_OR_RETURN(auto archive,
+                                    OptionalBool(c.body, "archive_existing_versions"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_ASSIGN_OR_RETURN(auto v, reg.TransitionModelVersionStage(
+                                                name, version, stage, archive.value_or(false)));
+                return json::object{{"model_version", ModelVersionToJson(v)}};
+              });
+
+    api.Route(Method::kPost, kMlflowPrefixes, "/model-versions/set-tag",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                registry::KeyValue tag;
+                TY_ASSIGN_OR_RETURN(tag.key, RequiredString(c.body, "key"));
+                TY_ASSIGN_OR_RETURN(tag.value, RequiredString(c.body, "value"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_RETURN_IF_ERROR(reg.SetModelVersionTag(name, version, tag));
+                return Empty();
+              });
+
+    api.Route(Method::kDelete, kMlflowPrefixes, "/model-versions/delete-tag",
+              [&api, &reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
+                TY_RETURN_IF_ERROR(reg.DeleteModelVersionTag(name, version, key));
+                return Empty();
+              });
+  }
+
+  Api& api_;
+  RegistryService& registry_;
+};
+
+}  // namespace
+
+void RegisterRegistryRoutes(Api& api, registry::RegistryService& registry) {
+  RegistryRoutes(api, registry).Register();
+}
+
+}  // namespace trainyard::api

@@ -1,0 +1,553 @@
+#include "trainyard/api/mlflow_tracking_api.h"
+
+#include <array>
+
+#include "trainyard/api/mlflow_json.h"
+#include "trainyard/common/strings.h"
+
+namespace trainyard::api {
+namespace {
+
+using http::Method;
+using identity::Action;
+using tracking::TrackingService;
+
+// Reads an enum given by name ("FINISHED") or by number (proto enums as ints).
+template <size_t N>
+Result<std::optional<std::string>> EnumField(const json::object& o, std::string_view field,
+                                             const std::array<const char*, N>& names) {
+  auto it = o.find(field);
+  if (it == o.end() || it->value().is_null()) return std::optional<std::string>();
+  std::string allowed;
+  for (const char* n : names) allowed += (allowed.empty() ? "" : ", ") + std::string(n);
+  const json::value& v = it->value();
+  if (v.is_string()) {
+    for (const char* n : names) {
+      if (v.as_string() == n) return std::optional<std::string>(n);
+    }
+  } else if (v.is_int64() && v.as_int64() >= 1 && static_cast<size_t>(v.as_int64()) <= N) {
+    return std::optional<std::string>(names[static_cast<size_t>(v.as_int64()) - 1]);
+  }
+  return Status::InvalidArgument(std::string(field) + " must be one of " + allowed + " (got " +
+                                 DescribeJson(v) + ")");
+}
+
+constexpr std::array<const char*, 5> kRunStatuses = {"RUNNING", "SCHEDULED", "FINISHED", "FAILED",
+                                                     "KILLED"};
+constexpr std::array<const char*, 3> kViewTypes = {"ACTIVE_ONLY", "DELETED_ONLY", "ALL"};
+constexpr std::array<const char*, 3> kLoggedModelStatuses = {
+    "LOGGED_MODEL_PENDING", "LOGGED_MODEL_READY", "LOGGED_MODEL_UPLOAD_FAILED"};
+
+Result<tracking::ViewType> ViewTypeField(const json::object& o, std::string_view field) {
+  TY_ASSIGN_OR_RETURN(auto v, EnumField(o, field, kViewTypes));
+  if (!v || *v == "ACTIVE_ONLY") return tracking::ViewType::kActiveOnly;
+  if (*v == "DELETED_ONLY") return tracking::ViewType::kDeletedOnly;
+  return tracking::ViewType::kAll;
+}
+
+// MLflow sends the run id as run_id, older clients as run_uuid.
+Result<std::string> RunIdField(const json::object& o) {
+  TY_ASSIGN_OR_RETURN(auto id, OptionalString(o, "run_id"));
+  if (!id || id->empty()) {
+    TY_ASSIGN_OR_RETURN(id, OptionalString(o, "run_uuid"));
+  }
+  if (!id || id->empty()) return Status::InvalidArgument("missing required field 'run_id'");
+  return std::move(*id);
+}
+
+Result<tracking::Metric> MetricFromJson(const json::object& o, std::string_view where) {
+  tracking::Metric m;
+  auto key = RequiredString(o, "key");
+  if (!key.ok()) return key.status().WithContext(where);
+  m.key = std::move(*key);
+  auto value = RequiredDouble(o, "value");
+  if (!value.ok()) return value.status().WithContext(where);
+  m.value = *value;
+  auto ts = RequiredInt64(o, "timestamp");
+  if (!ts.ok()) return ts.status().WithContext(where);
+  m.timestamp = *ts;
+  auto step = OptionalInt64(o, "step");
+  if (!step.ok()) return step.status().WithContext(where);
+  m.step = step->value_or(0);
+  for (auto [field, target] : {std::pair{"model_id", &m.model_id},
+                               std::pair{"dataset_name", &m.dataset_name},
+                               std::pair{"dataset_digest", &m.dataset_digest}}) {
+    auto s = OptionalString(o, field);
+    if (!s.ok()) return s.status().WithContext(where);
+    *target = s->value_or("");
+  }
+  return m;
+}
+
+class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
+ public:
+  TrackingRoutes(Api& api, TrackingService& tracking) : api_(api), tracking_(tracking) {}
+
+  Status AuthorizeExperiment(Call& call, const std::string& experiment_id, Action action) {
+    TY_ASSIGN_OR_RETURN(std::string owner, tracking_.ExperimentOwner(experiment_id));
+    return api_.identity().Authorize(call.principal, action,
+                                     {"experiment", experiment_id, owner});
+  }
+
+  Status AuthorizeRun(Call& call, const std::string& run_id, Action action) {
+    TY_ASSIGN_OR_RETURN(std::string experiment_id, tracking_.RunExperiment(run_id));
+    return AuthorizeExperiment(call, experiment_id, action);
+  }
+
+  Status AuthorizeLoggedModel(Call& call, const std::string& model_id, Action action) {
+    TY_ASSIGN_OR_RETURN(std::string experiment_id, tracking_.LoggedModelExperiment(model_id));
+    return AuthorizeExperiment(call, experiment_id, action);
+  }
+
+  void Register() {
+    RegisterExperiments();
+    RegisterRuns();
+    RegisterMetrics();
+    RegisterLoggedModels();
+  }
+
+ private:
+  void RegisterExperiments() {
+    api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/create",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                 TY_ASSIGN_OR_RETURN(auto location, OptionalString(c.body, "artifact_location"));
+                 TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
+                 TY_ASSIGN_OR_RETURN(std::string id,
+                                     tracking_.CreateExperiment(c.principal.user, name,
+                                                                location.value_or(""), tags));
+                 return json::object{{"experiment_id", id}};
+               });
+    api_.Route(Method::kGet, kMlflowPrefixes, "/experiments/get",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
+                 TY_ASSIGN_OR_RETURN(auto e, tracking_.GetExperiment(id));
+                 return json::object{{"experiment", ExperimentToJson(e)}};
+               });
+    api_.Route(Method::kGet, kMlflowPrefixes, "/experiments/get-by-name",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "experiment_name"));
+                 TY_ASSIGN_OR_RETURN(auto e, tracking_.GetExperimentByName(name));
+                 return json::object{{"experiment", ExperimentToJson(e)}};
+               });
+    auto search = [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+      tracking::SearchExperimentsRequest req;
+      TY_ASSIGN_OR_RETURN(auto filter, OptionalString(c.body, "filter"));
+      req.filter = filter.value_or("");
+      TY_ASSIGN_OR_RETURN(req.view_type, ViewTypeField(c.body, "view_type"));
+      TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+      req.max_results = max_results.value_or(1000);
+      TY_ASSIGN_OR_RETURN(req.order_by, StringList(c.body, "order_by"));
+      TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
+      req.page_token = token.value_or("");
+      TY_ASSIGN_OR_RETURN(auto page, tracking_.SearchExperiments(req));
+      json::array experiments;
+      for (const auto& e : page.items) experiments.emplace_back(ExperimentToJson(e));
+      json::object out{{"experiments", std::move(experiments)}};
+      if (!page.next_page_token.empty()) out["next_page_token"] = page.next_page_token;
+      return out;
+    };
+    api_.Route(Method::kGet, kMlflowPrefixes, "/experiments/search", search);
+    api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/search", search);
+    api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/update",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
+                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "new_name"));
+                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.RenameExperiment(id, name));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/delete",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
+                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteExperiment(id));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/restore",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
+                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.RestoreExperiment(id));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/set-experiment-tag",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
+                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                 TY_ASSIGN_OR_RETURN(auto value, OptionalString(c.body, "value"));
+                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.SetExperimentTag(id, {key, value.value_or("")}));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/delete-experiment-tag",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
+                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteExperimentTag(id, key));
+                 return json::object();
+               });
+  }
+
+  void RegisterRuns() {
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/create",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(auto eid, OptionalString(c.body, "experiment_id"));
+                 std::string experiment_id = eid && !eid->empty() ? *eid : "0";
+                 TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user_id"));
+                 TY_ASSIGN_OR_RETURN(auto name, OptionalString(c.body, "run_name"));
+                 TY_ASSIGN_OR_RETURN(auto start, OptionalInt64(c.body, "start_time"));
+                 TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
+                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, experiment_id, Action::kEdit));
+                 std::string user_id = user && !user->empty() ? *user : c.principal.user;
+                 TY_ASSIGN_OR_RETURN(auto run,
+                                     tracking_.CreateRun(experiment_id, user_id,
+                                                         name.value_or(""), start, tags));
+                 return json::object{{"run", RunToJson(run)}};
+               });
+    api_.Route(Method::kGet, kMlflowPrefixes, "/runs/get",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_ASSIGN_OR_RETURN(auto run, tracking_.GetRun(id));
+                 return json::object{{"run", RunToJson(run)}};
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/update",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_ASSIGN_OR_RETURN(auto status, EnumField(c.body, "status", kRunStatuses));
+                 TY_ASSIGN_OR_RETURN(auto end, OptionalInt64(c.body, "end_time"));
+                 TY_ASSIGN_OR_RETURN(auto name, OptionalString(c.body, "run_name"));
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_ASSIGN_OR_RETURN(auto info, tracking_.UpdateRun(id, status, end, name));
+                 return json::object{{"run_info", RunInfoToJson(info)}};
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/delete",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteRun(id));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/restore",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.RestoreRun(id));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-metric",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_ASSIGN_OR_RETURN(auto metric, MetricFromJson(c.body, "metric"));
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.LogBatch(id, {metric}, {}, {}));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-parameter",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                 TY_ASSIGN_OR_RETURN(std::string value, RequiredString(c.body, "value"));
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.LogBatch(id, {}, {{key, value}}, {}));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/set-tag",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                 TY_ASSIGN_OR_RETURN(auto value, OptionalString(c.body, "value"));
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.LogBatch(id, {}, {}, {{key, value.value_or("")}}));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/delete-tag",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteTag(id, key));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-batch",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 std::vector<tracking::Metric> metrics;
+                 TY_ASSIGN_OR_RETURN(const json::array* arr, OptionalArray(c.body, "metrics"));
+                 if (arr) {
+                   metrics.reserve(arr->size());
+                   for (size_t i = 0; i < arr->size(); ++i) {
+                     std::string where = "metrics[" + std::to_string(i) + "]";
+                     if (!(*arr)[i].is_object()) {
+                       return Status::InvalidArgument(where + " must be an object");
+                     }
+                     TY_ASSIGN_OR_RETURN(auto m, MetricFromJson((*arr)[i].as_object(), where));
+                     metrics.push_back(std::move(m));
+                   }
+                 }
+                 TY_ASSIGN_OR_RETURN(auto params, KeyValuesFromJson(c.body, "params"));
+                 TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.LogBatch(id, metrics, params, tags));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-inputs",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 std::vector<tracking::DatasetInput> inputs;
+                 TY_ASSIGN_OR_RETURN(const json::array* arr, OptionalArray(c.body, "datasets"));
+                 for (size_t i = 0; arr && i < arr->size(); ++i) {
+                   std::string where = "datasets[" + std::to_string(i) + "]";
+                   if (!(*arr)[i].is_object()) {
+                     return Status::InvalidArgument(where + " must be an object");
+                   }
+                   const auto& item = (*arr)[i].as_object();
+                   tracking::DatasetInput input;
+                   TY_ASSIGN_OR_RETURN(input.tags, KeyValuesFromJson(item, "tags"));
+                   TY_ASSIGN_OR_RETURN(const json::object* ds, OptionalObject(item, "dataset"));
+                   if (!ds) return Status::InvalidArgument(where + ".dataset is required");
+                   auto& d = input.dataset;
+                   for (auto [field, target] :
+                        {std::pair{"name", &d.name}, std::pair{"digest", &d.digest},
+                         std::pair{"source_type", &d.source_type}, std::pair{"source", &d.source},
+                         std::pair{"schema", &d.schema}, std::pair{"profile", &d.profile}}) {
+                     auto s = OptionalString(*ds, field);
+                     if (!s.ok()) return s.status().WithContext(where + ".dataset");
+                     *target = s->value_or("");
+                   }
+                   inputs.push_back(std::move(input));
+                 }
+                 std::vector<std::string> model_ids;
+                 TY_ASSIGN_OR_RETURN(const json::array* models, OptionalArray(c.body, "models"));
+                 for (size_t i = 0; models && i < models->size(); ++i) {
+                   if (!(*models)[i].is_object()) {
+                     return Status::InvalidArgument("models[" + std::to_string(i) +
+                                                    "] must be an object");
+                   }
+                   TY_ASSIGN_OR_RETURN(std::string mid,
+                                       RequiredString((*models)[i].as_object(), "model_id"));
+                   model_ids.push_back(std::move(mid));
+                 }
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.LogInputs(id, inputs, model_ids));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/outputs",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 std::vector<tracking::ModelOutput> outputs;
+                 TY_ASSIGN_OR_RETURN(const json::array* arr, OptionalArray(c.body, "models"));
+                 for (size_t i = 0; arr && i < arr->size(); ++i) {
+                   std::string where = "models[" + std::to_string(i) + "]";
+                   if (!(*arr)[i].is_object()) {
+                     return Status::InvalidArgument(where + " must be an object");
+                   }
+                   const auto& item = (*arr)[i].as_object();
+                   TY_ASSIGN_OR_RETURN(std::string mid, RequiredString(item, "model_id"));
+                   TY_ASSIGN_OR_RETURN(auto step, OptionalInt64(item, "step"));
+                   outputs.push_back({mid, step.value_or(0)});
+                 }
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.LogOutputs(id, outputs));
+                 return json::object();
+               });
+    // MLflow 2's history of logged models; MLflow 3 clients still call it.
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-model",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_ASSIGN_OR_RETURN(std::string model_json, RequiredString(c.body, "model_json"));
+                 if (!json::parse(model_json).is_object()) {
+                   return Status::InvalidArgument("model_json must be a JSON object");
+                 }
+                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+                 TY_ASSIGN_OR_RETURN(auto run, tracking_.GetRun(id));
+                 json::array history;
+                 for (const auto& t : run.tags) {
+                   if (t.key == "mlflow.log-model.history") {
+                     boost::system::error_code ec;
+                     auto parsed = json::parse(t.value, ec);
+                     if (!ec && parsed.is_array()) history = parsed.as_array();
+                   }
+                 }
+                 history.emplace_back(json::parse(model_json));
+                 TY_RETURN_IF_ERROR(tracking_.LogBatch(
+                     id, {}, {}, {{"mlflow.log-model.history", json::serialize(history)}}));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/search",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 tracking::SearchRunsRequest req;
+                 TY_ASSIGN_OR_RETURN(req.experiment_ids, StringList(c.body, "experiment_ids"));
+                 TY_ASSIGN_OR_RETURN(auto filter, OptionalString(c.body, "filter"));
+                 req.filter = filter.value_or("");
+                 TY_ASSIGN_OR_RETURN(req.view_type, ViewTypeField(c.body, "run_view_type"));
+                 TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+                 req.max_results = max_results.value_or(1000);
+                 TY_ASSIGN_OR_RETURN(req.order_by, StringList(c.body, "order_by"));
+                 TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
+                 req.page_token = token.value_or("");
+                 TY_ASSIGN_OR_RETURN(auto page, tracking_.SearchRuns(req));
+                 json::array runs;
+                 for (const auto& r : page.items) runs.emplace_back(RunToJson(r));
+                 json::object out{{"runs", std::move(runs)}};
+                 if (!page.next_page_token.empty()) out["next_page_token"] = page.next_page_token;
+                 return out;
+               });
+  }
+
+  void RegisterMetrics() {
+    api_.RawRoute(Method::kGet, kMlflowPrefixes, "/metrics/get-history",
+                  [this, self = shared_from_this()](Call& c) -> Result<http::Response> {
+                    TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                    TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "metric_key"));
+                    TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+                    TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
+                    TY_ASSIGN_OR_RETURN(auto page, tracking_.GetMetricHistory(
+                                                       id, key, max_results, token.value_or("")));
+                    std::string body;
+                    body.reserve(page.items.size() * 72 + 64);
+                    body += "{\"metrics\":[";
+                    for (size_t i = 0; i < page.items.size(); ++i) {
+                      if (i) body += ',';
+                      AppendMetricJson(body, page.items[i], false);
+                    }
+                    body += ']';
+                    if (!page.next_page_token.empty()) {
+                      body += ",\"next_page_token\":";
+                      body += json::serialize(json::string(page.next_page_token));
+                    }
+                    body += '}';
+                    return http::Response::Json(200, std::move(body));
+                  });
+    api_.RawRoute(Method::kGet, kMlflowPrefixes, "/metrics/get-history-bulk-interval",
+                  [this, self = shared_from_this()](Call& c) -> Result<http::Response> {
+                    TY_ASSIGN_OR_RETURN(auto run_ids, StringList(c.body, "run_ids"));
+                    TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "metric_key"));
+                    TY_ASSIGN_OR_RETURN(auto start, OptionalInt64(c.body, "start_step"));
+                    TY_ASSIGN_OR_RETURN(auto end, OptionalInt64(c.body, "end_step"));
+                    TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+                    TY_ASSIGN_OR_RETURN(auto metrics,
+                                        tracking_.GetMetricHistoryBulkInterval(
+                                            run_ids, key, start, end, max_results.value_or(320)));
+                    std::string body = "{\"metrics\":[";
+                    for (size_t i = 0; i < metrics.size(); ++i) {
+                      if (i) body += ',';
+                      AppendMetricJson(body, metrics[i], true);
+                    }
+                    body += "]}";
+                    return http::Response::Json(200, std::move(body));
+                  });
+  }
+
+  void RegisterLoggedModels() {
+    api_.Route(Method::kPost, kMlflowPrefixes, "/logged-models",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string eid, RequiredString(c.body, "experiment_id"));
+                 TY_ASSIGN_OR_RETURN(auto name, OptionalString(c.body, "name"));
+                 TY_ASSIGN_OR_RETURN(auto type, OptionalString(c.body, "model_type"));
+                 TY_ASSIGN_OR_RETURN(auto run, OptionalString(c.body, "source_run_id"));
+                 TY_ASSIGN_OR_RETURN(auto params, KeyValuesFromJson(c.body, "params"));
+                 TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
+                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, eid, Action::kEdit));
+                 TY_ASSIGN_OR_RETURN(auto model, tracking_.CreateLoggedModel(
+                                                     c.principal.user, eid, name.value_or(""),
+                                                     type.value_or(""), run.value_or(""), params,
+                                                     tags));
+                 return json::object{{"model", LoggedModelToJson(model)}};
+               });
+    api_.Route(Method::kGet, kMlflowPrefixes, "/logged-models/{model_id}",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(auto model,
+                                     tracking_.GetLoggedModel(c.request.path_params["model_id"]));
+                 return json::object{{"model", LoggedModelToJson(model)}};
+               });
+    api_.Route(Method::kPatch, kMlflowPrefixes, "/logged-models/{model_id}",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 const std::string& id = c.request.path_params["model_id"];
+                 TY_ASSIGN_OR_RETURN(auto status,
+                                     EnumField(c.body, "status", kLoggedModelStatuses));
+                 if (!status) return Status::InvalidArgument("missing required field 'status'");
+                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
+                 TY_ASSIGN_OR_RETURN(auto model, tracking_.FinalizeLoggedModel(id, *status));
+                 return json::object{{"model", LoggedModelToJson(model)}};
+               });
+    api_.Route(Method::kDelete, kMlflowPrefixes, "/logged-models/{model_id}",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 const std::string& id = c.request.path_params["model_id"];
+                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteLoggedModel(id));
+                 return json::object();
+               });
+    api_.Route(Method::kPatch, kMlflowPrefixes, "/logged-models/{model_id}/tags",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 const std::string& id = c.request.path_params["model_id"];
+                 TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
+                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
+                 TY_ASSIGN_OR_RETURN(auto model, tracking_.SetLoggedModelTags(id, tags));
+                 return json::object{{"model", LoggedModelToJson(model)}};
+               });
+    api_.Route(Method::kDelete, kMlflowPrefixes, "/logged-models/{model_id}/tags/{tag_key}",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 const std::string& id = c.request.path_params["model_id"];
+                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(
+                     tracking_.DeleteLoggedModelTag(id, c.request.path_params["tag_key"]));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/logged-models/{model_id}/params",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 const std::string& id = c.request.path_params["model_id"];
+                 TY_ASSIGN_OR_RETURN(auto params, KeyValuesFromJson(c.body, "params"));
+                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
+                 TY_RETURN_IF_ERROR(tracking_.LogLoggedModelParams(id, params));
+                 return json::object();
+               });
+    api_.Route(Method::kPost, kMlflowPrefixes, "/logged-models/search",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 tracking::SearchLoggedModelsRequest req;
+                 TY_ASSIGN_OR_RETURN(req.experiment_ids, StringList(c.body, "experiment_ids"));
+                 TY_ASSIGN_OR_RETURN(auto filter, OptionalString(c.body, "filter"));
+                 req.filter = filter.value_or("");
+                 TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+                 req.max_results = max_results.value_or(100);
+                 TY_ASSIGN_OR_RETURN(const json::array* order, OptionalArray(c.body, "order_by"));
+                 for (size_t i = 0; order && i < order->size(); ++i) {
+                   std::string where = "order_by[" + std::to_string(i) + "]";
+                   if (!(*order)[i].is_object()) {
+                     return Status::InvalidArgument(where + " must be an object");
+                   }
+                   const auto& o = (*order)[i].as_object();
+                   tracking::LoggedModelOrder entry;
+                   TY_ASSIGN_OR_RETURN(entry.field_name, RequiredString(o, "field_name"));
+                   TY_ASSIGN_OR_RETURN(auto asc, OptionalBool(o, "ascending"));
+                   entry.ascending = asc.value_or(true);
+                   TY_ASSIGN_OR_RETURN(auto dn, OptionalString(o, "dataset_name"));
+                   TY_ASSIGN_OR_RETURN(auto dd, OptionalString(o, "dataset_digest"));
+                   entry.dataset_name = dn.value_or("");
+                   entry.dataset_digest = dd.value_or("");
+                   req.order_by.push_back(std::move(entry));
+                 }
+                 TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
+                 req.page_token = token.value_or("");
+                 TY_ASSIGN_OR_RETURN(auto page, tracking_.SearchLoggedModels(req));
+                 json::array models;
+                 for (const auto& m : page.items) models.emplace_back(LoggedModelToJson(m));
+                 json::object out{{"models", std::move(models)}};
+                 if (!page.next_page_token.empty()) out["next_page_token"] = page.next_page_token;
+                 return out;
+               });
+  }
+
+  Api& api_;
+  TrackingService& tracking_;
+};
+
+}  // namespace
+
+void RegisterTrackingRoutes(Api& api, tracking::TrackingService& tracking) {
+  // Each route holds a reference to the route set, which lives as long as the router.
+  std::make_shared<TrackingRoutes>(api, tracking)->Register();
+}
+
+}  // namespace trainyard::api

@@ -1,0 +1,49 @@
+// BlobStore: where artifacts and checkpoint chunks live. Keys are relative,
+// '/'-separated paths ("3/abc/artifacts/model/MLmodel"); ValidateKey() rejects
+// anything that could escape the store ("..", absolute paths, backslashes, NUL).
+//
+// Implementations are thread-safe. Writes are atomic: a reader sees the whole
+// object or none of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainyard/common/status.h"
+
+namespace trainyard::blob {
+
+struct BlobEntry {
+  std::string name;  // the last path segment
+  bool is_dir = false;
+  int64_t size = 0;  // files only
+};
+
+// Ok when `key` is a safe relative path; `allow_empty` accepts "" (the root, for listing).
+Status ValidateKey(std::string_view key, bool allow_empty = false);
+
+class BlobStore {
+ public:
+  virtual ~BlobStore() = default;
+
+  virtual Status PutBytes(std::string_view key, std::string_view data) = 0;
+  // Takes the file at `local_path` (moved when possible, else copied).
+  virtual Status PutFile(std::string_view key, const std::string& local_path) = 0;
+  // A local file holding the object's bytes, for streaming to a client.
+  virtual Result<std::string> LocalPathForRead(std::string_view key) = 0;
+  virtual Result<std::string> GetBytes(std::string_view key) = 0;
+  // Immediate children of the directory `prefix` ("" is the root); sorted by name.
+  // An absent directory lists as empty.
+  virtual Result<std::vector<BlobEntry>> List(std::string_view prefix) = 0;
+  // Deletes an object or, recursively, a directory. Absent keys are NotFound.
+  virtual Status Delete(std::string_view key) = 0;
+  virtual Result<bool> IsDirectory(std::string_view key) = 0;
+};
+
+// Files under `root`, written to a temporary name, fsynced, then renamed into place.
+Result<std::unique_ptr<BlobStore>> OpenLocalBlobStore(const std::string& root);
+
+}  // namespace trainyard::blob

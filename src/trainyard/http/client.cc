@@ -1,0 +1,77 @@
+#include "trainyard/http/client.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "trainyard/common/strings.h"
+
+namespace trainyard::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+
+Result<ClientResponse> Fetch(const std::string& method, const std::string& url,
+                             const std::map<std::string, std::string>& headers,
+                             const std::string& body, std::chrono::seconds timeout) {
+  if (!StartsWith(url, "http://")) {
+    return Status::InvalidArgument("URL must start with http:// (got '" + Abbreviate(url) + "')");
+  }
+  std::string rest = url.substr(7);
+  size_t slash = rest.find('/');
+  std::string hostport = rest.substr(0, slash);
+  std::string target = slash == std::string::npos ? "/" : rest.substr(slash);
+  std::string host = hostport, port = "80";
+  size_t colon = hostport.rfind(':');
+  if (colon != std::string::npos) {
+    host = hostport.substr(0, colon);
+    port = hostport.substr(colon + 1);
+  }
+  try {
+    asio::io_context io;
+    asio::ip::tcp::resolver resolver(io);
+    beast::tcp_stream stream(io);
+    stream.expires_after(timeout);
+    boost::system::error_code ec;
+    auto endpoints = resolver.resolve(host, port, ec);
+    if (ec) return Status::Unavailable("cannot resolve " + hostport + ": " + ec.message());
+    stream.connect(endpoints, ec);
+    if (ec) {
+      return Status::Unavailable("cannot connect to " + hostport + ": " + ec.message() +
+                                 " (is the server running? start it with 'trainyard server')");
+    }
+    bhttp::request<bhttp::string_body> req;
+    req.method_string(method);
+    req.target(target);
+    req.version(11);
+    req.set(bhttp::field::host, hostport);
+    req.set(bhttp::field::user_agent, "trainyard-cli");
+    for (const auto& [k, v] : headers) req.set(k, v);
+    if (!body.empty() && headers.find("Content-Type") == headers.end()) {
+      req.set(bhttp::field::content_type, "application/json");
+    }
+    req.body() = body;
+    req.prepare_payload();
+    bhttp::write(stream, req, ec);
+    if (ec) return Status::Unavailable("request to " + hostport + " failed: " + ec.message());
+    beast::flat_buffer buffer;
+    bhttp::response_parser<bhttp::string_body> parser;
+    parser.body_limit(size_t{1} << 32);
+    bhttp::read(stream, buffer, parser, ec);
+    if (ec) return Status::Unavailable("reading the response from " + hostport + ": " + ec.message());
+    auto& res = parser.get();
+    ClientResponse out;
+    out.status = static_cast<int>(res.result_int());
+    out.body = std::move(res.body());
+    for (const auto& f : res) {
+      out.headers[ToLower(std::string_view(f.name_string()))] = std::string(f.value());
+    }
+    stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    return out;
+  } catch (const std::exception& e) {
+    return Status::Unavailable(std::string("HTTP request failed: ") + e.what());
+  }
+}
+
+}  // namespace trainyard::http

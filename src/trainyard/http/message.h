@@ -1,0 +1,57 @@
+// Request and Response: the HTTP layer's plain value types. Handlers receive a
+// Request and return a Response; they never see Beast or Asio.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace trainyard::http {
+
+enum class Method { kGet, kPost, kPut, kPatch, kDelete, kHead, kOptions, kOther };
+
+std::string_view MethodName(Method m);
+Method ParseMethod(std::string_view name);
+
+struct Request {
+  Method method = Method::kGet;
+  std::string target;  // as received: path and query
+  std::string path;    // percent-decoded, without the query
+  std::unordered_map<std::string, std::vector<std::string>> query;  // decoded
+  std::map<std::string, std::string> headers;                        // lower-case names
+  std::string body;
+  // Set instead of `body` when the body was streamed to a file (large uploads).
+  // The handler may move the file; otherwise it is deleted after the response.
+  std::string body_file;
+  std::unordered_map<std::string, std::string> path_params;  // filled by the Router
+  std::string remote_address;
+
+  // First value of a query parameter, if present.
+  std::optional<std::string> Query(std::string_view name) const;
+  const std::vector<std::string>& QueryAll(std::string_view name) const;
+  std::string Header(std::string_view lower_name) const;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  // When set, the file's contents are the body (streamed, not loaded).
+  std::string file_path;
+
+  static Response Json(int status, std::string body);
+  static Response Text(int status, std::string body);
+};
+
+using Handler = std::function<Response(Request&)>;
+
+// Splits "a=1&b=x%20y" into decoded name/value pairs. Malformed escapes are kept verbatim.
+std::unordered_map<std::string, std::vector<std::string>> ParseQueryString(std::string_view q);
+
+}  // namespace trainyard::http

@@ -1,0 +1,350 @@
+#include "trainyard/identity/identity_service.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "trainyard/common/strings.h"
+
+namespace trainyard::identity {
+namespace {
+
+constexpr int64_t kCacheMillis = 5000;
+
+bool ValidUserName(std::string_view name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+          c == '@')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<int64_t> OptInt(const store::Row& row, size_t i) {
+  if (row.IsNull(i)) return std::nullopt;
+  return row.Int(i);
+}
+
+Status WriteSecretFile(const std::string& path, const std::string& contents) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) return Status::IOError("cannot write " + tmp + ": " + std::strerror(errno));
+  std::string data = contents + "\n";
+  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Status::IOError("cannot write " + path + ": " + std::strerror(errno));
+  }
+  ::chmod(path.c_str(), 0600);
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view ActionName(Action a) {
+  switch (a) {
+    case Action::kRead: return "READ";
+    case Action::kEdit: return "EDIT";
+    case Action::kManage: return "MANAGE";
+  }
+  return "READ";
+}
+
+IdentityService::IdentityService(store::Database& db, Clock& clock, Random& random)
+    : db_(db), clock_(clock), random_(random) {
+  audit_thread_ = std::thread([this] { AuditLoop(); });
+}
+
+IdentityService::~IdentityService() {
+  {
+    std::lock_guard<std::mutex> lock(audit_mu_);
+    audit_stop_ = true;
+  }
+  audit_cv_.notify_all();
+  audit_thread_.join();
+}
+
+std::vector<store::Migration> IdentityService::Migrations() {
+  return {{"identity",
+           1,
+           {
+               "CREATE TABLE users (name TEXT PRIMARY KEY, is_admin INTEGER NOT NULL,"
+               " created_at BIGINT NOT NULL)",
+               "CREATE TABLE tokens (token_id TEXT PRIMARY KEY, user_name TEXT NOT NULL,"
+               " token_hash TEXT NOT NULL UNIQUE, description TEXT NOT NULL,"
+               " created_at BIGINT NOT NULL, expires_at BIGINT, revoked_at BIGINT,"
+               " last_used_at BIGINT)",
+               "CREATE TABLE grants (securable_type TEXT NOT NULL, securable_id TEXT NOT NULL,"
+               " principal TEXT NOT NULL, privilege TEXT NOT NULL,"
+               " PRIMARY KEY (securable_type, securable_id, principal))",
+               "CREATE TABLE audit_log (timestamp BIGINT NOT NULL, user_name TEXT NOT NULL,"
+               " method TEXT NOT NULL, path TEXT NOT NULL, status INTEGER NOT NULL,"
+               " remote TEXT NOT NULL)",
+               "CREATE INDEX audit_log_by_time ON audit_log (timestamp)",
+           }}};
+}
+
+Status IdentityService::Bootstrap(const std::string& data_dir) {
+  bool has_users = false;
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT COUNT(*) FROM users"));
+    has_users = rows[0].Int(0) > 0;
+    return Status::Ok();
+  }));
+  std::string path = data_dir + "/admin.token";
+  if (has_users) return Status::Ok();
+  Principal system{"admin", true, ""};
+  TY_RETURN_IF_ERROR(db_.Write([&](store::Transaction& tx) -> Status {
+    auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at) VALUES (?, 1, ?)",
+                     {std::string("admin"), clock_.NowMillis()});
+    return r.ok() ? Status::Ok() : r.status();
+  }));
+  TY_ASSIGN_OR_RETURN(auto created, CreateToken(system, "admin", "created on first start", {}));
+  TY_RETURN_IF_ERROR(WriteSecretFile(path, created.first));
+  spdlog::info("created the admin user; its token is in {} (mode 0600)", path);
+  return Status::Ok();
+}
+
+Result<Principal> IdentityService::Authenticate(std::string_view token) {
+  if (token.empty()) {
+    return Status::Unauthenticated(
+        "missing credentials: send 'Authorization: Bearer <token>' (the admin token is in the "
+        "server's data directory, admin.token; MLflow clients read MLFLOW_TRACKING_TOKEN)");
+  }
+  std::string hash = Sha256Hex(token);
+  int64_t now = clock_.NowMillis();
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = cache_.find(hash);
+    if (it != cache_.end() && now - it->second.cached_at < kCacheMillis &&
+        (!it->second.expires_at || *it->second.expires_at > now)) {
+      return it->second.principal;
+    }
+  }
+  Principal p;
+  std::optional<int64_t> expires_at;
+  Status s = db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.Query("SELECT t.token_id, t.user_name, u.is_admin, t.expires_at, t.revoked_at FROM "
+                 "tokens t JOIN users u ON u.name = t.user_name WHERE t.token_hash = ?",
+                 {hash}));
+    if (rows.empty()) return Status::Unauthenticated("invalid token");
+    const auto& row = rows[0];
+    if (!row.IsNull(4)) return Status::Unauthenticated("token " + row.Text(0) + " was revoked");
+    expires_at = OptInt(row, 3);
+    if (expires_at && *expires_at <= now) {
+      return Status::Unauthenticated("token " + row.Text(0) +
+                                     " has expired; create a new one with 'trainyard token "
+                                     "create'");
+    }
+    p.token_id = row.Text(0);
+    p.user = row.Text(1);
+    p.is_admin = row.Int(2) != 0;
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  if (cache_.size() > 10000) cache_.clear();
+  cache_[hash] = CachedPrincipal{p, expires_at, now};
+  return p;
+}
+
+Status IdentityService::Authorize(const Principal& who, Action action, const Securable& what) {
+  if (who.is_admin) return Status::Ok();
+  if (!what.owner.empty() && what.owner == who.user) return Status::Ok();
+  if (action == Action::kRead) return Status::Ok();
+  std::string privilege;
+  Status s = db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT privilege FROM grants WHERE securable_type = "
+                                            "? AND securable_id = ? AND principal = ?",
+                                            {what.type, what.id, who.user}));
+    if (!rows.empty()) privilege = rows[0].Text(0);
+    return Status::Ok();
+  });
+  TY_RETURN_IF_ERROR(s);
+  if (privilege == "MANAGE" || (privilege == "EDIT" && action == Action::kEdit)) {
+    return Status::Ok();
+  }
+  return Status::PermissionDenied("user '" + who.user + "' lacks " +
+                                  std::string(ActionName(action)) + " permission on " + what.type +
+                                  " '" + what.id + "' (owner: " + what.owner +
+                                  "); ask the owner or an admin to grant it");
+}
+
+Result<User> IdentityService::CreateUser(const Principal& who, const std::string& name,
+                                         bool is_admin) {
+  if (!who.is_admin) return Status::PermissionDenied("only admins may create users");
+  if (!ValidUserName(name)) {
+    return Status::InvalidArgument("user name must be 1-128 letters, digits, '_', '-', '.', '@' (got '" +
+                                   Abbreviate(name) + "')");
+  }
+  User u{name, is_admin, clock_.NowMillis()};
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at) VALUES (?, ?, ?)",
+                     {name, int64_t{is_admin ? 1 : 0}, u.created_at});
+    if (!r.ok() && r.status().IsAlreadyExists()) {
+      return Status::AlreadyExists("user '" + name + "' already exists");
+    }
+    return r.ok() ? Status::Ok() : r.status();
+  });
+  if (!s.ok()) return s;
+  return u;
+}
+
+Result<std::vector<User>> IdentityService::ListUsers() {
+  std::vector<User> out;
+  Status s = db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows,
+                        tx.Query("SELECT name, is_admin, created_at FROM users ORDER BY name"));
+    for (const auto& r : rows) out.push_back(User{r.Text(0), r.Int(1) != 0, r.Int(2)});
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(
+    const Principal& who, const std::string& user, const std::string& description,
+    std::optional<int64_t> ttl_seconds) {
+  if (!who.is_admin && who.user != user) {
+    return Status::PermissionDenied("only admins may create tokens for other users");
+  }
+  if (ttl_seconds && (*ttl_seconds <= 0 || *ttl_seconds > int64_t{10} * 365 * 86400)) {
+    return Status::InvalidArgument("expires_in_seconds must be between 1 and 315360000");
+  }
+  if (description.size() > 1000) {
+    return Status::InvalidArgument("description must be at most 1000 characters");
+  }
+  TokenInfo info;
+  info.token_id = random_.Hex(6);
+  info.user = user;
+  info.description = description;
+  info.created_at = clock_.NowMillis();
+  if (ttl_seconds) info.expires_at = info.created_at + *ttl_seconds * 1000;
+  std::string secret = "ty_" + info.token_id + "_" + random_.Hex(20);
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto users, tx.Query("SELECT 1 FROM users WHERE name = ?", {user}));
+    if (users.empty()) return Status::NotFound("user '" + user + "' does not exist");
+    store::Value expires = info.expires_at ? store::Value(*info.expires_at) : store::Value();
+    auto r = tx.Exec(
+        "INSERT INTO tokens (token_id, user_name, token_hash, description, created_at, "
+        "expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+        {info.token_id, user, Sha256Hex(secret), description, info.created_at, expires});
+    return r.ok() ? Status::Ok() : r.status();
+  });
+  if (!s.ok()) return s;
+  return std::make_pair(secret, info);
+}
+
+Result<std::vector<TokenInfo>> IdentityService::ListTokens(const Principal& who) {
+  std::vector<TokenInfo> out;
+  Status s = db_.Read([&](store::Transaction& tx) -> Status {
+    std::string sql =
+        "SELECT token_id, user_name, description, created_at, expires_at, revoked_at, "
+        "last_used_at FROM tokens";
+    std::vector<store::Value> params;
+    if (!who.is_admin) {
+      sql += " WHERE user_name = ?";
+      params.push_back(who.user);
+    }
+    sql += " ORDER BY created_at, token_id";
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query(sql, params));
+    for (const auto& r : rows) {
+      out.push_back(TokenInfo{r.Text(0), r.Text(1), r.Text(2), r.Int(3), OptInt(r, 4),
+                              OptInt(r, 5), OptInt(r, 6)});
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Status IdentityService::RevokeToken(const Principal& who, const std::string& token_id) {
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows,
+                        tx.Query("SELECT user_name FROM tokens WHERE token_id = ?", {token_id}));
+    if (rows.empty()) return Status::NotFound("token '" + token_id + "' does not exist");
+    if (!who.is_admin && rows[0].Text(0) != who.user) {
+      return Status::PermissionDenied("token '" + token_id + "' belongs to another user");
+    }
+    auto r = tx.Exec("UPDATE tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
+                     {clock_.NowMillis(), token_id});
+    return r.ok() ? Status::Ok() : r.status();
+  });
+  if (s.ok()) InvalidateCache();
+  return s;
+}
+
+Status IdentityService::Grant(const Principal& who, const Securable& what,
+                              const std::string& user, Action privilege) {
+  TY_RETURN_IF_ERROR(Authorize(who, Action::kManage, what));
+  if (privilege == Action::kRead) {
+    return Status::InvalidArgument("privilege must be EDIT or MANAGE (READ is implied)");
+  }
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto users, tx.Query("SELECT 1 FROM users WHERE name = ?", {user}));
+    if (users.empty()) return Status::NotFound("user '" + user + "' does not exist");
+    auto r = tx.Exec(
+        "INSERT INTO grants (securable_type, securable_id, principal, privilege) VALUES (?, ?, "
+        "?, ?) ON CONFLICT (securable_type, securable_id, principal) DO UPDATE SET privilege = "
+        "excluded.privilege",
+        {what.type, what.id, user, std::string(ActionName(privilege))});
+    return r.ok() ? Status::Ok() : r.status();
+  });
+}
+
+void IdentityService::InvalidateCache() {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  cache_.clear();
+}
+
+void IdentityService::Audit(AuditRecord record) {
+  {
+    std::lock_guard<std::mutex> lock(audit_mu_);
+    audit_queue_.push_back(std::move(record));
+    ++audit_enqueued_;
+  }
+  audit_cv_.notify_one();
+}
+
+void IdentityService::FlushAuditForTest() {
+  std::unique_lock<std::mutex> lock(audit_mu_);
+  uint64_t target = audit_enqueued_;
+  audit_flushed_cv_.wait(lock, [&] { return audit_written_ >= target; });
+}
+
+void IdentityService::AuditLoop() {
+  std::unique_lock<std::mutex> lock(audit_mu_);
+  while (true) {
+    audit_cv_.wait(lock, [&] { return audit_stop_ || !audit_queue_.empty(); });
+    if (audit_queue_.empty() && audit_stop_) return;
+    std::vector<AuditRecord> batch;
+    batch.swap(audit_queue_);
+    lock.unlock();
+    Status s = db_.Write([&](store::Transaction& tx) -> Status {
+      for (const auto& r : batch) {
+        auto e = tx.Exec(
+            "INSERT INTO audit_log (timestamp, user_name, method, path, status, remote) VALUES "
+            "(?, ?, ?, ?, ?, ?)",
+            {r.timestamp, r.user, r.method, r.path, int64_t{r.status}, r.remote});
+        if (!e.ok()) return e.status();
+      }
+      return Status::Ok();
+    });
+    if (!s.ok()) spdlog::error("audit log write failed: {}", s.ToString());
+    lock.lock();
+    audit_written_ += batch.size();
+    audit_flushed_cv_.notify_all();
+  }
+}
+
+}  // namespace trainyard::identity

@@ -1,0 +1,135 @@
+// IdentityService: users, bearer tokens, authorization and the audit log.
+//
+// Tokens look like `ty_<id>_<secret>`; only their SHA-256 is stored. The first
+// start creates the `admin` user and an admin token, written to
+// `<data_dir>/admin.token` with mode 0600 (where the CLI finds it).
+//
+// Authorization is one function, Authorize(), that the catalog's grants will
+// grow: admins may do anything; an object's owner may do anything to it; any
+// authenticated user may read; other writes need a grant of EDIT or MANAGE.
+//
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "trainyard/common/clock.h"
+#include "trainyard/common/status.h"
+#include "trainyard/store/database.h"
+
+namespace trainyard::identity {
+
+struct Principal {
+  std::string user;
+  bool is_admin = false;
+  std::string token_id;
+};
+
+enum class Action { kRead, kEdit, kManage };
+std::string_view ActionName(Action a);
+
+// What is being accessed: its kind ("experiment", "registered_model", ...), id and owner.
+struct Securable {
+  std::string type;
+  std::string id;
+  std::string owner;
+};
+
+struct User {
+  std::string name;
+  bool is_admin = false;
+  int64_t created_at = 0;
+};
+
+struct TokenInfo {
+  std::string token_id;
+  std::string user;
+  std::string description;
+  int64_t created_at = 0;
+  std::optional<int64_t> expires_at;
+  std::optional<int64_t> revoked_at;
+  std::optional<int64_t> last_used_at;
+};
+
+struct AuditRecord {
+  int64_t timestamp = 0;
+  std::string user;
+  std::string method;
+  std::string path;
+  int status = 0;
+  std::string remote;
+};
+
+class IdentityService {
+ public:
+  IdentityService(store::Database& db, Clock& clock, Random& random);
+  ~IdentityService();
+  IdentityService(const IdentityService&) = delete;
+  IdentityService& operator=(const IdentityService&) = delete;
+
+  static std::vector<store::Migration> Migrations();
+
+  // Creates the admin user and token on first start and writes the token to
+  // `<data_dir>/admin.token` (0600). Later starts keep the file as it is.
+  Status Bootstrap(const std::string& data_dir);
+
+  // Resolves a bearer token; Unauthenticated when unknown, expired or revoked.
+  Result<Principal> Authenticate(std::string_view token);
+
+  Status Authorize(const Principal& who, Action action, const Securable& what);
+
+  Result<User> CreateUser(const Principal& who, const std::string& name, bool is_admin);
+  Result<std::vector<User>> ListUsers();
+  // Returns the new token's secret (shown once) and its info.
+  Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
+                                                        const std::string& user,
+                                                        const std::string& description,
+                                                        std::optional<int64_t> ttl_seconds);
+  // Admins see all tokens; others their own.
+  Result<std::vector<TokenInfo>> ListTokens(const Principal& who);
+  Status RevokeToken(const Principal& who, const std::string& token_id);
+
+  // Grants `privilege` (EDIT or MANAGE; READ is implied for everyone) on a securable
+  // to `user`. Only its owner, a MANAGE holder or an admin may grant.
+  Status Grant(const Principal& who, const Securable& what, const std::string& user,
+               Action privilege);
+
+  // Queued and written in batches by a background thread; Flush() waits for them.
+  void Audit(AuditRecord record);
+  void FlushAuditForTest();
+
+ private:
+  struct CachedPrincipal {
+    Principal principal;
+    std::optional<int64_t> expires_at;
+    int64_t cached_at;
+  };
+  void AuditLoop();
+  void InvalidateCache();
+
+  store::Database& db_;
+  Clock& clock_;
+  Random& random_;
+
+  std::mutex cache_mu_;
+  std::unordered_map<std::string, CachedPrincipal> cache_;  // by token hash; guarded
+
+  std::mutex audit_mu_;
+  std::condition_variable audit_cv_;
+  std::condition_variable audit_flushed_cv_;
+  std::vector<AuditRecord> audit_queue_;  // guarded by audit_mu_
+  uint64_t audit_enqueued_ = 0;           // guarded by audit_mu_
+  uint64_t audit_written_ = 0;            // guarded by audit_mu_
+  bool audit_stop_ = false;               // guarded by audit_mu_
+  std::thread audit_thread_;
+};
+
+}  // namespace trainyard::identity

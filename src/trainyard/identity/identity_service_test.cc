@@ -1,0 +1,110 @@
+#include "trainyard/identity/identity_service.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace trainyard::identity {
+namespace {
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = std::move(store::OpenDatabase({.url = ":memory:"})).value();
+    ASSERT_TRUE(store::ApplyMigrations(*db_, IdentityService::Migrations()).ok());
+    ids_ = std::make_unique<IdentityService>(*db_, clock_, random_);
+    dir_ = std::filesystem::temp_directory_path() / ("ty-identity-" + random_.Hex(4));
+    std::filesystem::create_directories(dir_);
+    ASSERT_TRUE(ids_->Bootstrap(dir_).ok());
+    std::ifstream(dir_ + "/admin.token") >> admin_token_;
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  FakeClock clock_;
+  SeededRandom random_{7};
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<IdentityService> ids_;
+  std::string dir_;
+  std::string admin_token_;
+};
+
+TEST_F(IdentityTest, BootstrapWritesAdminTokenWithMode0600Once) {
+  struct stat st;
+  ASSERT_EQ(stat((dir_ + "/admin.token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  auto admin = ids_->Authenticate(admin_token_);
+  ASSERT_TRUE(admin.ok());
+  EXPECT_TRUE(admin->is_admin);
+  ASSERT_TRUE(ids_->Bootstrap(dir_).ok());  // second start keeps the token
+  std::string again;
+  std::ifstream(dir_ + "/admin.token") >> again;
+  EXPECT_EQ(again, admin_token_);
+}
+
+TEST_F(IdentityTest, TokensAreHashedExpireAndRevoke) {
+  Principal admin = *ids_->Authenticate(admin_token_);
+  ASSERT_TRUE(ids_->CreateUser(admin, "bob", false).ok());
+  auto created = ids_->CreateToken(admin, "bob", "ci", 60);
+  ASSERT_TRUE(created.ok());
+  const std::string secret = created->first;
+  // Only the hash is stored.
+  ASSERT_TRUE(db_->Read([&](store::Transaction& tx) -> Status {
+                   auto rows = tx.Query("SELECT token_hash FROM tokens WHERE token_id = ?",
+                                        {created->second.token_id});
+                   EXPECT_EQ(rows->size(), 1u);
+                   EXPECT_NE((*rows)[0].Text(0), secret);
+                   return Status::Ok();
+                 })
+                  .ok());
+  auto bob = ids_->Authenticate(secret);
+  ASSERT_TRUE(bob.ok());
+  EXPECT_EQ(bob->user, "bob");
+  EXPECT_FALSE(bob->is_admin);
+  clock_.AdvanceMillis(61'000);
+  EXPECT_EQ(ids_->Authenticate(secret).status().code(), StatusCode::kUnauthenticated);
+  auto second = ids_->CreateToken(*ids_->Authenticate(admin_token_), "bob", "", {});
+  ASSERT_TRUE(ids_->Authenticate(second->first).ok());
+  ASSERT_TRUE(ids_->RevokeToken(admin, second->second.token_id).ok());
+  EXPECT_EQ(ids_->Authenticate(second->first).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(ids_->Authenticate("ty_nope").status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(ids_->Authenticate("").status().code(), StatusCode::kUnauthenticated);
+}
+
+TEST_F(IdentityTest, AuthorizeOwnersAdminsGrants) {
+  Principal admin = *ids_->Authenticate(admin_token_);
+  ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
+  ASSERT_TRUE(ids_->CreateUser(admin, "bob", false).ok());
+  Principal alice{"alice", false, ""}, bob{"bob", false, ""};
+  Securable exp{"experiment", "7", "alice"};
+  EXPECT_TRUE(ids_->Authorize(alice, Action::kEdit, exp).ok());
+  EXPECT_TRUE(ids_->Authorize(bob, Action::kRead, exp).ok());
+  Status denied = ids_->Authorize(bob, Action::kEdit, exp);
+  EXPECT_EQ(denied.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(denied.message().find("bob"), std::string::npos);
+  EXPECT_EQ(ids_->Grant(bob, exp, "bob", Action::kEdit).code(), StatusCode::kPermissionDenied);
+  ASSERT_TRUE(ids_->Grant(alice, exp, "bob", Action::kEdit).ok());
+  EXPECT_TRUE(ids_->Authorize(bob, Action::kEdit, exp).ok());
+  EXPECT_FALSE(ids_->Authorize(bob, Action::kManage, exp).ok());
+  EXPECT_TRUE(ids_->Authorize(admin, Action::kManage, exp).ok());
+  EXPECT_EQ(ids_->CreateUser(bob, "eve", false).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(ids_->CreateUser(admin, "bad name!", false).status().IsInvalidArgument());
+}
+
+TEST_F(IdentityTest, AuditRecordsAreWritten) {
+  ids_->Audit({1, "admin", "POST", "/x", 200, "127.0.0.1"});
+  ids_->Audit({2, "bob", "DELETE", "/y", 403, "127.0.0.1"});
+  ids_->FlushAuditForTest();
+  ASSERT_TRUE(db_->Read([&](store::Transaction& tx) -> Status {
+                   auto rows = tx.Query("SELECT user_name, status FROM audit_log ORDER BY timestamp");
+                   EXPECT_EQ(rows->size(), 2u);
+                   EXPECT_EQ((*rows)[1].Text(0), "bob");
+                   EXPECT_EQ((*rows)[1].Int(1), 403);
+                   return Status::Ok();
+                 })
+                  .ok());
+}
+
+}  // namespace
+}  // namespace trainyard::identity

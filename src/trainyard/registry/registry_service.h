@@ -1,0 +1,175 @@
+// RegistryService: MLflow's model registry — registered models, their numbered
+// versions, tags, aliases and stages — stored in the metadata store.
+//
+// Semantics follow MLflow's SQL store (mlflow 3.x): versions are numbered 1, 2, 3
+// per model and a number is never reused, even after its version is deleted; a
+// version is READY as soon as it is created (nothing is copied); `latest_versions`
+// holds the highest version per stage; deleting a model deletes its versions,
+// tags and aliases; deleting a version deletes the aliases that point to it.
+// Errors: NotFound for an unknown model/version/alias, AlreadyExists for a taken
+// name, InvalidArgument naming the field for bad input.
+//
+// A version's download location is resolved once, when it is created, and stored:
+// "models:/<model_id>" → the logged model's artifact location, "runs:/<run>/<path>"
+// → the run's artifact URI + "/<path>", "models:/<name>/<version>" and
+// "models:/<name>@<alias>" → that version's location; anything else as given.
+// Runs and logged models are reached through TrackingService only.
+//
+// Search filters use MLflow's grammar (tracking/search_filter.h). As in MLflow,
+// prompts (models whose versions carry the tag mlflow.prompt.is_prompt = 'true')
+// are left out of searches unless the filter asks for them.
+//
+// Authorization is the caller's job (api/ asks identity); RegisteredModelOwner()
+// gives it what it needs.
+//
+// Thread-safe. The service keeps references to `db`, `clock` and `tracking`, which
+// must outlive it.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trainyard/common/clock.h"
+#include "trainyard/common/status.h"
+#include "trainyard/registry/types.h"
+#include "trainyard/store/database.h"
+#include "trainyard/tracking/tracking_service.h"
+
+namespace trainyard::registry {
+
+struct RegistryLimits {
+  size_t max_name_length = 256;
+  size_t max_tag_key_length = 250;
+  size_t max_tag_value_length = 100'000;  // prompts keep their text in a tag
+  size_t max_alias_length = 255;
+  size_t max_description_length = 100'000;
+  int64_t max_models_per_page = 1000;
+  int64_t default_models_per_page = 100;
+  int64_t max_versions_per_page = 200'000;
+  int64_t default_versions_per_page = 10'000;
+};
+
+struct CreateRegisteredModelRequest {
+  std::string name{};
+  std::vector<KeyValue> tags{};
+  std::string description{};
+  std::string deployment_job_id{};
+};
+
+struct CreateModelVersionRequest {
+  std::string name{};
+  std::string source{};  // may be empty when model_id is given
+  std::string run_id{};
+  std::vector<KeyValue> tags{};
+  std::string run_link{};
+  std::string description{};
+  std::string model_id{};
+};
+
+struct RegistrySearchRequest {
+  std::string filter{};
+  std::optional<int64_t> max_results{};  // default per search (see RegistryLimits)
+  std::vector<std::string> order_by{};   // "name", "last_updated_timestamp DESC", ...
+  std::string page_token{};
+};
+
+class RegistryService {
+ public:
+  RegistryService(store::Database& db, Clock& clock, tracking::TrackingService& tracking,
+                  RegistryLimits limits = {});
+  RegistryService(const RegistryService&) = delete;
+  RegistryService& operator=(const RegistryService&) = delete;
+
+  // Component "registry": registered_models, registered_model_tags, model_versions,
+  // model_version_tags, registered_model_aliases.
+  static std::vector<store::Migration> Migrations();
+
+  // --- registered models
+  // `owner` becomes the model's user_id.
+  Result<RegisteredModel> CreateRegisteredModel(const std::string& owner,
+                                                const CreateRegisteredModelRequest& request);
+  Result<RegisteredModel> GetRegisteredModel(const std::string& name);
+  // Order: name, creation_timestamp, last_updated_timestamp (alias "timestamp") with ASC/DESC;
+  // name ASC breaks ties and is the default.
+  Result<Page<RegisteredModel>> SearchRegisteredModels(const RegistrySearchRequest& request);
+  // Leaves fields that are nullopt as they are.
+  Result<RegisteredModel> UpdateRegisteredModel(
+      const std::string& name, const std::optional<std::string>& description,
+      const std::optional<std::string>& deployment_job_id = std::nullopt);
+  // The model's versions, tags and aliases follow it.
+  Result<RegisteredModel> RenameRegisteredModel(const std::string& name,
+                                                const std::string& new_name);
+  Status DeleteRegisteredModel(const std::string& name);
+  Status SetRegisteredModelTag(const std::string& name, const KeyValue& tag);
+  // Ok when the model exists but has no such tag (as MLflow).
+  Status DeleteRegisteredModelTag(const std::string& name, const std::string& key);
+  // Points `alias` at `version`, moving it if it pointed elsewhere. Aliases that look like
+  // versions ("v1", "1") and "latest" are reserved.
+  Status SetRegisteredModelAlias(const std::string& name, const std::string& alias,
+                                 int64_t version);
+  // Ok when the model exists but has no such alias (as MLflow).
+  Status DeleteRegisteredModelAlias(const std::string& name, const std::string& alias);
+  Result<ModelVersion> GetModelVersionByAlias(const std::string& name, const std::string& alias);
+  // The latest version in each of `stages` (case-insensitive names) that has one; with no
+  // stages, in every stage. Ordered by version.
+  Result<std::vector<ModelVersion>> GetLatestVersions(const std::string& name,
+                                                      const std::vector<std::string>& stages);
+  // The owner (creator) of a model, for authorization. Cached. NotFound if absent.
+  Result<std::string> RegisteredModelOwner(const std::string& name);
+
+  // --- model versions
+  // Validates that run_id and model_id, when given, exist (NotFound otherwise).
+  Result<ModelVersion> CreateModelVersion(const std::string& owner,
+                                          const CreateModelVersionRequest& request);
+  Result<ModelVersion> GetModelVersion(const std::string& name, int64_t version);
+  // Order: name, version_number, creation_timestamp, last_updated_timestamp (alias
+  // "timestamp") with ASC/DESC; name ASC, version_number DESC break ties and are the default.
+  Result<Page<ModelVersion>> SearchModelVersions(const RegistrySearchRequest& request);
+  Result<ModelVersion> UpdateModelVersion(const std::string& name, int64_t version,
+                                          const std::optional<std::string>& description);
+  Status DeleteModelVersion(const std::string& name, int64_t version);
+  // Where the version's files can be downloaded from (see the contract above).
+  Result<std::string> GetModelVersionDownloadUri(const std::string& name, int64_t version);
+  // With archive_existing_versions (only for Staging and Production), the model's other
+  // versions in that stage move to Archived.
+  Result<ModelVersion> TransitionModelVersionStage(const std::string& name, int64_t version,
+                                                   const std::string& stage,
+                                                   bool archive_existing_versions);
+  Status SetModelVersionTag(const std::string& name, int64_t version, const KeyValue& tag);
+  // Ok when the version exists but has no such tag (as MLflow).
+  Status DeleteModelVersionTag(const std::string& name, int64_t version, const std::string& key);
+
+ private:
+  struct ResolvedSource {
+    std::string source;
+    std::string storage_location;
+    std::string run_id;
+    std::string model_id;
+  };
+
+  Status ValidateName(std::string_view field, const std::string& name) const;
+  Status ValidateTag(std::string_view what, const KeyValue& tag) const;
+  Status ValidateAlias(const std::string& alias) const;
+  Status ValidateDescription(const std::string& description) const;
+  Result<ResolvedSource> ResolveSource(const CreateModelVersionRequest& request);
+  Result<std::string> ResolveRegistryUri(const std::string& uri);
+  Result<RegisteredModel> LoadModel(store::Transaction& tx, const std::string& name);
+  Result<ModelVersion> LoadVersion(store::Transaction& tx, const std::string& name,
+                                   int64_t version);
+  Status FillModels(store::Transaction& tx, std::vector<RegisteredModel>& models);
+  void ForgetOwner(const std::string& name);
+
+  store::Database& db_;
+  Clock& clock_;
+  tracking::TrackingService& tracking_;
+  const RegistryLimits limits_;
+
+  std::mutex cache_mu_;
+  std::unordered_map<std::string, std::string> owner_;  // by model name; guarded by cache_mu_
+  uint64_t owner_generation_ = 0;  // bumped by every ForgetOwner; guarded by cache_mu_
+};
+
+}  // namespace trainyard::registry

@@ -1,0 +1,172 @@
+// TrackingService: experiments, runs, params, metrics, tags, dataset inputs,
+// run outputs and logged models — MLflow's tracking model, stored in the
+// metadata store.
+//
+// Validation follows MLflow's rules and limits (param values immutable, at most
+// 1000 metrics / 100 params / 100 tags per batch, key and value lengths), and
+// errors are InvalidArgument naming the field. Authorization is the caller's job
+// (api/ asks identity); ExperimentOwner()/RunExperiment() give it what it needs.
+//
+// Thread-safe.
+#pragma once
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trainyard/common/clock.h"
+#include "trainyard/common/status.h"
+#include "trainyard/store/database.h"
+#include "trainyard/tracking/types.h"
+
+namespace trainyard::tracking {
+
+struct TrackingLimits {
+  size_t max_metrics_per_batch = 1000;
+  size_t max_params_per_batch = 100;
+  size_t max_tags_per_batch = 100;
+  size_t max_entities_per_batch = 1000;
+  size_t max_key_length = 250;
+  size_t max_param_value_length = 6000;
+  size_t max_tag_value_length = 8000;
+  size_t max_experiment_name_length = 500;
+  int64_t max_results = 50000;  // search_runs and friends
+  int64_t max_history_page = 25'000'000;
+};
+
+struct SearchRunsRequest {
+  std::vector<std::string> experiment_ids;
+  std::string filter;
+  ViewType view_type = ViewType::kActiveOnly;
+  int64_t max_results = 1000;
+  std::vector<std::string> order_by;
+  std::string page_token;
+};
+
+struct SearchExperimentsRequest {
+  std::string filter;
+  ViewType view_type = ViewType::kActiveOnly;
+  int64_t max_results = 1000;
+  std::vector<std::string> order_by;
+  std::string page_token;
+};
+
+struct LoggedModelOrder {
+  std::string field_name;
+  bool ascending = true;
+  std::string dataset_name;
+  std::string dataset_digest;
+};
+
+struct SearchLoggedModelsRequest {
+  std::vector<std::string> experiment_ids;
+  std::string filter;
+  int64_t max_results = 100;
+  std::vector<LoggedModelOrder> order_by;
+  std::string page_token;
+};
+
+class TrackingService {
+ public:
+  // `artifact_root` is the URI prefix of new experiments' artifact locations
+  // (e.g. "mlflow-artifacts:"); experiment N stores under "<root>/N".
+  TrackingService(store::Database& db, Clock& clock, Random& random, std::string artifact_root,
+                  TrackingLimits limits = {});
+  TrackingService(const TrackingService&) = delete;
+  TrackingService& operator=(const TrackingService&) = delete;
+
+  static std::vector<store::Migration> Migrations();
+  // Creates the "Default" experiment (id 0) when missing.
+  Status Init(const std::string& default_owner);
+
+  // --- experiments
+  Result<std::string> CreateExperiment(const std::string& owner, const std::string& name,
+                                       const std::string& artifact_location,
+                                       const std::vector<KeyValue>& tags);
+  Result<Experiment> GetExperiment(const std::string& experiment_id);
+  Result<Experiment> GetExperimentByName(const std::string& name);
+  Result<Page<Experiment>> SearchExperiments(const SearchExperimentsRequest& request);
+  Status RenameExperiment(const std::string& experiment_id, const std::string& new_name);
+  Status DeleteExperiment(const std::string& experiment_id);
+  Status RestoreExperiment(const std::string& experiment_id);
+  Status SetExperimentTag(const std::string& experiment_id, const KeyValue& tag);
+  Status DeleteExperimentTag(const std::string& experiment_id, const std::string& key);
+  // The owner of an experiment (cached; owners never change). NotFound if absent.
+  Result<std::string> ExperimentOwner(const std::string& experiment_id);
+
+  // --- runs
+  Result<Run> CreateRun(const std::string& experiment_id, const std::string& user_id,
+                        const std::string& run_name, std::optional<int64_t> start_time,
+                        const std::vector<KeyValue>& tags);
+  Result<Run> GetRun(const std::string& run_id);
+  // The experiment a run belongs to (cached; it never changes). NotFound if absent.
+  Result<std::string> RunExperiment(const std::string& run_id);
+  Result<RunInfo> UpdateRun(const std::string& run_id, const std::optional<std::string>& status,
+                            std::optional<int64_t> end_time,
+                            const std::optional<std::string>& run_name);
+  Status DeleteRun(const std::string& run_id);
+  Status RestoreRun(const std::string& run_id);
+  Status LogBatch(const std::string& run_id, const std::vector<Metric>& metrics,
+                  const std::vector<KeyValue>& params, const std::vector<KeyValue>& tags);
+  Status DeleteTag(const std::string& run_id, const std::string& key);
+  Status LogInputs(const std::string& run_id, const std::vector<DatasetInput>& datasets,
+                   const std::vector<std::string>& model_ids);
+  Status LogOutputs(const std::string& run_id, const std::vector<ModelOutput>& models);
+  Result<Page<Run>> SearchRuns(const SearchRunsRequest& request);
+
+  // --- metrics
+  // All points of one metric of a run, ordered by step then timestamp. With
+  // max_results, a page of them.
+  Result<Page<Metric>> GetMetricHistory(const std::string& run_id, const std::string& key,
+                                        std::optional<int64_t> max_results,
+                                        const std::string& page_token);
+  // For charts: per run, up to max_results points at evenly spaced steps in
+  // [start_step, end_step], always including the first and last step.
+  Result<std::vector<Metric>> GetMetricHistoryBulkInterval(
+      const std::vector<std::string>& run_ids, const std::string& key,
+      std::optional<int64_t> start_step, std::optional<int64_t> end_step, int64_t max_results);
+
+  // --- logged models (MLflow 3)
+  Result<LoggedModel> CreateLoggedModel(const std::string& owner,
+                                        const std::string& experiment_id,
+                                        const std::string& name, const std::string& model_type,
+                                        const std::string& source_run_id,
+                                        const std::vector<KeyValue>& params,
+                                        const std::vector<KeyValue>& tags);
+  Result<LoggedModel> GetLoggedModel(const std::string& model_id);
+  Result<LoggedModel> FinalizeLoggedModel(const std::string& model_id, const std::string& status);
+  Status DeleteLoggedModel(const std::string& model_id);
+  Result<LoggedModel> SetLoggedModelTags(const std::string& model_id,
+                                         const std::vector<KeyValue>& tags);
+  Status DeleteLoggedModelTag(const std::string& model_id, const std::string& key);
+  Status LogLoggedModelParams(const std::string& model_id, const std::vector<KeyValue>& params);
+  Result<Page<LoggedModel>> SearchLoggedModels(const SearchLoggedModelsRequest& request);
+  // The experiment of a logged model (for authorization). NotFound if absent.
+  Result<std::string> LoggedModelExperiment(const std::string& model_id);
+
+ private:
+  Status ValidateKey(std::string_view what, const std::string& key) const;
+  Result<Experiment> LoadExperiment(store::Transaction& tx, const std::string& where,
+                                    const store::Value& arg);
+  Status LoadRunData(store::Transaction& tx, std::vector<Run>& runs);
+  Result<Run> LoadRun(store::Transaction& tx, const std::string& run_id);
+  Status LoadLoggedModelData(store::Transaction& tx, std::vector<LoggedModel>& models);
+  Status EnsureRunActive(store::Transaction& tx, const std::string& run_id);
+  Result<std::string> NextExperimentId(store::Transaction& tx);
+  Status SetLifecycle(const std::string& table, const std::string& id_column,
+                      const std::string& id, const std::string& what, bool deleted);
+
+  store::Database& db_;
+  Clock& clock_;
+  Random& random_;
+  const std::string artifact_root_;
+  const TrackingLimits limits_;
+
+  std::mutex cache_mu_;
+  std::unordered_map<std::string, std::string> experiment_owner_;  // guarded by cache_mu_
+  std::unordered_map<std::string, std::string> run_experiment_;    // guarded by cache_mu_
+};
+
+}  // namespace trainyard::tracking
