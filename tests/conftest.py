@@ -90,7 +90,7 @@ class TrainyardServer:
         self.starts += 1
         port_file = self.data_dir.parent / f"{self.data_dir.name}.port{self.starts}"
         argv = [str(TRAINYARD_BIN), "server", "--data-dir", str(self.data_dir), "--port", "0",
-                "--port-file", str(port_file), "--log-level", "warn", *self.extra_args]
+                "--port-file", str(port_file), "--log-level", os.environ.get("TRAINYARD_TEST_LOG_LEVEL", "warn"), *self.extra_args]
         if self.db_url:
             argv += ["--db", self.db_url]
         with open(self.log_path, "ab") as log:

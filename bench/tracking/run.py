@@ -673,8 +673,8 @@ def time_search(sides: list[tuple[Server, str]], runs: int, reps: int,
 
 
 # history: (points, timed requests per side) for each size measured on both servers.
-QUICK = dict(ingest_clients=4, ingest_seconds=2.0, ingest_rounds=2, single_seconds=1.5,
-             single_rounds=1, ceiling_seconds=1.5, history=[(100_000, 3)], search_runs=2_000,
+QUICK = dict(ingest_clients=4, ingest_seconds=1.5, ingest_rounds=2, single_seconds=1.0,
+             single_rounds=1, ceiling_seconds=1.0, history=[(100_000, 2)], search_runs=2_000,
              search_reps=5)
 FULL = dict(ingest_clients=4, ingest_seconds=8.0, ingest_rounds=3, single_seconds=5.0,
             single_rounds=2, ceiling_seconds=5.0, history=[(100_000, 5), (1_000_000, 3)],

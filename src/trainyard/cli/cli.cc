@@ -56,9 +56,11 @@ class Client {
     std::string url = options_.url + path;
     if (method == "GET") {
       std::string q;
-      for (const auto& [k, v] : body) {
+      for (const auto& field : body) {
+        const std::string key(field.key());
+        const json::value& v = field.value();
         auto add = [&](const std::string& value) {
-          q += (q.empty() ? "?" : "&") + std::string(k) + "=" + UrlEncode(value);
+          q += (q.empty() ? "?" : "&") + key + "=" + UrlEncode(value);
         };
         if (v.is_array()) {
           for (const auto& item : v.as_array()) {
