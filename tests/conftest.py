@@ -9,7 +9,7 @@ real throwaway PostgreSQL, driven by the unmodified `mlflow` client and by plain
   and resets mlflow's global fluent state around it.
 
 Env: TRAINYARD_BIN (default <repo>/build/trainyard), TRAINYARD_TEST_BACKENDS (default
-"sqlite,postgresql").
+"sqlite,postgresql"), TRAINYARD_TEST_LOG_LEVEL (the servers' --log-level, default warn).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 TRAINYARD_BIN = Path(os.environ.get("TRAINYARD_BIN", REPO / "build" / "trainyard"))
 BACKENDS = [b for b in os.environ.get("TRAINYARD_TEST_BACKENDS", "sqlite,postgresql").split(",")
             if b]
+LOG_LEVEL = os.environ.get("TRAINYARD_TEST_LOG_LEVEL", "warn")
 START_TIMEOUT_S = 30
 STOP_TIMEOUT_S = 30
 
@@ -40,7 +41,8 @@ STOP_TIMEOUT_S = 30
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "60")
 os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
-for _var in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_INSECURE_TLS"):
+for _var in ("MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
+             "MLFLOW_TRACKING_INSECURE_TLS"):
     os.environ.pop(_var, None)
 
 
@@ -90,7 +92,7 @@ class TrainyardServer:
         self.starts += 1
         port_file = self.data_dir.parent / f"{self.data_dir.name}.port{self.starts}"
         argv = [str(TRAINYARD_BIN), "server", "--data-dir", str(self.data_dir), "--port", "0",
-                "--port-file", str(port_file), "--log-level", os.environ.get("TRAINYARD_TEST_LOG_LEVEL", "warn"), *self.extra_args]
+                "--port-file", str(port_file), "--log-level", LOG_LEVEL, *self.extra_args]
         if self.db_url:
             argv += ["--db", self.db_url]
         with open(self.log_path, "ab") as log:
@@ -126,6 +128,7 @@ class TrainyardServer:
     def stop(self, expect_code: int | None = 0) -> int:
         """SIGTERM, wait, and (by default) assert a clean exit."""
         assert self.proc is not None, "server not running"
+        self.assert_alive()
         self.proc.send_signal(signal.SIGTERM)
         try:
             rc = self.proc.wait(timeout=STOP_TIMEOUT_S)
@@ -140,6 +143,12 @@ class TrainyardServer:
             assert rc == expect_code, (f"trainyard server exited with {rc} after SIGTERM:\n"
                                        f"{tail(self.log_path)}")
         return rc
+
+    def assert_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            rc = self.proc.returncode
+            self.proc = None
+            pytest.fail(f"trainyard server died (exit status {rc}):\n{tail(self.log_path)}")
 
     def kill(self) -> None:
         """SIGKILL: no draining, no flushing."""
@@ -271,6 +280,17 @@ def point_mlflow_at(server: TrainyardServer, monkeypatch, token: str | None = No
     monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     reset_mlflow_state()
+
+
+@pytest.fixture(autouse=True)
+def _isolate_tests(request):
+    """Every test starts with clean mlflow fluent state; a module server that died during a
+    test fails that test with the server's log instead of failing every later test obscurely."""
+    reset_mlflow_state()
+    yield
+    reset_mlflow_state()
+    if "server" in request.fixturenames:
+        request.getfixturevalue("server").assert_alive()
 
 
 @pytest.fixture

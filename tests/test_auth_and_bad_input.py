@@ -148,7 +148,7 @@ def test_second_user_reads_but_cannot_write_until_granted(server, admin, fixture
     assert ok(bob.post(server.api(f"{MLFLOW}/runs/search"), json={"experiment_ids": [eid]}))[
         "runs"]
     assert ok(bob.get(server.api(f"{MLFLOW}/metrics/get-history"),
-                      params={"run_id": rid, "metric_key": "m"}))["metrics"]
+                      params={"run_id": rid, "metric_key": "m", "max_results": 100}))["metrics"]
     assert bob.get(server.api(f"{ARTIFACTS}/{eid}/{rid}/artifacts/admin.txt")).content == b"hi"
     assert ok(bob.get(server.api(ARTIFACTS), params={"path": f"{eid}/{rid}/artifacts"}))["files"]
 
@@ -222,7 +222,7 @@ def test_second_user_reads_but_cannot_write_until_granted(server, admin, fixture
     assert new_run["run"]["info"]["experiment_id"] == eid
     client.log_metric(rid, "m", 3.0, step=2)
     hist = ok(admin.get(server.api(f"{MLFLOW}/metrics/get-history"),
-                        params={"run_id": rid, "metric_key": "m"}))["metrics"]
+                        params={"run_id": rid, "metric_key": "m", "max_results": 100}))["metrics"]
     assert sorted(m["value"] for m in hist) == [1.0, 2.0, 3.0]
     # EDIT does not include MANAGE: Bob cannot grant others.
     error_of(bob.post(server.api(f"{TY}/grants/experiment"),
@@ -650,6 +650,34 @@ def test_server_still_serves_after_all_that(server, admin, fixture_run):
     eid, rid = fixture_run
     ok(log_metric(admin, server, rid, "after", 42.0))
     hist = ok(admin.get(server.api(f"{MLFLOW}/metrics/get-history"),
-                        params={"run_id": rid, "metric_key": "after"}))["metrics"]
+                        params={"run_id": rid, "metric_key": "after", "max_results": 100}))[
+        "metrics"]
     assert [m["value"] for m in hist] == [42.0]
     assert server.proc.poll() is None, "the server died"
+
+
+# --- optional fields and names MLflow rejects
+
+
+def test_get_history_without_max_results(server, admin, fixture_run):
+    """max_results is optional on get-history (the MLflow REST docs; curl users omit it)."""
+    _, rid = fixture_run
+    ok(log_metric(admin, server, rid, "optional_max", 5.0, step=7))
+    body = ok(admin.get(server.api(f"{MLFLOW}/metrics/get-history"),
+                        params={"run_id": rid, "metric_key": "optional_max"}))
+    assert [(m["step"], m["value"]) for m in body["metrics"]] == [(7, 5.0)]
+    body = ok(admin.post(server.api(f"{MLFLOW}/runs/search"), json={"experiment_ids": [
+        fixture_run[0]]}))
+    assert body["runs"]
+
+
+@pytest.mark.parametrize("name", ["team/model", "scheme:model", "a/b/1"])
+def test_registered_model_names_with_slash_or_colon_are_rejected(server, admin, name):
+    """As in MLflow: '/' and ':' would make models:/<name>/<version> URIs ambiguous."""
+    error_of(admin.post(server.api(f"{MLFLOW}/registered-models/create"), json={"name": name}),
+             400, "INVALID_PARAMETER_VALUE", "name")
+    ok_name = f"plain-{uuid.uuid4().hex[:6]}"
+    ok(admin.post(server.api(f"{MLFLOW}/registered-models/create"), json={"name": ok_name}))
+    error_of(admin.post(server.api(f"{MLFLOW}/registered-models/rename"),
+                        json={"name": ok_name, "new_name": name}),
+             400, "INVALID_PARAMETER_VALUE", "name")

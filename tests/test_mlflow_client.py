@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunStatus, RunTag, ViewType
+from mlflow.entities import Metric, Param, RunTag, ViewType
 from mlflow.exceptions import MlflowException
 
 
@@ -420,6 +420,47 @@ def test_delete_and_restore_run(client, unique):
     assert len(client.search_runs([eid])) == 2
 
 
+def test_concurrent_writers_race_cleanly(mlflow_env, unique):
+    """Simultaneous creates and conflicting writes: one winner, clean 4xx for the rest."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = mlflow_env
+    api = server.api("/api/2.0/mlflow")
+
+    def burst(n, fn):
+        def call(i):
+            with server.session() as s:
+                return fn(s, i)
+        with ThreadPoolExecutor(n) as pool:
+            return list(pool.map(call, range(n)))
+
+    def codes(responses):
+        return sorted((r.status_code, r.json().get("error_code")) for r in responses)
+
+    name = f"race-{unique}"
+    rs = burst(12, lambda s, i: s.post(f"{api}/experiments/create", json={"name": name}))
+    assert codes(rs) == [(200, None)] + [(400, "RESOURCE_ALREADY_EXISTS")] * 11
+    eid = next(r.json()["experiment_id"] for r in rs if r.status_code == 200)
+    with server.session() as s:
+        rid = s.post(f"{api}/runs/create", json={"experiment_id": eid}).json()["run"]["info"][
+            "run_id"]
+    rs = burst(12, lambda s, i: s.post(f"{api}/runs/log-parameter",
+                                       json={"run_id": rid, "key": "p", "value": str(i)}))
+    assert codes(rs) == [(200, None)] + [(400, "INVALID_PARAMETER_VALUE")] * 11
+    winner = [i for i, r in enumerate(rs) if r.status_code == 200][0]
+    assert MlflowClient().get_run(rid).data.params["p"] == str(winner)
+
+    model = f"race-model-{unique}"
+    rs = burst(8, lambda s, i: s.post(f"{api}/registered-models/create", json={"name": model}))
+    assert codes(rs) == [(200, None)] + [(400, "RESOURCE_ALREADY_EXISTS")] * 7
+    rs = burst(16, lambda s, i: s.post(f"{api}/model-versions/create",
+                                       json={"name": model, "source": f"runs:/{rid}/m{i}",
+                                             "run_id": rid}))
+    assert codes(rs) == [(200, None)] * 16
+    versions = sorted(int(r.json()["model_version"]["version"]) for r in rs)
+    assert versions == list(range(1, 17)), "model version numbers must be unique and dense"
+
+
 # --- artifacts
 
 
@@ -504,6 +545,19 @@ def test_artifact_directory_upload_and_download(client, unique, tmp_path):
     whole = mlflow.artifacts.download_artifacts(run_id=rid, dst_path=str(tmp_path / "dl3"))
     assert_same_tree(tree, Path(whole) / "outputs")
     assert (Path(whole) / "sub" / "with space & ü.txt").read_text() == "odd name\n"
+
+
+def test_large_artifact_over_the_request_body_limit(client, unique, tmp_path):
+    """Artifact uploads stream to disk: the 16 MiB JSON body limit does not apply to them."""
+    eid = new_experiment(client, unique, "bigart")
+    big = tmp_path / "weights.bin"
+    big.write_bytes(os.urandom(40 << 20))
+    rid = client.create_run(eid).info.run_id
+    client.log_artifact(rid, str(big), artifact_path="ckpt")
+    assert [(f.path, f.file_size) for f in client.list_artifacts(rid, "ckpt")] == \
+        [("ckpt/weights.bin", 40 << 20)]
+    local = client.download_artifacts(rid, "ckpt/weights.bin", str(tmp_path / "dl"))
+    assert filecmp.cmp(local, big, shallow=False)
 
 
 def test_log_text_and_log_dict(client, unique):
@@ -691,11 +745,17 @@ def test_metric_history_100k_points(client, unique):
     hist = client.get_metric_history(rid, "loss")
     elapsed = time.monotonic() - started
     assert len(hist) == n
-    assert [m.step for m in hist] == list(range(n))
-    assert [m.value for m in hist] == [value(i) for i in range(n)]
-    assert [m.timestamp for m in hist] == [t0 + i for i in range(n)]
-    assert client.get_run(rid).data.metrics["loss"] == value(n - 1)
     assert elapsed < 30, f"get_metric_history of {n} points took {elapsed:.1f}s"
+    assert [m.step for m in hist] == list(range(n))
+    assert [m.timestamp for m in hist] == [t0 + i for i in range(n)]
+    assert [m.key for m in hist[:1]] == ["loss"]
+    # Values must come back bit-exact, as the client sent them.
+    got = [m.value for m in hist]
+    want = [value(i) for i in range(n)]
+    wrong = [i for i in range(n) if got[i] != want[i]]
+    assert not wrong, (f"{len(wrong)} of {n} values changed, e.g. step {wrong[0]}: sent "
+                       f"{want[wrong[0]]!r}, got {got[wrong[0]]!r}")
+    assert client.get_run(rid).data.metrics["loss"] == value(n - 1)
 
 
 # --- datasets

@@ -5,18 +5,33 @@
 
 namespace trainyard::cli {
 
+// Width in terminal columns, counting UTF-8 code points (not bytes).
+static size_t Width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// Shortens to `max` columns, cutting between characters, never inside one.
 static std::string Fit(const std::string& s, size_t max) {
-  if (s.size() <= max) return s;
-  return s.substr(0, max - 1) + "~";
+  if (Width(s) <= max) return s;
+  size_t cols = 0, i = 0;
+  for (; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) {
+      if (cols == max - 1) break;
+      ++cols;
+    }
+  }
+  return s.substr(0, i) + "~";
 }
 
 void PrintTable(std::ostream& out, const std::vector<std::string>& header,
                 const std::vector<std::vector<std::string>>& rows, size_t max_cell) {
   std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (size_t c = 0; c < header.size(); ++c) width[c] = Width(header[c]);
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size() && c < width.size(); ++c) {
-      width[c] = std::max(width[c], std::min(row[c].size(), max_cell));
+      width[c] = std::max(width[c], std::min(Width(row[c]), max_cell));
     }
   }
   auto print_row = [&](const std::vector<std::string>& row) {
@@ -24,7 +39,7 @@ void PrintTable(std::ostream& out, const std::vector<std::string>& header,
     for (size_t c = 0; c < width.size(); ++c) {
       std::string cell = c < row.size() ? Fit(row[c], max_cell) : "";
       line += cell;
-      if (c + 1 < width.size()) line += std::string(width[c] - cell.size() + 2, ' ');
+      if (c + 1 < width.size()) line += std::string(width[c] - Width(cell) + 2, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";

@@ -1,5 +1,7 @@
 #include "trainyard/common/json.h"
 
+#include <boost/json/basic_parser_impl.hpp>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -7,13 +9,102 @@
 
 namespace trainyard {
 
+namespace {
+
+// Builds a json::value like json::parse, except that doubles are converted from their
+// source text with std::from_chars (correctly rounded): Boost 1.81's own conversion can
+// be off by one unit in the last place, which would change logged metric values.
+class ExactParseHandler {
+ public:
+  static constexpr std::size_t max_object_size = std::size_t(-1);
+  static constexpr std::size_t max_array_size = std::size_t(-1);
+  static constexpr std::size_t max_key_size = std::size_t(-1);
+  static constexpr std::size_t max_string_size = std::size_t(-1);
+
+  json::value_stack st;
+  std::string number;
+
+  bool on_document_begin(boost::system::error_code&) { return true; }
+  bool on_document_end(boost::system::error_code&) { return true; }
+  bool on_object_begin(boost::system::error_code&) { return true; }
+  bool on_object_end(std::size_t n, boost::system::error_code&) {
+    st.push_object(n);
+    return true;
+  }
+  bool on_array_begin(boost::system::error_code&) { return true; }
+  bool on_array_end(std::size_t n, boost::system::error_code&) {
+    st.push_array(n);
+    return true;
+  }
+  bool on_key_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_key(s);
+    return true;
+  }
+  bool on_string_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_string(json::string_view s, std::size_t, boost::system::error_code&) {
+    st.push_string(s);
+    return true;
+  }
+  bool on_number_part(json::string_view s, boost::system::error_code&) {
+    number.append(s.data(), s.size());
+    return true;
+  }
+  bool on_int64(int64_t i, json::string_view, boost::system::error_code&) {
+    number.clear();
+    st.push_int64(i);
+    return true;
+  }
+  bool on_uint64(uint64_t u, json::string_view, boost::system::error_code&) {
+    number.clear();
+    st.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, json::string_view s, boost::system::error_code&) {
+    number.append(s.data(), s.size());
+    double exact = d;
+    auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), exact);
+    if (ec != std::errc() && ec != std::errc::result_out_of_range) exact = d;
+    if (ec == std::errc::result_out_of_range) exact = d;  // Boost's ±inf / 0 for out of range
+    number.clear();
+    st.push_double(exact);
+    return true;
+  }
+  bool on_bool(bool b, boost::system::error_code&) {
+    st.push_bool(b);
+    return true;
+  }
+  bool on_null(boost::system::error_code&) {
+    st.push_null();
+    return true;
+  }
+  bool on_comment_part(json::string_view, boost::system::error_code&) { return true; }
+  bool on_comment(json::string_view, boost::system::error_code&) { return true; }
+};
+
+}  // namespace
+
+Result<json::value> ParseJsonExact(std::string_view text) {
+  json::basic_parser<ExactParseHandler> parser{json::parse_options{}};
+  parser.handler().st.reset();
+  boost::system::error_code ec;
+  size_t n = parser.write_some(false, text.data(), text.size(), ec);
+  if (!ec && n < text.size()) ec = json::error::extra_data;
+  if (ec) return Status::InvalidArgument("request body is not valid JSON: " + ec.message());
+  return parser.handler().st.release();
+}
+
 Result<json::object> ParseJsonObject(std::string_view text) {
   if (Trim(text).empty()) return json::object();
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec) {
-    return Status::InvalidArgument("request body is not valid JSON: " + ec.message());
-  }
+  auto parsed = ParseJsonExact(text);
+  if (!parsed.ok()) return parsed.status();
+  json::value v = std::move(parsed).value();
   if (!v.is_object()) {
     return Status::InvalidArgument("request body must be a JSON object (got " + DescribeJson(v) +
                                    ")");

@@ -14,6 +14,9 @@ namespace trainyard {
 
 namespace json = boost::json;
 
+// Parses JSON like json::parse, with doubles correctly rounded from their text.
+Result<json::value> ParseJsonExact(std::string_view text);
+
 // Parses `text` into an object; a clear InvalidArgument error when it is not JSON
 // or not an object. An empty body is an empty object.
 Result<json::object> ParseJsonObject(std::string_view text);

@@ -29,18 +29,11 @@ Result<ClientResponse> Fetch(const std::string& method, const std::string& url,
     port = hostport.substr(colon + 1);
   }
   try {
+    // Async operations driven by run_for(), so that the timeout bounds every step
+    // (Beast's synchronous calls ignore the stream's expiry).
     asio::io_context io;
     asio::ip::tcp::resolver resolver(io);
     beast::tcp_stream stream(io);
-    stream.expires_after(timeout);
-    boost::system::error_code ec;
-    auto endpoints = resolver.resolve(host, port, ec);
-    if (ec) return Status::Unavailable("cannot resolve " + hostport + ": " + ec.message());
-    stream.connect(endpoints, ec);
-    if (ec) {
-      return Status::Unavailable("cannot connect to " + hostport + ": " + ec.message() +
-                                 " (is the server running? start it with 'trainyard server')");
-    }
     bhttp::request<bhttp::string_body> req;
     req.method_string(method);
     req.target(target);
@@ -53,13 +46,36 @@ Result<ClientResponse> Fetch(const std::string& method, const std::string& url,
     }
     req.body() = body;
     req.prepare_payload();
-    bhttp::write(stream, req, ec);
-    if (ec) return Status::Unavailable("request to " + hostport + " failed: " + ec.message());
     beast::flat_buffer buffer;
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(size_t{1} << 32);
-    bhttp::read(stream, buffer, parser, ec);
-    if (ec) return Status::Unavailable("reading the response from " + hostport + ": " + ec.message());
+    Status status = Status::Unavailable("request to " + hostport + " timed out");
+    bool done = false;
+    auto fail = [&](const std::string& what, const boost::system::error_code& ec) {
+      status = Status::Unavailable(what + ": " + ec.message());
+      done = true;
+    };
+    stream.expires_after(timeout);
+    resolver.async_resolve(host, port, [&](boost::system::error_code ec, auto endpoints) {
+      if (ec) return fail("cannot resolve " + hostport, ec);
+      stream.async_connect(endpoints, [&](boost::system::error_code ec, auto) {
+        if (ec) {
+          return fail("cannot connect to " + hostport +
+                          " (is the server running? start it with 'trainyard server')",
+                      ec);
+        }
+        bhttp::async_write(stream, req, [&](boost::system::error_code ec, size_t) {
+          if (ec) return fail("request to " + hostport + " failed", ec);
+          bhttp::async_read(stream, buffer, parser, [&](boost::system::error_code ec, size_t) {
+            if (ec) return fail("reading the response from " + hostport, ec);
+            status = Status::Ok();
+            done = true;
+          });
+        });
+      });
+    });
+    io.run_for(timeout + std::chrono::seconds(1));
+    if (!done || !status.ok()) return status;
     auto& res = parser.get();
     ClientResponse out;
     out.status = static_cast<int>(res.result_int());
@@ -67,6 +83,7 @@ Result<ClientResponse> Fetch(const std::string& method, const std::string& url,
     for (const auto& f : res) {
       out.headers[ToLower(std::string_view(f.name_string()))] = std::string(f.value());
     }
+    boost::system::error_code ec;
     stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
     return out;
   } catch (const std::exception& e) {

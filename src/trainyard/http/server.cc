@@ -33,6 +33,7 @@ class HttpServer::Impl {
       : options_(std::move(options)),
         handler_(std::move(handler)),
         io_(options_.io_threads),
+        work_(asio::make_work_guard(io_)),
         acceptor_(io_),
         workers_(options_.worker_threads) {}
 
@@ -127,6 +128,9 @@ class HttpServer::Impl {
   std::atomic<bool> stopped_{false};
   int port_ = 0;
   asio::io_context io_;
+  // Keeps the I/O threads running while every request is on the worker pool (no
+  // pending I/O), e.g. while Stop() drains; released by Stop().
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
   tcp::acceptor acceptor_;
   asio::thread_pool workers_;
   std::vector<std::thread> threads_;
@@ -144,6 +148,13 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   ~Session() { server_->Unregister(this); }
 
   void Start() { ReadHeader(); }
+
+  // Only when no I/O thread runs (after the io_context stopped).
+  void CloseNow() {
+    boost::system::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
 
   // Called under the server's lock from another thread.
   void Close() {
@@ -340,10 +351,15 @@ void HttpServer::Impl::Stop(std::chrono::milliseconds drain) {
     std::unique_lock<std::mutex> lock(mu_);
     drained_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return sessions_.empty(); });
   }
+  work_.reset();
   io_.stop();
   for (auto& t : threads_) t.join();
   threads_.clear();
   workers_.join();
+  // No handler runs any more: close what is still open, so no client waits on a
+  // connection that nothing will answer.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto* s : sessions_) s->CloseNow();
 }
 
 

@@ -903,13 +903,13 @@ Result<Page<Metric>> TrackingService::GetMetricHistory(const std::string& run_id
     if (run.empty()) {
       return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
     }
-    int64_t limit = max_results ? *max_results + 1 : -1;
+    // No LIMIT -1: PostgreSQL rejects negative limits; INT64_MAX means "all" on both.
+    int64_t limit = max_results ? *max_results + 1 : INT64_MAX;
     TY_ASSIGN_OR_RETURN(Rows rows,
                         tx.Query("SELECT step, timestamp, value, is_nan FROM metrics WHERE "
                                  "run_uuid = ? AND key = ? ORDER BY step, timestamp LIMIT ? "
                                  "OFFSET ?",
-                                 {run_id, key, limit < 0 ? Value(int64_t{-1}) : Value(limit),
-                                  offset}));
+                                 {run_id, key, limit, offset}));
     size_t n = rows.size();
     if (max_results && static_cast<int64_t>(n) > *max_results) {
       n = static_cast<size_t>(*max_results);
