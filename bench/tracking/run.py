@@ -153,6 +153,31 @@ def machine_busy_seconds() -> float:
     return (sum(fields[:8]) - idle) / CLK_TCK
 
 
+class LoadMeter:
+    """CPU used on the machine during a phase, less what the servers and this benchmark (its
+    reaped children included) used: other people's work on a shared machine."""
+
+    def __init__(self, servers: list["Server"]):
+        self.pids = [p for s in servers for p in s.pids()]
+        self.other_cores = 0.0
+
+    @staticmethod
+    def _mine() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def __enter__(self) -> "LoadMeter":
+        self.t0, self.busy0 = time.time(), machine_busy_seconds()
+        self.srv0, self.me0 = cpu_seconds(self.pids), self._mine()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = time.time() - self.t0
+        used = (machine_busy_seconds() - self.busy0) - (cpu_seconds(self.pids) - self.srv0) - \
+            (self._mine() - self.me0)
+        self.other_cores = max(0.0, used / wall)
+
+
 class Server:
     name = ""
     port = 0
@@ -528,8 +553,8 @@ def verify_ingest(server: Server, run_ids: list[str], requests: int) -> None:
                            f"'{KEYS[0]}' points) but get-history returns {total}")
 
 
-def timed(client: Client, method: str, path: str, body: bytes | None = None) -> tuple[float,
-                                                                                        bytes]:
+def timed(client: Client, method: str, path: str,
+          body: bytes | None = None) -> tuple[float, bytes]:
     t0 = time.perf_counter()
     status, data = client.request(method, path, body)
     dt = time.perf_counter() - t0
@@ -677,7 +702,7 @@ QUICK = dict(ingest_clients=4, ingest_seconds=1.5, ingest_rounds=2, single_secon
              single_rounds=1, ceiling_seconds=1.0, history=[(100_000, 2)], search_runs=2_000,
              search_reps=5)
 FULL = dict(ingest_clients=4, ingest_seconds=8.0, ingest_rounds=3, single_seconds=5.0,
-            single_rounds=2, ceiling_seconds=5.0, history=[(100_000, 5), (1_000_000, 3)],
+            single_rounds=2, ceiling_seconds=3.0, history=[(100_000, 5), (1_000_000, 3)],
             search_runs=10_000, search_reps=10)
 
 
@@ -757,7 +782,12 @@ def main() -> int:
                 res = ingest_round(server, exp, n, cfg["ingest_seconds"])
                 verify_ingest(server, res["run_ids"], res["requests"])
                 rounds[key].append(res)
-                say(f"  {key}: {res['points_per_s']:,.0f} points/s, {res['errors']} errors")
+                say(f"  {key}: {res['points_per_s']:,.0f} points/s, {res['errors']} errors, "
+                    f"other load {res['other_cores']:.2f} cores")
+            # The client's ceiling, measured in every round as the machine's load drifts.
+            res = ingest_round(ours, ours_exp, n, cfg["ceiling_seconds"], ceiling=True)
+            rounds["ceiling"].append(res)
+            say(f"  client ceiling: {res['points_per_s']:,.0f} points/s")
         say("ingest: 1 client")
         for r in range(cfg["single_rounds"]):
             for key in (("ours", "mlflow") if r % 2 == 0 else ("mlflow", "ours")):
@@ -766,18 +796,16 @@ def main() -> int:
                 verify_ingest(server, res["run_ids"], res["requests"])
                 rounds[key + "1"].append(res)
                 say(f"  {key}: {res['points_per_s']:,.0f} points/s")
-        say("client ceiling (POST /health with the same bodies)")
-        rounds["ceiling"].append(ingest_round(ours, ours_exp, n, cfg["ceiling_seconds"],
-                                              ceiling=True))
 
         # 2. get-history.
         say("get-history")
         hist = {}
         for points, reps in cfg["history"]:
-            t, nbytes = time_history([(ours, ours_hist[points]), (mlflow, ml_hist[points])],
-                                     points, reps)
+            with LoadMeter(servers) as load:
+                t, nbytes = time_history([(ours, ours_hist[points]), (mlflow, ml_hist[points])],
+                                         points, reps)
             floor = transfer_floor(nbytes[0], reps)
-            hist[points] = (t[0], t[1], nbytes, floor)
+            hist[points] = (t[0], t[1], nbytes, floor, load.other_cores)
             say(f"  {points:,}: ours {statistics.median(t[0]) * 1e3:.1f} ms, mlflow "
                 f"{statistics.median(t[1]) * 1e3:.1f} ms")
 
@@ -785,9 +813,10 @@ def main() -> int:
         say("search")
         search = {}
         for ordered in (False, True):
-            t = time_search([(ours, ours_search), (mlflow, ml_search)], cfg["search_runs"],
-                            cfg["search_reps"], ordered)
-            search[ordered] = (t[0], t[1])
+            with LoadMeter(servers) as load:
+                t = time_search([(ours, ours_search), (mlflow, ml_search)], cfg["search_runs"],
+                                cfg["search_reps"], ordered)
+            search[ordered] = (t[0], t[1], load.other_cores)
         for s in servers:
             s.check_alive()
     finally:
@@ -802,18 +831,22 @@ def main() -> int:
     def med(rs: list[dict], k: str) -> float:
         return statistics.median(r[k] for r in rs)
 
+    def ratio(a: float, b: float) -> float | None:
+        return round(a / b, 1) if b > 0 else None
+
     def pooled(rs: list[dict]) -> list[float]:
         return sorted(x for r in rs for x in r["lat"])
 
     figures = []
-    o, m, c = rounds["ours"], rounds["mlflow"], rounds["ceiling"][0]
+    o, m, c = rounds["ours"], rounds["mlflow"], rounds["ceiling"]
     o_pts, m_pts = med(o, "points_per_s"), med(m, "points_per_s")
     o_lat, m_lat = pooled(o), pooled(m)
-    ceiling = c["points_per_s"]
+    ceiling = med(c, "points_per_s")
     client_bound = o_pts >= 0.7 * ceiling
     ingest_note = (
         f"{n} client processes, {len(o)} alternating rounds of {cfg['ingest_seconds']} s, "
-        f"median; client ceiling {ceiling:,.0f} points/s (same bodies to POST /health -> 405); "
+        f"median; client ceiling {ceiling:,.0f} points/s (same bodies to POST /health -> 405, "
+        f"median of {len(c)} rounds interleaved); "
         f"ours used {o_pts / ceiling:.0%} of it"
         + (" -- CLIENT-BOUND, the server may be faster" if client_bound else "")
         + f"; CPU cores during ours: server {med(o, 'server_cores'):.2f}, client "
@@ -821,58 +854,69 @@ def main() -> int:
         f"mlflow: server {med(m, 'server_cores'):.2f}, client {med(m, 'client_cores'):.2f}, "
         f"other {med(m, 'other_cores'):.2f}; errors ours {sum(r['errors'] for r in o)}, "
         f"mlflow {sum(r['errors'] for r in m)}")
+    for name, rs in (("ours", o), ("mlflow", m)):
+        first = next((r["first_error"] for r in rs if r["first_error"]), "")
+        if first:
+            ingest_note += f"; first {name} error: {first}"
     figures.append({
         "bench": "tracking_ingest", "value": round(o_pts), "unit": "points/s", "anchor": anchor,
-        "anchor_value": round(m_pts), "ratio": round(o_pts / m_pts, 1),
+        "anchor_value": round(m_pts), "ratio": ratio(o_pts, m_pts),
         "target": ">= 100x and >= 500000 points/s",
         "p50_ms": ms(percentile(o_lat, 0.5)), "p99_ms": ms(percentile(o_lat, 0.99)),
         "anchor_p50_ms": ms(percentile(m_lat, 0.5)), "anchor_p99_ms": ms(percentile(m_lat, 0.99)),
-        "note": ingest_note})
+        "note": ingest_note, "other_cores": round(med(o, "other_cores"), 2),
+        "anchor_other_cores": round(med(m, "other_cores"), 2)})
     for q, label in ((0.5, "p50"), (0.99, "p99")):
         a, b = percentile(o_lat, q), percentile(m_lat, q)
         figures.append({
             "bench": f"tracking_ingest_latency_{label}", "value": ms(a), "unit": "ms",
-            "anchor": anchor, "anchor_value": ms(b), "ratio": round(b / a, 1), "target": None,
+            "anchor": anchor, "anchor_value": ms(b), "ratio": ratio(b, a), "target": None,
             "note": f"log-batch of 1000 metrics, {n} concurrent clients; ratio = anchor / ours"})
     o1, m1 = rounds["ours1"], rounds["mlflow1"]
     o1_pts, m1_pts = med(o1, "points_per_s"), med(m1, "points_per_s")
     figures.append({
         "bench": "tracking_ingest_1client", "value": round(o1_pts), "unit": "points/s",
-        "anchor": anchor, "anchor_value": round(m1_pts), "ratio": round(o1_pts / m1_pts, 1),
+        "anchor": anchor, "anchor_value": round(m1_pts), "ratio": ratio(o1_pts, m1_pts),
         "target": None, "p50_ms": ms(percentile(pooled(o1), 0.5)),
         "p99_ms": ms(percentile(pooled(o1), 0.99)),
         "anchor_p50_ms": ms(percentile(pooled(m1), 0.5)),
-        "note": "one client, one request in flight (latency-bound)"})
+        "note": f"one client, one request in flight (latency-bound), median of {len(o1)} "
+                f"alternating rounds of {cfg['single_seconds']} s",
+        "other_cores": round(med(o1, "other_cores"), 2),
+        "anchor_other_cores": round(med(m1, "other_cores"), 2)})
     figures.append({
         "bench": "tracking_client_ceiling", "value": round(ceiling), "unit": "points/s",
         "anchor": None, "anchor_value": None, "ratio": None, "target": None,
         "note": f"{n} client processes posting the same 1000-metric bodies to trainyard's "
                 f"POST /health (405 after reading the body): the most this load generator "
-                f"can push here; client used {c['client_cores']:.2f} cores, server "
-                f"{c['server_cores']:.2f}"})
-    for points, (ot, mt, nbytes, floor) in sorted(hist.items()):
+                f"can push here (median of {len(c)} rounds); client used "
+                f"{med(c, 'client_cores'):.2f} cores, server {med(c, 'server_cores'):.2f}, other "
+                f"processes {med(c, 'other_cores'):.2f}"})
+    for points, (ot, mt, nbytes, floor, other) in sorted(hist.items()):
         o_ms, m_ms = statistics.median(ot), statistics.median(mt)
         figures.append({
             "bench": "tracking_get_history_" + ("1m" if points == 1_000_000 else
                                                 f"{points // 1000}k"),
             "value": ms(o_ms), "unit": "ms", "anchor": anchor, "anchor_value": ms(m_ms),
-            "ratio": round(m_ms / o_ms, 1), "target": "< 200 ms" if points >= 1_000_000 else None,
+            "ratio": ratio(m_ms, o_ms), "target": "< 200 ms" if points >= 1_000_000 else None,
             "note": f"GET get-history of one {points:,}-point metric, no max_results, time to the "
                     f"last byte, median of {len(ot)} alternating; answers {nbytes[0] / 1e6:.1f} MB "
                     f"(ours) and {nbytes[1] / 1e6:.1f} MB (mlflow); this client needs "
                     f"{floor * 1e3:.1f} ms just to receive {nbytes[0] / 1e6:.1f} MB from a canned "
-                    f"socket server; ratio = anchor / ours"})
-    for ordered, (ot, mt) in search.items():
+                    f"socket server; ratio = anchor / ours",
+            "other_cores": round(other, 2)})
+    for ordered, (ot, mt, other) in search.items():
         figures.append({
             "bench": "tracking_search_order" if ordered else "tracking_search_filter",
             "value": ms(statistics.median(ot)), "unit": "ms", "anchor": anchor,
             "anchor_value": ms(statistics.median(mt)),
-            "ratio": round(statistics.median(mt) / statistics.median(ot), 1),
+            "ratio": ratio(statistics.median(mt), statistics.median(ot)),
             "target": "< 50 ms",
             "note": f"runs/search over {cfg['search_runs']:,} runs, filter \"{SEARCH_FILTER}\""
                     + (", order_by metrics.acc DESC" if ordered else "")
                     + f", max_results 100 ({min(100, expected)} returned of {expected} "
-                      f"matching), median of {len(ot)}; ratio = anchor / ours"})
+                      f"matching), median of {len(ot)}; ratio = anchor / ours",
+            "other_cores": round(other, 2)})
 
     print(f"\nbench/tracking ({'quick' if args.quick else 'full'}, {time.time() - t_start:.0f} s)"
           f": trainyard vs {anchor}")

@@ -141,6 +141,25 @@ void AppendMetricJson(std::string& out, const tracking::Metric& m, bool with_run
   out += '}';
 }
 
+static void AppendInt(std::string& out, int64_t v) {
+  char buf[24];
+  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, ptr);
+}
+
+void AppendMetricPointJson(std::string& out, std::string_view key_json, double value,
+                           int64_t timestamp, int64_t step) {
+  out += "{\"key\":";
+  out += key_json;
+  out += ",\"value\":";
+  AppendDouble(out, value);
+  out += ",\"timestamp\":";
+  AppendInt(out, timestamp);
+  out += ",\"step\":";
+  AppendInt(out, step);
+  out += '}';
+}
+
 Result<std::vector<tracking::KeyValue>> KeyValuesFromJson(const json::object& o,
                                                           std::string_view field) {
   std::vector<tracking::KeyValue> out;

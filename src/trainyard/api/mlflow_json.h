@@ -19,6 +19,9 @@ json::array KeyValuesToJson(const std::vector<tracking::KeyValue>& kvs);
 // Appends {"key":...,"value":...,"timestamp":...,"step":...} without building a
 // JSON tree: the metric-history hot path.
 void AppendMetricJson(std::string& out, const tracking::Metric& m, bool with_run_id);
+// The same for one point whose key is already JSON-encoded (`key_json`, with quotes).
+void AppendMetricPointJson(std::string& out, std::string_view key_json, double value,
+                           int64_t timestamp, int64_t step);
 
 // Decoders for repeated {key, value} lists, naming the field in errors.
 Result<std::vector<tracking::KeyValue>> KeyValuesFromJson(const json::object& o,

@@ -403,19 +403,24 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                     TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "metric_key"));
                     TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
                     TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
-                    TY_ASSIGN_OR_RETURN(auto page, tracking_.GetMetricHistory(
-                                                       id, key, max_results, token.value_or("")));
-                    std::string body;
-                    body.reserve(page.items.size() * 72 + 64);
-                    body += "{\"metrics\":[";
-                    for (size_t i = 0; i < page.items.size(); ++i) {
-                      if (i) body += ',';
-                      AppendMetricJson(body, page.items[i], false);
-                    }
+                    // Points are appended to the body as the store produces them.
+                    std::string body = "{\"metrics\":[";
+                    body.reserve(max_results ? static_cast<size_t>(*max_results) * 64 : 1 << 16);
+                    const std::string key_json = json::serialize(json::string(key));
+                    bool first = true;
+                    TY_ASSIGN_OR_RETURN(
+                        std::string next_token,
+                        tracking_.ScanMetricHistory(
+                            id, key, max_results, token.value_or(""),
+                            [&](const TrackingService::MetricPoint& p) {
+                              if (!first) body += ',';
+                              first = false;
+                              AppendMetricPointJson(body, key_json, p.value, p.timestamp, p.step);
+                            }));
                     body += ']';
-                    if (!page.next_page_token.empty()) {
+                    if (!next_token.empty()) {
                       body += ",\"next_page_token\":";
-                      body += json::serialize(json::string(page.next_page_token));
+                      body += json::serialize(json::string(next_token));
                     }
                     body += '}';
                     return http::Response::Json(200, std::move(body));

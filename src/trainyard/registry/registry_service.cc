@@ -297,6 +297,11 @@ Status RegistryService::ValidateName(std::string_view field, const std::string& 
     return Status::InvalidArgument(std::string(field) + " " + Quoted(name) + " is longer than " +
                                    std::to_string(limits_.max_name_length) + " characters");
   }
+  // A '/' or ':' would make models:/<name>/<version> URIs ambiguous (MLflow rejects them too).
+  if (name.find('/') != std::string::npos || name.find(':') != std::string::npos) {
+    return Status::InvalidArgument(std::string(field) + " " + Quoted(name) +
+                                   " must not contain '/' or ':'");
+  }
   return Status::Ok();
 }
 

@@ -26,6 +26,7 @@
 // must outlive it.
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>

@@ -42,6 +42,34 @@ std::string Row::Text(size_t i) const {
   return "";
 }
 
+namespace {
+
+class RowAdapter : public RowView {
+ public:
+  explicit RowAdapter(const Row& row) : row_(row) {}
+  bool IsNull(size_t i) const override { return row_.IsNull(i); }
+  int64_t Int(size_t i) const override { return row_.Int(i); }
+  double Double(size_t i) const override { return row_.Double(i); }
+  std::string_view Text(size_t i) const override {
+    if (auto p = std::get_if<std::string>(&row_.raw(i))) return *p;
+    text_ = row_.Text(i);
+    return text_;
+  }
+
+ private:
+  const Row& row_;
+  mutable std::string text_;
+};
+
+}  // namespace
+
+Status Transaction::QueryEach(std::string_view sql, const std::vector<Value>& params,
+                              const std::function<Status(const RowView&)>& fn) {
+  TY_ASSIGN_OR_RETURN(Rows rows, Query(sql, params));
+  for (const Row& row : rows) TY_RETURN_IF_ERROR(fn(RowAdapter(row)));
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<Database>> OpenDatabase(const DatabaseOptions& options) {
   const std::string& url = options.url;
   if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) {

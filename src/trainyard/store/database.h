@@ -8,6 +8,8 @@
 //   - upserts use `INSERT ... ON CONFLICT (cols) DO UPDATE/NOTHING`;
 //   - LIKE is case-sensitive on both backends; for case-insensitive matching
 //     compare LOWER(x) LIKE LOWER(?);
+//   - a CREATE TABLE may end with WITHOUT ROWID (a table clustered by its primary key
+//     on SQLite; PostgreSQL ignores it);
 //   - NaN cannot be stored portably (SQLite turns it into NULL): keep a flag column;
 //   - a `?` needs a type from its context (`? IS NULL` fails on PostgreSQL: CAST it);
 //     bind int64 only where the column is an integer; INTEGER is 32-bit on PostgreSQL,
@@ -51,11 +53,25 @@ class Row {
 
 using Rows = std::vector<Row>;
 
+// A row seen while streaming (QueryEach); valid only during the callback.
+class RowView {
+ public:
+  virtual ~RowView() = default;
+  virtual bool IsNull(size_t i) const = 0;
+  virtual int64_t Int(size_t i) const = 0;
+  virtual double Double(size_t i) const = 0;
+  virtual std::string_view Text(size_t i) const = 0;
+};
+
 class Transaction {
  public:
   virtual ~Transaction() = default;
   // Runs a statement that returns rows.
   virtual Result<Rows> Query(std::string_view sql, const std::vector<Value>& params = {}) = 0;
+  // Runs a statement and hands each row to `fn` as it is produced, without building
+  // Rows (for large results). Stops at the first error `fn` returns.
+  virtual Status QueryEach(std::string_view sql, const std::vector<Value>& params,
+                           const std::function<Status(const RowView&)>& fn);
   // Runs a statement; returns the number of rows it changed.
   virtual Result<int64_t> Exec(std::string_view sql, const std::vector<Value>& params = {}) = 0;
 };

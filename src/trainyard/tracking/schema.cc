@@ -36,12 +36,18 @@ std::vector<store::Migration> TrackingMigrations() {
            "CREATE TABLE tags ("
            " run_uuid TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,"
            " PRIMARY KEY (run_uuid, key))",
-           // Every logged point. is_nan is set (and value NULL) for NaN, which SQLite
-           // cannot store.
+           // One series per (run, metric key); points refer to it by number, so that a
+           // point row holds no strings.
+           "CREATE TABLE metric_series ("
+           " series_id BIGINT PRIMARY KEY, run_uuid TEXT NOT NULL, key TEXT NOT NULL,"
+           " UNIQUE (run_uuid, key))",
+           // Every logged point, clustered by series then step: a history is one range scan.
+           // NaN is stored as value 0 with is_nan = 1 (SQLite cannot store NaN). As in MLflow,
+           // logging the very same point twice keeps one.
            "CREATE TABLE metrics ("
-           " run_uuid TEXT NOT NULL, key TEXT NOT NULL, step BIGINT NOT NULL,"
-           " timestamp BIGINT NOT NULL, value DOUBLE PRECISION, is_nan INTEGER NOT NULL)",
-           "CREATE INDEX metrics_history ON metrics (run_uuid, key, step, timestamp)",
+           " series_id BIGINT NOT NULL, step BIGINT NOT NULL, timestamp BIGINT NOT NULL,"
+           " is_nan INTEGER NOT NULL, value DOUBLE PRECISION NOT NULL,"
+           " PRIMARY KEY (series_id, step, timestamp, is_nan, value)) WITHOUT ROWID",
            // The latest point of each (run, key): highest step, then timestamp, then value.
            // Search filters and ordering on metrics read this table.
            "CREATE TABLE latest_metrics ("

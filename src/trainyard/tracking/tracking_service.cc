@@ -24,7 +24,7 @@ constexpr char kDeleted[] = "deleted";
 constexpr char kRunNameTag[] = "mlflow.runName";
 // Rows per multi-row INSERT: large enough to amortize statement overhead, small
 // enough to stay under SQLite's bound-parameter limit.
-constexpr size_t kInsertChunk = 128;
+constexpr size_t kInsertChunk = 200;
 
 std::optional<int64_t> OptInt(const Row& row, size_t i) {
   if (row.IsNull(i)) return std::nullopt;
@@ -700,13 +700,30 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
     }
   }
   std::map<std::string, const Metric*> latest;
-  std::set<std::string> seen_keys;
+  std::vector<std::string> keys;       // distinct metric keys, in order of appearance
+  std::vector<size_t> key_index;       // per metric: its key's index in `keys`
+  std::unordered_map<std::string_view, size_t> key_pos;
+  key_index.reserve(metrics.size());
   for (const auto& m : metrics) {
-    if (seen_keys.insert(m.key).second) TY_RETURN_IF_ERROR(ValidateKey("metric", m.key));
+    auto [pos, inserted] = key_pos.emplace(m.key, keys.size());
+    if (inserted) {
+      TY_RETURN_IF_ERROR(ValidateKey("metric", m.key));
+      keys.push_back(m.key);
+    }
+    key_index.push_back(pos->second);
     auto it = latest.find(m.key);
     if (it == latest.end() || Later(m, *it->second)) latest[m.key] = &m;
   }
-  return db_.Write([&](Transaction& tx) -> Status {
+  std::vector<int64_t> series_ids(keys.size(), -1);
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    for (size_t k = 0; k < keys.size(); ++k) {
+      auto it = series_.find(run_id + '\0' + keys[k]);
+      if (it != series_.end()) series_ids[k] = it->second;
+    }
+  }
+  std::vector<std::pair<std::string, int64_t>> created;
+  Status written = db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureRunActive(tx, run_id));
     // Params are immutable: the same value again is fine, a different one is an error.
     if (!param_map.empty()) {
@@ -742,23 +759,40 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
             Exec(tx, "UPDATE runs SET name = ? WHERE run_uuid = ?", {t.value, run_id}));
       }
     }
+    // Series ids: cached ones were looked up before taking the write lock; the rest are
+    // found or created here and cached only after the commit.
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (series_ids[k] >= 0) continue;
+      TY_ASSIGN_OR_RETURN(auto found, FindSeries(tx, run_id, keys[k]));
+      if (!found) {
+        TY_ASSIGN_OR_RETURN(Rows next,
+                            tx.Query("SELECT COALESCE(MAX(series_id), 0) + 1 FROM metric_series"));
+        found = next[0].Int(0);
+        TY_RETURN_IF_ERROR(Exec(tx,
+                                "INSERT INTO metric_series (series_id, run_uuid, key) VALUES (?, "
+                                "?, ?)",
+                                {*found, run_id, keys[k]}));
+        created.emplace_back(keys[k], *found);
+      }
+      series_ids[k] = *found;
+    }
     std::vector<Value> args;
     for (size_t start = 0; start < metrics.size(); start += kInsertChunk) {
       size_t n = std::min(kInsertChunk, metrics.size() - start);
       args.clear();
-      args.reserve(n * 6);
+      args.reserve(n * 5);
       for (size_t i = start; i < start + n; ++i) {
         const Metric& m = metrics[i];
-        args.emplace_back(run_id);
-        args.emplace_back(m.key);
+        bool nan = std::isnan(m.value);
+        args.emplace_back(series_ids[key_index[i]]);
         args.emplace_back(m.step);
         args.emplace_back(m.timestamp);
-        args.emplace_back(MetricValue(m.value));
-        args.emplace_back(NanFlag(m.value));
+        args.emplace_back(int64_t{nan ? 1 : 0});
+        args.emplace_back(nan ? 0.0 : m.value);
       }
       TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO metrics (run_uuid, key, step, timestamp, value, "
-                              "is_nan) VALUES " + Placeholders(n, 6),
+                              "INSERT INTO metrics (series_id, step, timestamp, is_nan, value) "
+                              "VALUES " + Placeholders(n, 5) + " ON CONFLICT DO NOTHING",
                               args));
     }
     for (const auto& [key, m] : latest) {
@@ -789,6 +823,15 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
     }
     return Status::Ok();
   });
+  if (!written.ok()) {
+    return written;
+  }
+  if (!created.empty()) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (series_.size() > 1'000'000) series_.clear();
+    for (const auto& [key, id] : created) series_[run_id + '\0' + key] = id;
+  }
+  return Status::Ok();
 }
 
 Status TrackingService::DeleteTag(const std::string& run_id, const std::string& key) {
@@ -887,46 +930,75 @@ Status TrackingService::LogOutputs(const std::string& run_id,
 
 // ---------------------------------------------------------------- metrics
 
-Result<Page<Metric>> TrackingService::GetMetricHistory(const std::string& run_id,
-                                                       const std::string& key,
-                                                       std::optional<int64_t> max_results,
-                                                       const std::string& page_token) {
+Result<std::optional<int64_t>> TrackingService::FindSeries(Transaction& tx,
+                                                            const std::string& run_id,
+                                                            const std::string& key) {
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = series_.find(run_id + '\0' + key);
+    if (it != series_.end()) return std::optional<int64_t>(it->second);
+  }
+  TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT series_id FROM metric_series WHERE run_uuid = ? "
+                                          "AND key = ?",
+                                          {run_id, key}));
+  if (rows.empty()) return std::optional<int64_t>();
+  return std::optional<int64_t>(rows[0].Int(0));
+}
+
+Result<std::string> TrackingService::ScanMetricHistory(
+    const std::string& run_id, const std::string& key, std::optional<int64_t> max_results,
+    const std::string& page_token, const std::function<void(const MetricPoint&)>& fn) {
   if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
   if (max_results && (*max_results <= 0 || *max_results > limits_.max_history_page)) {
     return Status::InvalidArgument("max_results must be between 1 and " +
                                    std::to_string(limits_.max_history_page));
   }
   TY_ASSIGN_OR_RETURN(int64_t offset, DecodePageToken(page_token));
-  Page<Metric> page;
+  std::string next_page_token;
   Status s = db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
-    if (run.empty()) {
-      return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
+    TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
+    if (!series) {
+      TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
+      if (run.empty()) {
+        return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
+      }
+      return Status::Ok();  // the run has no such metric: an empty history
     }
-    // No LIMIT -1: PostgreSQL rejects negative limits; INT64_MAX means "all" on both.
+    // One more than a page tells whether another page follows. INT64_MAX is "all".
     int64_t limit = max_results ? *max_results + 1 : INT64_MAX;
-    TY_ASSIGN_OR_RETURN(Rows rows,
-                        tx.Query("SELECT step, timestamp, value, is_nan FROM metrics WHERE "
-                                 "run_uuid = ? AND key = ? ORDER BY step, timestamp LIMIT ? "
-                                 "OFFSET ?",
-                                 {run_id, key, limit, offset}));
-    size_t n = rows.size();
-    if (max_results && static_cast<int64_t>(n) > *max_results) {
-      n = static_cast<size_t>(*max_results);
-      page.next_page_token = EncodePageToken(offset + *max_results);
-    }
-    page.items.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-      Metric m;
-      m.key = key;
-      m.step = rows[i].Int(0);
-      m.timestamp = rows[i].Int(1);
-      m.value = ReadMetricValue(rows[i], 2, 3);
-      page.items.push_back(std::move(m));
-    }
-    return Status::Ok();
+    int64_t seen = 0;
+    return tx.QueryEach(
+        "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? ORDER BY step, "
+        "timestamp, is_nan, value LIMIT ? OFFSET ?",
+        {*series, limit, offset}, [&](const store::RowView& row) -> Status {
+          if (max_results && seen == *max_results) {
+            next_page_token = EncodePageToken(offset + *max_results);
+            return Status::Ok();
+          }
+          ++seen;
+          fn(MetricPoint{row.Int(0), row.Int(1), row.Int(2) ? std::nan("") : row.Double(3)});
+          return Status::Ok();
+        });
   });
   if (!s.ok()) return s;
+  return next_page_token;
+}
+
+Result<Page<Metric>> TrackingService::GetMetricHistory(const std::string& run_id,
+                                                       const std::string& key,
+                                                       std::optional<int64_t> max_results,
+                                                       const std::string& page_token) {
+  Page<Metric> page;
+  TY_ASSIGN_OR_RETURN(page.next_page_token,
+                      ScanMetricHistory(run_id, key, max_results, page_token,
+                                        [&](const MetricPoint& p) {
+                                          Metric m;
+                                          m.key = key;
+                                          m.step = p.step;
+                                          m.timestamp = p.timestamp;
+                                          m.value = p.value;
+                                          page.items.push_back(std::move(m));
+                                        }));
   return page;
 }
 
@@ -952,11 +1024,13 @@ Result<std::vector<Metric>> TrackingService::GetMetricHistoryBulkInterval(
       if (run.empty()) {
         return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
       }
+      TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
+      if (!series) continue;
       TY_ASSIGN_OR_RETURN(
           Rows steps,
-          tx.Query("SELECT DISTINCT step FROM metrics WHERE run_uuid = ? AND key = ? AND step >= "
-                   "? AND step <= ? ORDER BY step",
-                   {run_id, key, start_step.value_or(INT64_MIN), end_step.value_or(INT64_MAX)}));
+          tx.Query("SELECT DISTINCT step FROM metrics WHERE series_id = ? AND step >= ? AND step "
+                   "<= ? ORDER BY step",
+                   {*series, start_step.value_or(INT64_MIN), end_step.value_or(INT64_MAX)}));
       if (steps.empty()) continue;
       // Evenly spaced picks over the distinct steps, always the first and the last.
       std::vector<int64_t> picked;
@@ -973,21 +1047,20 @@ Result<std::vector<Metric>> TrackingService::GetMetricHistoryBulkInterval(
       }
       int64_t lo = picked.front(), hi = picked.back();
       std::set<int64_t> wanted(picked.begin(), picked.end());
-      TY_ASSIGN_OR_RETURN(Rows rows,
-                          tx.Query("SELECT step, timestamp, value, is_nan FROM metrics WHERE "
-                                   "run_uuid = ? AND key = ? AND step >= ? AND step <= ? ORDER BY "
-                                   "step, timestamp",
-                                   {run_id, key, lo, hi}));
-      for (const auto& r : rows) {
-        if (!wanted.count(r.Int(0))) continue;
-        Metric m;
-        m.key = key;
-        m.run_id = run_id;
-        m.step = r.Int(0);
-        m.timestamp = r.Int(1);
-        m.value = ReadMetricValue(r, 2, 3);
-        out.push_back(std::move(m));
-      }
+      TY_RETURN_IF_ERROR(tx.QueryEach(
+          "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? AND step >= ? "
+          "AND step <= ? ORDER BY step, timestamp, is_nan, value",
+          {*series, lo, hi}, [&](const store::RowView& r) -> Status {
+            if (!wanted.count(r.Int(0))) return Status::Ok();
+            Metric m;
+            m.key = key;
+            m.run_id = run_id;
+            m.step = r.Int(0);
+            m.timestamp = r.Int(1);
+            m.value = r.Int(2) ? std::nan("") : r.Double(3);
+            out.push_back(std::move(m));
+            return Status::Ok();
+          }));
     }
     return Status::Ok();
   });

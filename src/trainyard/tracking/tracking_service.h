@@ -10,6 +10,7 @@
 // Thread-safe.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -117,8 +118,19 @@ class TrackingService {
   Result<Page<Run>> SearchRuns(const SearchRunsRequest& request);
 
   // --- metrics
-  // All points of one metric of a run, ordered by step then timestamp. With
-  // max_results, a page of them.
+  struct MetricPoint {
+    int64_t step;
+    int64_t timestamp;
+    double value;
+  };
+  // Streams the points of one metric of a run to `fn`, ordered by step then timestamp,
+  // without materializing them; with max_results, one page. Returns the next page's
+  // token ("" on the last page).
+  Result<std::string> ScanMetricHistory(const std::string& run_id, const std::string& key,
+                                        std::optional<int64_t> max_results,
+                                        const std::string& page_token,
+                                        const std::function<void(const MetricPoint&)>& fn);
+  // The same, collected (for small histories and tests).
   Result<Page<Metric>> GetMetricHistory(const std::string& run_id, const std::string& key,
                                         std::optional<int64_t> max_results,
                                         const std::string& page_token);
@@ -155,6 +167,9 @@ class TrackingService {
   Status LoadLoggedModelData(store::Transaction& tx, std::vector<LoggedModel>& models);
   Status EnsureRunActive(store::Transaction& tx, const std::string& run_id);
   Result<std::string> NextExperimentId(store::Transaction& tx);
+  // The series of (run, key): from the cache, else the table; nullopt if none yet.
+  Result<std::optional<int64_t>> FindSeries(store::Transaction& tx, const std::string& run_id,
+                                            const std::string& key);
   Status SetLifecycle(const std::string& table, const std::string& id_column,
                       const std::string& id, const std::string& what, bool deleted);
 
@@ -167,6 +182,8 @@ class TrackingService {
   std::mutex cache_mu_;
   std::unordered_map<std::string, std::string> experiment_owner_;  // guarded by cache_mu_
   std::unordered_map<std::string, std::string> run_experiment_;    // guarded by cache_mu_
+  // run_id + '\0' + key → series_id, for committed series only (ids never change).
+  std::unordered_map<std::string, int64_t> series_;  // guarded by cache_mu_
 };
 
 }  // namespace trainyard::tracking

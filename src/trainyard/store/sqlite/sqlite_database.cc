@@ -2,7 +2,10 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace trainyard::store {
@@ -23,6 +26,28 @@ Status SqliteError(sqlite3* db, std::string_view what) {
   }
   return Status::Internal(msg);
 }
+
+// The current row of a statement being stepped.
+class StatementRow : public RowView {
+ public:
+  explicit StatementRow(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  bool IsNull(size_t i) const override {
+    return sqlite3_column_type(stmt_, static_cast<int>(i)) == SQLITE_NULL;
+  }
+  int64_t Int(size_t i) const override { return sqlite3_column_int64(stmt_, static_cast<int>(i)); }
+  double Double(size_t i) const override {
+    return sqlite3_column_double(stmt_, static_cast<int>(i));
+  }
+  std::string_view Text(size_t i) const override {
+    const unsigned char* t = sqlite3_column_text(stmt_, static_cast<int>(i));
+    int n = sqlite3_column_bytes(stmt_, static_cast<int>(i));
+    return t ? std::string_view(reinterpret_cast<const char*>(t), static_cast<size_t>(n))
+             : std::string_view();
+  }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
 
 // One sqlite3 connection with its statement cache. Not thread-safe.
 class Connection : public Transaction {
@@ -47,6 +72,8 @@ class Connection : public Transaction {
     if (!read_only) {
       pragmas += "PRAGMA journal_mode=WAL;";
       pragmas += sync_full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;";
+      // Checkpoints run on a background thread (SqliteDatabase), not in a writer's commit.
+      if (path != ":memory:") pragmas += "PRAGMA wal_autocheckpoint=0;";
     }
     pragmas += "PRAGMA cache_size=-65536; PRAGMA temp_store=MEMORY; PRAGMA mmap_size=268435456;";
     char* err = nullptr;
@@ -88,6 +115,28 @@ class Connection : public Transaction {
     }
     sqlite3_reset(stmt);
     return rows;
+  }
+
+  Status QueryEach(std::string_view sql, const std::vector<Value>& params,
+                   const std::function<Status(const RowView&)>& fn) override {
+    TY_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
+    StatementRow row(stmt);
+    while (true) {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        Status s = SqliteError(db_, "query");
+        sqlite3_reset(stmt);
+        return s;
+      }
+      Status s = fn(row);
+      if (!s.ok()) {
+        sqlite3_reset(stmt);
+        return s;
+      }
+    }
+    sqlite3_reset(stmt);
+    return Status::Ok();
   }
 
   Result<int64_t> Exec(std::string_view sql, const std::vector<Value>& params) override {
@@ -163,12 +212,26 @@ class Connection : public Transaction {
 
   sqlite3* db_ = nullptr;
   std::unordered_map<std::string, sqlite3_stmt*> cache_;
+
+ public:
+  sqlite3* handle() { return db_; }
 };
 
 class SqliteDatabase : public Database {
  public:
   SqliteDatabase(std::string path, bool sync_full, std::unique_ptr<Connection> writer)
-      : path_(std::move(path)), sync_full_(sync_full), writer_(std::move(writer)) {}
+      : path_(std::move(path)), sync_full_(sync_full), writer_(std::move(writer)) {
+    if (path_ != ":memory:") checkpointer_ = std::thread([this] { CheckpointLoop(); });
+  }
+
+  ~SqliteDatabase() override {
+    {
+      std::lock_guard<std::mutex> lock(checkpoint_mu_);
+      stop_ = true;
+    }
+    checkpoint_cv_.notify_all();
+    if (checkpointer_.joinable()) checkpointer_.join();
+  }
 
   std::string_view Backend() const override { return "sqlite"; }
 
@@ -182,6 +245,10 @@ class SqliteDatabase : public Database {
     }
     Status c = writer_->Run("COMMIT");
     if (!c.ok()) (void)writer_->Run("ROLLBACK");
+    if (c.ok() && ++commits_since_checkpoint_ >= 64) {
+      commits_since_checkpoint_ = 0;
+      checkpoint_cv_.notify_one();
+    }
     return c;
   }
 
@@ -207,6 +274,31 @@ class SqliteDatabase : public Database {
   }
 
  private:
+  // Copies committed WAL frames into the database file on its own connection, so that
+  // writers never pay for it. PASSIVE never blocks writers or readers; when the WAL has
+  // grown large (readers kept it from being reset) a RESTART checkpoint waits for readers.
+  void CheckpointLoop() {
+    auto conn = Connection::Open(path_, sync_full_, /*read_only=*/false);
+    if (!conn.ok()) return;
+    std::unique_lock<std::mutex> lock(checkpoint_mu_);
+    while (!stop_) {
+      checkpoint_cv_.wait_for(lock, std::chrono::milliseconds(200));
+      if (stop_) break;
+      lock.unlock();
+      int wal_frames = 0, checkpointed = 0;
+      sqlite3_wal_checkpoint_v2((*conn)->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &wal_frames,
+                                &checkpointed);
+      if (wal_frames > 65536) {  // 256 MiB of 4 KiB pages
+        sqlite3_wal_checkpoint_v2((*conn)->handle(), nullptr, SQLITE_CHECKPOINT_RESTART, nullptr,
+                                  nullptr);
+      }
+      lock.lock();
+    }
+    lock.unlock();
+    sqlite3_wal_checkpoint_v2((*conn)->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                              nullptr);
+  }
+
   std::unique_ptr<Connection> TakeReader() {
     std::lock_guard<std::mutex> lock(readers_mu_);
     if (readers_.empty()) return nullptr;
@@ -226,6 +318,11 @@ class SqliteDatabase : public Database {
   std::unique_ptr<Connection> writer_;  // guarded by write_mu_
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> readers_;  // guarded by readers_mu_
+  int commits_since_checkpoint_ = 0;                   // guarded by write_mu_
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool stop_ = false;  // guarded by checkpoint_mu_
+  std::thread checkpointer_;
 };
 
 }  // namespace
