@@ -11,36 +11,60 @@ const std::vector<std::string> kTrainyardPrefixes = {"/api/trainyard/v1"};
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kAlreadyExists: return 400;
-    case StatusCode::kPermissionDenied: return 403;
-    case StatusCode::kUnauthenticated: return 401;
-    case StatusCode::kFailedPrecondition: return 400;
-    case StatusCode::kResourceExhausted: return 507;
-    case StatusCode::kNotImplemented: return 501;
-    case StatusCode::kUnavailable: return 503;
-    case StatusCode::kInternal: return 500;
-    case StatusCode::kIOError: return 500;
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+      return 400;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kUnauthenticated:
+      return 401;
+    case StatusCode::kFailedPrecondition:
+      return 400;
+    case StatusCode::kResourceExhausted:
+      return 507;
+    case StatusCode::kNotImplemented:
+      return 501;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kInternal:
+      return 500;
+    case StatusCode::kIOError:
+      return 500;
   }
   return 500;
 }
 
 std::string_view MlflowErrorCode(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_PARAMETER_VALUE";
-    case StatusCode::kNotFound: return "RESOURCE_DOES_NOT_EXIST";
-    case StatusCode::kAlreadyExists: return "RESOURCE_ALREADY_EXISTS";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
-    case StatusCode::kFailedPrecondition: return "INVALID_STATE";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kNotImplemented: return "NOT_IMPLEMENTED";
-    case StatusCode::kUnavailable: return "TEMPORARILY_UNAVAILABLE";
-    case StatusCode::kInternal: return "INTERNAL_ERROR";
-    case StatusCode::kIOError: return "INTERNAL_ERROR";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_PARAMETER_VALUE";
+    case StatusCode::kNotFound:
+      return "RESOURCE_DOES_NOT_EXIST";
+    case StatusCode::kAlreadyExists:
+      return "RESOURCE_ALREADY_EXISTS";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kUnauthenticated:
+      return "UNAUTHENTICATED";
+    case StatusCode::kFailedPrecondition:
+      return "INVALID_STATE";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::kNotImplemented:
+      return "NOT_IMPLEMENTED";
+    case StatusCode::kUnavailable:
+      return "TEMPORARILY_UNAVAILABLE";
+    case StatusCode::kInternal:
+      return "INTERNAL_ERROR";
+    case StatusCode::kIOError:
+      return "INTERNAL_ERROR";
   }
   return "INTERNAL_ERROR";
 }
@@ -126,13 +150,13 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
   }
   Call call{principal, body, request};
   auto result = handler(call);
-  http::Response response = result.ok() ? std::move(result).value() : ErrorResponse(result.status());
+  http::Response response =
+      result.ok() ? std::move(result).value() : ErrorResponse(result.status());
   bool mutating = request.method != http::Method::kGet && request.method != http::Method::kHead;
   if (authenticate && mutating) {
     identity_.Audit(identity::AuditRecord{clock_.NowMillis(), principal.user,
                                           std::string(http::MethodName(request.method)),
-                                          request.path, response.status,
-                                          request.remote_address});
+                                          request.path, response.status, request.remote_address});
   }
   return response;
 }

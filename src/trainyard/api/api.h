@@ -44,8 +44,8 @@ class Api {
       : router_(router), identity_(identity), clock_(clock) {}
 
   // Registers `path` under each prefix (e.g. "/api/2.0/mlflow" and "/ajax-api/2.0/mlflow").
-  void Route(http::Method method, const std::vector<std::string>& prefixes,
-             const std::string& path, JsonHandler handler);
+  void Route(http::Method method, const std::vector<std::string>& prefixes, const std::string& path,
+             JsonHandler handler);
   void RawRoute(http::Method method, const std::vector<std::string>& prefixes,
                 const std::string& path, RawHandler handler);
   // Routes reachable without a token (health checks).
@@ -61,7 +61,7 @@ class Api {
   Clock& clock_;
 };
 
-extern const std::vector<std::string> kMlflowPrefixes;  // /api/2.0/mlflow, /ajax-api/2.0/mlflow
+extern const std::vector<std::string> kMlflowPrefixes;     // /api/2.0/mlflow, /ajax-api/2.0/mlflow
 extern const std::vector<std::string> kTrainyardPrefixes;  // /api/trainyard/v1
 
 // Reads a repeated string field (JSON array, or a single string from a query string).

@@ -56,16 +56,33 @@ struct Stack {
     api::RegisterRegistryRoutes(*api, *registry);
     using M = http::Method;
     const std::string p = "/api/2.0/mlflow";
-    for (const char* path :
-         {"/experiments/create", "/experiments/search", "/experiments/update",
-          "/experiments/delete", "/experiments/restore", "/experiments/set-experiment-tag",
-          "/runs/create", "/runs/update", "/runs/delete", "/runs/log-metric",
-          "/runs/log-parameter", "/runs/set-tag", "/runs/delete-tag", "/runs/log-batch",
-          "/runs/log-inputs", "/runs/outputs", "/runs/search", "/runs/log-model",
-          "/logged-models", "/logged-models/search", "/registered-models/create",
-          "/registered-models/rename", "/registered-models/set-tag", "/registered-models/alias",
-          "/model-versions/create", "/model-versions/transition-stage",
-          "/model-versions/set-tag"}) {
+    for (const char* path : {"/experiments/create",
+                             "/experiments/search",
+                             "/experiments/update",
+                             "/experiments/delete",
+                             "/experiments/restore",
+                             "/experiments/set-experiment-tag",
+                             "/runs/create",
+                             "/runs/update",
+                             "/runs/delete",
+                             "/runs/log-metric",
+                             "/runs/log-parameter",
+                             "/runs/set-tag",
+                             "/runs/delete-tag",
+                             "/runs/log-batch",
+                             "/runs/log-inputs",
+                             "/runs/outputs",
+                             "/runs/search",
+                             "/runs/log-model",
+                             "/logged-models",
+                             "/logged-models/search",
+                             "/registered-models/create",
+                             "/registered-models/rename",
+                             "/registered-models/set-tag",
+                             "/registered-models/alias",
+                             "/model-versions/create",
+                             "/model-versions/transition-stage",
+                             "/model-versions/set-tag"}) {
       endpoints.emplace_back(M::kPost, p + path);
     }
     for (const char* path :

@@ -44,8 +44,8 @@ void RegisterIdentityRoutes(Api& api) {
     TY_ASSIGN_OR_RETURN(auto users, ids.ListUsers());
     json::array out;
     for (const auto& u : users) {
-      out.emplace_back(json::object{
-          {"name", u.name}, {"is_admin", u.is_admin}, {"created_at", u.created_at}});
+      out.emplace_back(
+          json::object{{"name", u.name}, {"is_admin", u.is_admin}, {"created_at", u.created_at}});
     }
     return json::object{{"users", std::move(out)}};
   });
@@ -53,9 +53,8 @@ void RegisterIdentityRoutes(Api& api) {
     TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
     TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
     TY_ASSIGN_OR_RETURN(auto ttl, OptionalInt64(c.body, "expires_in_seconds"));
-    TY_ASSIGN_OR_RETURN(auto created,
-                        ids.CreateToken(c.principal, user.value_or(c.principal.user),
-                                        description.value_or(""), ttl));
+    TY_ASSIGN_OR_RETURN(auto created, ids.CreateToken(c.principal, user.value_or(c.principal.user),
+                                                      description.value_or(""), ttl));
     return json::object{{"token", created.first}, {"info", TokenToJson(created.second)}};
   });
   api.Route(Method::kGet, kTrainyardPrefixes, "/tokens", [&ids](Call& c) -> Result<json::value> {
@@ -76,16 +75,16 @@ void RegisterIdentityRoutes(Api& api) {
 void RegisterGrantRoute(Api& api, const std::string& securable_type,
                         std::function<Result<std::string>(const std::string& id)> owner_of) {
   identity::IdentityService& ids = api.identity();
-  api.Route(Method::kPost, kTrainyardPrefixes, "/grants/" + securable_type,
-            [&ids, securable_type, owner_of](Call& c) -> Result<json::value> {
-              TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "id"));
-              TY_ASSIGN_OR_RETURN(std::string user, RequiredString(c.body, "user"));
-              TY_ASSIGN_OR_RETURN(Action privilege, PrivilegeField(c.body));
-              TY_ASSIGN_OR_RETURN(std::string owner, owner_of(id));
-              TY_RETURN_IF_ERROR(
-                  ids.Grant(c.principal, {securable_type, id, owner}, user, privilege));
-              return json::object();
-            });
+  api.Route(
+      Method::kPost, kTrainyardPrefixes, "/grants/" + securable_type,
+      [&ids, securable_type, owner_of](Call& c) -> Result<json::value> {
+        TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "id"));
+        TY_ASSIGN_OR_RETURN(std::string user, RequiredString(c.body, "user"));
+        TY_ASSIGN_OR_RETURN(Action privilege, PrivilegeField(c.body));
+        TY_ASSIGN_OR_RETURN(std::string owner, owner_of(id));
+        TY_RETURN_IF_ERROR(ids.Grant(c.principal, {securable_type, id, owner}, user, privilege));
+        return json::object();
+      });
 }
 
 }  // namespace trainyard::api

@@ -102,16 +102,15 @@ class ArtifactRoutes : public std::enable_shared_from_this<ArtifactRoutes> {
                     return http::Response::Json(200, "{}");
                   });
     // Listing: immediate children, by base name (as MLflow's proxy lists them).
-    api_.Route(Method::kGet, prefix, "/artifacts",
-               [this, self](Call& c) -> Result<json::value> {
-                 TY_ASSIGN_OR_RETURN(auto path, OptionalString(c.body, "path"));
-                 std::string p = path.value_or("");
-                 while (!p.empty() && p.back() == '/') p.pop_back();
-                 TY_RETURN_IF_ERROR(blob::ValidateKey(p, /*allow_empty=*/true));
-                 TY_RETURN_IF_ERROR(AuthorizePath(c, p, Action::kRead));
-                 TY_ASSIGN_OR_RETURN(auto entries, blobs_.List(p));
-                 return json::object{{"files", FileInfos(entries, "")}};
-               });
+    api_.Route(Method::kGet, prefix, "/artifacts", [this, self](Call& c) -> Result<json::value> {
+      TY_ASSIGN_OR_RETURN(auto path, OptionalString(c.body, "path"));
+      std::string p = path.value_or("");
+      while (!p.empty() && p.back() == '/') p.pop_back();
+      TY_RETURN_IF_ERROR(blob::ValidateKey(p, /*allow_empty=*/true));
+      TY_RETURN_IF_ERROR(AuthorizePath(c, p, Action::kRead));
+      TY_ASSIGN_OR_RETURN(auto entries, blobs_.List(p));
+      return json::object{{"files", FileInfos(entries, "")}};
+    });
     // The client uploads single-part unless told otherwise; this answer makes it do so.
     for (const char* op : {"create", "complete", "abort"}) {
       api_.Route(Method::kPost, prefix, std::string("/mpu/") + op + "/{path...}",
@@ -173,8 +172,7 @@ bool IsArtifactUpload(http::Method method, std::string_view path) {
          StartsWith(path, std::string(kArtifactsPrefix) + "/artifacts/");
 }
 
-void RegisterArtifactRoutes(Api& api, blob::BlobStore& blobs,
-                            tracking::TrackingService& tracking) {
+void RegisterArtifactRoutes(Api& api, blob::BlobStore& blobs, tracking::TrackingService& tracking) {
   std::make_shared<ArtifactRoutes>(api, blobs, tracking)->Register();
 }
 

@@ -1,7 +1,9 @@
 #include "trainyard/api/mlflow_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 
 namespace trainyard::api {
 
@@ -141,23 +143,45 @@ void AppendMetricJson(std::string& out, const tracking::Metric& m, bool with_run
   out += '}';
 }
 
-static void AppendInt(std::string& out, int64_t v) {
-  char buf[24];
-  auto [ptr, ec] = std::to_chars(buf, buf + sizeof(buf), v);
-  out.append(buf, ptr);
+void JsonTextBuffer::Reserve(size_t n) {
+  if (n <= cap_) return;
+  char* grown = static_cast<char*>(std::realloc(data_, n));
+  if (!grown) throw std::bad_alloc();  // caught by the HTTP layer: a 500, not a crash
+  data_ = grown;
+  cap_ = n;
 }
 
-void AppendMetricPointJson(std::string& out, std::string_view key_json, double value,
+std::string JsonTextBuffer::Take() {
+  std::string out(data_, len_);
+  len_ = 0;
+  return out;
+}
+
+void AppendMetricPointJson(JsonTextBuffer& out, std::string_view key_json, double value,
                            int64_t timestamp, int64_t step) {
-  out += "{\"key\":";
-  out += key_json;
-  out += ",\"value\":";
-  AppendDouble(out, value);
-  out += ",\"timestamp\":";
-  AppendInt(out, timestamp);
-  out += ",\"step\":";
-  AppendInt(out, step);
-  out += '}';
+  // Written in place: the metric-history hot path formats millions of these.
+  static constexpr std::string_view kKey = "{\"key\":", kValue = ",\"value\":",
+                                    kTimestamp = ",\"timestamp\":", kStep = ",\"step\":";
+  char* p = out.Ensure(key_json.size() + 120);
+  char* end = p + key_json.size() + 120;
+  auto put = [&p](std::string_view s) {
+    std::memcpy(p, s.data(), s.size());
+    p += s.size();
+  };
+  put(kKey);
+  put(key_json);
+  put(kValue);
+  if (std::isfinite(value)) {
+    p = std::to_chars(p, end, value).ptr;
+  } else {
+    put(std::isnan(value) ? "\"NaN\"" : value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+  }
+  put(kTimestamp);
+  p = std::to_chars(p, end, timestamp).ptr;
+  put(kStep);
+  p = std::to_chars(p, end, step).ptr;
+  *p++ = '}';
+  out.Advance(p);
 }
 
 Result<std::vector<tracking::KeyValue>> KeyValuesFromJson(const json::object& o,

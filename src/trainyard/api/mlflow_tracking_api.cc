@@ -1,6 +1,8 @@
 #include "trainyard/api/mlflow_tracking_api.h"
 
+#include <algorithm>
 #include <array>
+#include <thread>
 
 #include "trainyard/api/mlflow_json.h"
 #include "trainyard/common/strings.h"
@@ -69,9 +71,9 @@ Result<tracking::Metric> MetricFromJson(const json::object& o, std::string_view 
   auto step = OptionalInt64(o, "step");
   if (!step.ok()) return step.status().WithContext(where);
   m.step = step->value_or(0);
-  for (auto [field, target] : {std::pair{"model_id", &m.model_id},
-                               std::pair{"dataset_name", &m.dataset_name},
-                               std::pair{"dataset_digest", &m.dataset_digest}}) {
+  for (auto [field, target] :
+       {std::pair{"model_id", &m.model_id}, std::pair{"dataset_name", &m.dataset_name},
+        std::pair{"dataset_digest", &m.dataset_digest}}) {
     auto s = OptionalString(o, field);
     if (!s.ok()) return s.status().WithContext(where);
     *target = s->value_or("");
@@ -85,8 +87,7 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
 
   Status AuthorizeExperiment(Call& call, const std::string& experiment_id, Action action) {
     TY_ASSIGN_OR_RETURN(std::string owner, tracking_.ExperimentOwner(experiment_id));
-    return api_.identity().Authorize(call.principal, action,
-                                     {"experiment", experiment_id, owner});
+    return api_.identity().Authorize(call.principal, action, {"experiment", experiment_id, owner});
   }
 
   Status AuthorizeRun(Call& call, const std::string& run_id, Action action) {
@@ -201,9 +202,8 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
                  TY_RETURN_IF_ERROR(AuthorizeExperiment(c, experiment_id, Action::kEdit));
                  std::string user_id = user && !user->empty() ? *user : c.principal.user;
-                 TY_ASSIGN_OR_RETURN(auto run,
-                                     tracking_.CreateRun(experiment_id, user_id,
-                                                         name.value_or(""), start, tags));
+                 TY_ASSIGN_OR_RETURN(auto run, tracking_.CreateRun(experiment_id, user_id,
+                                                                   name.value_or(""), start, tags));
                  return json::object{{"run", RunToJson(run)}};
                });
     api_.Route(Method::kGet, kMlflowPrefixes, "/runs/get",
@@ -292,47 +292,47 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_RETURN_IF_ERROR(tracking_.LogBatch(id, metrics, params, tags));
                  return json::object();
                });
-    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-inputs",
-               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
-                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
-                 std::vector<tracking::DatasetInput> inputs;
-                 TY_ASSIGN_OR_RETURN(const json::array* arr, OptionalArray(c.body, "datasets"));
-                 for (size_t i = 0; arr && i < arr->size(); ++i) {
-                   std::string where = "datasets[" + std::to_string(i) + "]";
-                   if (!(*arr)[i].is_object()) {
-                     return Status::InvalidArgument(where + " must be an object");
-                   }
-                   const auto& item = (*arr)[i].as_object();
-                   tracking::DatasetInput input;
-                   TY_ASSIGN_OR_RETURN(input.tags, KeyValuesFromJson(item, "tags"));
-                   TY_ASSIGN_OR_RETURN(const json::object* ds, OptionalObject(item, "dataset"));
-                   if (!ds) return Status::InvalidArgument(where + ".dataset is required");
-                   auto& d = input.dataset;
-                   for (auto [field, target] :
-                        {std::pair{"name", &d.name}, std::pair{"digest", &d.digest},
-                         std::pair{"source_type", &d.source_type}, std::pair{"source", &d.source},
-                         std::pair{"schema", &d.schema}, std::pair{"profile", &d.profile}}) {
-                     auto s = OptionalString(*ds, field);
-                     if (!s.ok()) return s.status().WithContext(where + ".dataset");
-                     *target = s->value_or("");
-                   }
-                   inputs.push_back(std::move(input));
-                 }
-                 std::vector<std::string> model_ids;
-                 TY_ASSIGN_OR_RETURN(const json::array* models, OptionalArray(c.body, "models"));
-                 for (size_t i = 0; models && i < models->size(); ++i) {
-                   if (!(*models)[i].is_object()) {
-                     return Status::InvalidArgument("models[" + std::to_string(i) +
-                                                    "] must be an object");
-                   }
-                   TY_ASSIGN_OR_RETURN(std::string mid,
-                                       RequiredString((*models)[i].as_object(), "model_id"));
-                   model_ids.push_back(std::move(mid));
-                 }
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.LogInputs(id, inputs, model_ids));
-                 return json::object();
-               });
+    api_.Route(
+        Method::kPost, kMlflowPrefixes, "/runs/log-inputs",
+        [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+          TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+          std::vector<tracking::DatasetInput> inputs;
+          TY_ASSIGN_OR_RETURN(const json::array* arr, OptionalArray(c.body, "datasets"));
+          for (size_t i = 0; arr && i < arr->size(); ++i) {
+            std::string where = "datasets[" + std::to_string(i) + "]";
+            if (!(*arr)[i].is_object()) {
+              return Status::InvalidArgument(where + " must be an object");
+            }
+            const auto& item = (*arr)[i].as_object();
+            tracking::DatasetInput input;
+            TY_ASSIGN_OR_RETURN(input.tags, KeyValuesFromJson(item, "tags"));
+            TY_ASSIGN_OR_RETURN(const json::object* ds, OptionalObject(item, "dataset"));
+            if (!ds) return Status::InvalidArgument(where + ".dataset is required");
+            auto& d = input.dataset;
+            for (auto [field, target] :
+                 {std::pair{"name", &d.name}, std::pair{"digest", &d.digest},
+                  std::pair{"source_type", &d.source_type}, std::pair{"source", &d.source},
+                  std::pair{"schema", &d.schema}, std::pair{"profile", &d.profile}}) {
+              auto s = OptionalString(*ds, field);
+              if (!s.ok()) return s.status().WithContext(where + ".dataset");
+              *target = s->value_or("");
+            }
+            inputs.push_back(std::move(input));
+          }
+          std::vector<std::string> model_ids;
+          TY_ASSIGN_OR_RETURN(const json::array* models, OptionalArray(c.body, "models"));
+          for (size_t i = 0; models && i < models->size(); ++i) {
+            if (!(*models)[i].is_object()) {
+              return Status::InvalidArgument("models[" + std::to_string(i) + "] must be an object");
+            }
+            TY_ASSIGN_OR_RETURN(std::string mid,
+                                RequiredString((*models)[i].as_object(), "model_id"));
+            model_ids.push_back(std::move(mid));
+          }
+          TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
+          TY_RETURN_IF_ERROR(tracking_.LogInputs(id, inputs, model_ids));
+          return json::object();
+        });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/outputs",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
@@ -403,26 +403,53 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                     TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "metric_key"));
                     TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
                     TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
-                    // Points are appended to the body as the store produces them.
-                    std::string body = "{\"metrics\":[";
-                    body.reserve(max_results ? static_cast<size_t>(*max_results) * 64 : 1 << 16);
                     const std::string key_json = json::serialize(json::string(key));
+                    // Points are written into the body as the store produces them. A whole
+                    // history is scanned in step ranges on all cores, one buffer each.
+                    if (!max_results && token.value_or("").empty()) {
+                      int shards =
+                          static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+                      std::vector<JsonTextBuffer> parts(static_cast<size_t>(shards));
+                      TY_RETURN_IF_ERROR(tracking_.ScanMetricHistorySharded(
+                          id, key, shards, [&](int shard, const TrackingService::MetricPoint& p) {
+                            JsonTextBuffer& out = parts[static_cast<size_t>(shard)];
+                            out.Append(",");
+                            AppendMetricPointJson(out, key_json, p.value, p.timestamp, p.step);
+                          }));
+                      std::string body = "{\"metrics\":[";
+                      size_t total = body.size() + 2;
+                      for (const auto& part : parts) total += part.view().size();
+                      body.reserve(total);
+                      bool first = true;
+                      for (const auto& part : parts) {
+                        std::string_view text = part.view();
+                        if (text.empty()) continue;
+                        // Each part starts with a ',' that only the very first one drops.
+                        body.append(first ? text.substr(1) : text);
+                        first = false;
+                      }
+                      body += "]}";
+                      return http::Response::Json(200, std::move(body));
+                    }
+                    JsonTextBuffer out;
+                    out.Append("{\"metrics\":[");
                     bool first = true;
                     TY_ASSIGN_OR_RETURN(
                         std::string next_token,
-                        tracking_.ScanMetricHistory(
-                            id, key, max_results, token.value_or(""),
-                            [&](const TrackingService::MetricPoint& p) {
-                              if (!first) body += ',';
-                              first = false;
-                              AppendMetricPointJson(body, key_json, p.value, p.timestamp, p.step);
-                            }));
-                    body += ']';
+                        tracking_.ScanMetricHistory(id, key, max_results, token.value_or(""),
+                                                    [&](const TrackingService::MetricPoint& p) {
+                                                      if (!first) out.Append(",");
+                                                      first = false;
+                                                      AppendMetricPointJson(out, key_json, p.value,
+                                                                            p.timestamp, p.step);
+                                                    }));
+                    out.Append("]");
                     if (!next_token.empty()) {
-                      body += ",\"next_page_token\":";
-                      body += json::serialize(json::string(next_token));
+                      out.Append(",\"next_page_token\":");
+                      out.Append(json::serialize(json::string(next_token)));
                     }
-                    body += '}';
+                    out.Append("}");
+                    std::string body = out.Take();
                     return http::Response::Json(200, std::move(body));
                   });
     api_.RawRoute(Method::kGet, kMlflowPrefixes, "/metrics/get-history-bulk-interval",
@@ -455,10 +482,10 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(auto params, KeyValuesFromJson(c.body, "params"));
                  TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
                  TY_RETURN_IF_ERROR(AuthorizeExperiment(c, eid, Action::kEdit));
-                 TY_ASSIGN_OR_RETURN(auto model, tracking_.CreateLoggedModel(
-                                                     c.principal.user, eid, name.value_or(""),
-                                                     type.value_or(""), run.value_or(""), params,
-                                                     tags));
+                 TY_ASSIGN_OR_RETURN(
+                     auto model, tracking_.CreateLoggedModel(c.principal.user, eid,
+                                                             name.value_or(""), type.value_or(""),
+                                                             run.value_or(""), params, tags));
                  return json::object{{"model", LoggedModelToJson(model)}};
                });
     api_.Route(Method::kGet, kMlflowPrefixes, "/logged-models/{model_id}",
@@ -492,14 +519,14 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(auto model, tracking_.SetLoggedModelTags(id, tags));
                  return json::object{{"model", LoggedModelToJson(model)}};
                });
-    api_.Route(Method::kDelete, kMlflowPrefixes, "/logged-models/{model_id}/tags/{tag_key}",
-               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
-                 const std::string& id = c.request.path_params["model_id"];
-                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(
-                     tracking_.DeleteLoggedModelTag(id, c.request.path_params["tag_key"]));
-                 return json::object();
-               });
+    api_.Route(
+        Method::kDelete, kMlflowPrefixes, "/logged-models/{model_id}/tags/{tag_key}",
+        [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+          const std::string& id = c.request.path_params["model_id"];
+          TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
+          TY_RETURN_IF_ERROR(tracking_.DeleteLoggedModelTag(id, c.request.path_params["tag_key"]));
+          return json::object();
+        });
     api_.Route(Method::kPost, kMlflowPrefixes, "/logged-models/{model_id}/params",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  const std::string& id = c.request.path_params["model_id"];

@@ -20,7 +20,8 @@ Status ValidateKey(std::string_view key, bool allow_empty) {
   }
   if (key.size() > 4096) return Status::InvalidArgument("artifact path is longer than 4096 bytes");
   if (key.front() == '/') {
-    return Status::InvalidArgument("artifact path must be relative (got '" + Abbreviate(key) + "')");
+    return Status::InvalidArgument("artifact path must be relative (got '" + Abbreviate(key) +
+                                   "')");
   }
   if (key.find('\\') != std::string_view::npos || key.find('\0') != std::string_view::npos) {
     return Status::InvalidArgument("artifact path must not contain '\\' or NUL characters");
@@ -158,8 +159,7 @@ class LocalBlobStore : public BlobStore {
                              ec.message());
     }
     if (fs::is_directory(target, ec)) {
-      return Status::InvalidArgument("artifact path '" + std::string(key) +
-                                     "' is a directory");
+      return Status::InvalidArgument("artifact path '" + std::string(key) + "' is a directory");
     }
     return target;
   }

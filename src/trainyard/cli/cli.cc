@@ -1,5 +1,6 @@
 #include "trainyard/cli/cli.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -83,8 +84,9 @@ class Client {
         message = std::string(parsed.as_object().at("message").as_string());
       }
       if (response.status == 401) {
-        message += "\n  (set TRAINYARD_TOKEN, or --data-dir to the server's data directory "
-                   "holding admin.token)";
+        message +=
+            "\n  (set TRAINYARD_TOKEN, or --data-dir to the server's data directory "
+            "holding admin.token)";
       }
       return Status(response.status == 404 ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
                     "server answered " + std::to_string(response.status) + ": " + message);
@@ -139,6 +141,10 @@ std::string FormatNumber(const json::value& v) {
 int RunServer(server::ServerConfig config, const std::string& log_level,
               const std::string& port_file) {
   InitLogging(log_level);
+  // Large response bodies (a metric history can be 100 MB) would otherwise be fresh
+  // mmap()s, page-faulted in on every request: keep them in the heap for reuse.
+  mallopt(M_MMAP_THRESHOLD, 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -208,10 +214,9 @@ int RunsList(Client& client, const std::string& experiment, const std::string& f
     if (!e.ok()) return Fail(e.status());
     eid = Str(e->as_object().at("experiment"), "experiment_id");
   }
-  auto r = client.Call("POST", "/api/2.0/mlflow/runs/search",
-                       {{"experiment_ids", json::array{eid}},
-                        {"filter", filter},
-                        {"max_results", max_results}});
+  auto r = client.Call(
+      "POST", "/api/2.0/mlflow/runs/search",
+      {{"experiment_ids", json::array{eid}}, {"filter", filter}, {"max_results", max_results}});
   if (!r.ok()) return Fail(r.status());
   std::vector<std::vector<std::string>> rows;
   for (const auto& run : Arr(*r, "runs")) {
@@ -270,10 +275,9 @@ int ModelsList(Client& client) {
   for (const auto& m : Arr(*r, "registered_models")) {
     std::string latest, aliases;
     for (const auto& v : Arr(m, "latest_versions")) {
-      latest = std::max(latest, Str(v, "version"),
-                        [](const std::string& a, const std::string& b) {
-                          return ParseInt64(a).value_or(0) < ParseInt64(b).value_or(0);
-                        });
+      latest = std::max(latest, Str(v, "version"), [](const std::string& a, const std::string& b) {
+        return ParseInt64(a).value_or(0) < ParseInt64(b).value_or(0);
+      });
     }
     for (const auto& a : Arr(m, "aliases")) {
       aliases += (aliases.empty() ? "" : ", ") + Str(a, "alias") + "=v" + Str(a, "version");
@@ -314,11 +318,24 @@ std::optional<int64_t> ParseTtl(const std::string& s) {
   int64_t unit = 1;
   std::string digits = s;
   switch (s.back()) {
-    case 's': unit = 1; digits.pop_back(); break;
-    case 'm': unit = 60; digits.pop_back(); break;
-    case 'h': unit = 3600; digits.pop_back(); break;
-    case 'd': unit = 86400; digits.pop_back(); break;
-    default: break;
+    case 's':
+      unit = 1;
+      digits.pop_back();
+      break;
+    case 'm':
+      unit = 60;
+      digits.pop_back();
+      break;
+    case 'h':
+      unit = 3600;
+      digits.pop_back();
+      break;
+    case 'd':
+      unit = 86400;
+      digits.pop_back();
+      break;
+    default:
+      break;
   }
   auto n = ParseInt64(digits);
   if (!n || *n <= 0) return std::nullopt;
@@ -332,8 +349,8 @@ int TokenCreate(Client& client, const std::string& user, const std::string& desc
   if (!expires_in.empty()) {
     auto ttl = ParseTtl(expires_in);
     if (!ttl) {
-      return Fail(Status::InvalidArgument("--expires-in must look like 90d, 12h, 30m or 3600s (got '" +
-                                          expires_in + "')"));
+      return Fail(Status::InvalidArgument(
+          "--expires-in must look like 90d, 12h, 30m or 3600s (got '" + expires_in + "')"));
     }
     body["expires_in_seconds"] = *ttl;
   }
@@ -378,7 +395,8 @@ int Main(int argc, char** argv) {
   std::string log_level = "info";
   std::string port_file;
   auto* server_cmd = app.add_subcommand("server", "run the Trainyard server");
-  server_cmd->add_option("--data-dir", config.data_dir, "where state lives (env TRAINYARD_DATA_DIR)");
+  server_cmd->add_option("--data-dir", config.data_dir,
+                         "where state lives (env TRAINYARD_DATA_DIR)");
   server_cmd->add_option("--host", config.host, "address to listen on")->capture_default_str();
   server_cmd->add_option("--port", config.port, "port to listen on (0: any free port)")
       ->capture_default_str();

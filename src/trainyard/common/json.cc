@@ -138,8 +138,8 @@ Result<int64_t> AsInt64(const json::value& v, std::string_view what) {
   if (v.is_string()) {
     if (auto parsed = ParseInt64(v.as_string())) return *parsed;
   }
-  return Status::InvalidArgument(std::string(what) + " must be an integer (got " +
-                                 DescribeJson(v) + ")");
+  return Status::InvalidArgument(std::string(what) + " must be an integer (got " + DescribeJson(v) +
+                                 ")");
 }
 
 Result<double> AsDouble(const json::value& v, std::string_view what) {

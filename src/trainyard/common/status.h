@@ -38,7 +38,9 @@ class Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status PermissionDenied(std::string m) {
@@ -53,7 +55,9 @@ class Status {
   static Status ResourceExhausted(std::string m) {
     return {StatusCode::kResourceExhausted, std::move(m)};
   }
-  static Status NotImplemented(std::string m) { return {StatusCode::kNotImplemented, std::move(m)}; }
+  static Status NotImplemented(std::string m) {
+    return {StatusCode::kNotImplemented, std::move(m)};
+  }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
   static Status IOError(std::string m) { return {StatusCode::kIOError, std::move(m)}; }
@@ -79,14 +83,13 @@ class Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   // Accepts anything T can be made from (e.g. a json::object for Result<json::value>).
-  template <typename U,
-            typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
-                                        !std::is_same_v<std::decay_t<U>, T> &&
-                                        !std::is_same_v<std::decay_t<U>, Status>>>
+  template <typename U, typename = std::enable_if_t<std::is_constructible_v<T, U&&> &&
+                                                    !std::is_same_v<std::decay_t<U>, T> &&
+                                                    !std::is_same_v<std::decay_t<U>, Status>>>
   Result(U&& value) : value_(T(std::forward<U>(value))) {}  // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {}  // NOLINT: must not be ok
+  Result(Status status) : status_(std::move(status)) {}     // NOLINT: must not be ok
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
@@ -110,14 +113,15 @@ class [[nodiscard]] Result {
 #define TY_CONCAT(a, b) TY_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not ok.
-#define TY_RETURN_IF_ERROR(expr)                    \
-  do {                                              \
-    ::trainyard::Status ty_status_ = (expr);        \
-    if (!ty_status_.ok()) return ty_status_;        \
+#define TY_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::trainyard::Status ty_status_ = (expr); \
+    if (!ty_status_.ok()) return ty_status_; \
   } while (0)
 
 // `TY_ASSIGN_OR_RETURN(auto x, ComputeX());` declares x from a Result, or returns its Status.
-#define TY_ASSIGN_OR_RETURN(lhs, expr) TY_ASSIGN_OR_RETURN_IMPL(TY_CONCAT(ty_result_, __LINE__), lhs, expr)
+#define TY_ASSIGN_OR_RETURN(lhs, expr) \
+  TY_ASSIGN_OR_RETURN_IMPL(TY_CONCAT(ty_result_, __LINE__), lhs, expr)
 #define TY_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                             \
   if (!tmp.ok()) return tmp.status();            \

@@ -46,7 +46,8 @@ TEST(JsonTest, FieldErrorsNameTheField) {
   EXPECT_FALSE(ParseJsonObject("{").ok());
   EXPECT_FALSE(ParseJsonObject("{} x").ok());
   // Doubles are correctly rounded (Boost 1.81's own conversion is off by an ulp here).
-  auto exact = ParseJsonObject(R"({"v": 990.5011037662389, "w": [1e-320, 0.1, 12345678901234567890]})");
+  auto exact =
+      ParseJsonObject(R"({"v": 990.5011037662389, "w": [1e-320, 0.1, 12345678901234567890]})");
   ASSERT_TRUE(exact.ok());
   EXPECT_EQ(exact->at("v").as_double(), 990.5011037662389);
   EXPECT_EQ(exact->at("w").as_array()[0].as_double(), 1e-320);

@@ -6,14 +6,22 @@ namespace trainyard::http {
 
 std::string_view MethodName(Method m) {
   switch (m) {
-    case Method::kGet: return "GET";
-    case Method::kPost: return "POST";
-    case Method::kPut: return "PUT";
-    case Method::kPatch: return "PATCH";
-    case Method::kDelete: return "DELETE";
-    case Method::kHead: return "HEAD";
-    case Method::kOptions: return "OPTIONS";
-    case Method::kOther: return "OTHER";
+    case Method::kGet:
+      return "GET";
+    case Method::kPost:
+      return "POST";
+    case Method::kPut:
+      return "PUT";
+    case Method::kPatch:
+      return "PATCH";
+    case Method::kDelete:
+      return "DELETE";
+    case Method::kHead:
+      return "HEAD";
+    case Method::kOptions:
+      return "OPTIONS";
+    case Method::kOther:
+      return "OTHER";
   }
   return "OTHER";
 }

@@ -23,7 +23,7 @@ struct Request {
   std::string target;  // as received: path and query
   std::string path;    // percent-decoded, without the query
   std::unordered_map<std::string, std::vector<std::string>> query;  // decoded
-  std::map<std::string, std::string> headers;                        // lower-case names
+  std::map<std::string, std::string> headers;                       // lower-case names
   std::string body;
   // Set instead of `body` when the body was streamed to a file (large uploads).
   // The handler may move the file; otherwise it is deleted after the response.

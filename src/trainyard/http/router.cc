@@ -92,9 +92,9 @@ Response Router::Dispatch(Request& request) const {
   const Route* route = Find(request.method, request.path, &request, &known);
   if (!route) {
     int status = known ? 405 : 404;
-    std::string message = known ? std::string(MethodName(request.method)) + " is not allowed on " +
-                                      request.path
-                                : "no API endpoint at " + request.path;
+    std::string message =
+        known ? std::string(MethodName(request.method)) + " is not allowed on " + request.path
+              : "no API endpoint at " + request.path;
     if (render_error_) return render_error_(status, message);
     return Response::Text(status, message);
   }

@@ -31,8 +31,7 @@ class Router {
     std::vector<std::string> segments;  // "{x}" captures one, "{x...}" the rest
     Handler handler;
   };
-  const Route* Find(Method method, std::string_view path, Request* request,
-                    bool* path_known) const;
+  const Route* Find(Method method, std::string_view path, Request* request, bool* path_known) const;
 
   std::unordered_map<std::string, std::vector<const Route*>> literal_;  // by path
   std::vector<std::unique_ptr<Route>> routes_;

@@ -104,15 +104,16 @@ class HttpServer::Impl {
 
  private:
   void DoAccept() {
-    acceptor_.async_accept(asio::make_strand(io_), [self = this](boost::system::error_code ec,
-                                                                 tcp::socket socket) {
-      if (ec) {
-        if (!self->stopping() && ec != asio::error::operation_aborted) self->DoAccept();
-        return;
-      }
-      self->StartSession(std::move(socket));
-      if (!self->stopping()) self->DoAccept();
-    });
+    acceptor_.async_accept(asio::make_strand(io_),
+                           [self = this](boost::system::error_code ec, tcp::socket socket) {
+                             if (ec) {
+                               if (!self->stopping() && ec != asio::error::operation_aborted)
+                                 self->DoAccept();
+                               return;
+                             }
+                             self->StartSession(std::move(socket));
+                             if (!self->stopping()) self->DoAccept();
+                           });
   }
 
   void StartSession(tcp::socket socket);
@@ -171,10 +172,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     header_parser_->header_limit(static_cast<uint32_t>(server_->options().max_header_bytes));
     header_parser_->body_limit(boost::none);
     stream_.expires_after(server_->options().idle_timeout);
-    bhttp::async_read_header(stream_, buffer_, *header_parser_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) {
-                               self->OnHeader(ec);
-                             });
+    bhttp::async_read_header(
+        stream_, buffer_, *header_parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   void OnHeader(beast::error_code ec) {
@@ -185,8 +185,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     request_.target = std::string(header.target());
     request_.remote_address = remote_;
     for (const auto& field : header) {
-      request_.headers[ToLower(std::string_view(field.name_string()))] =
-          std::string(field.value());
+      request_.headers[ToLower(std::string_view(field.name_string()))] = std::string(field.value());
     }
     std::string_view target = request_.target;
     size_t q = target.find('?');
@@ -208,9 +207,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     size_t limit = to_file ? opts.max_upload_bytes : opts.max_body_bytes;
     if (auto declared = header_parser_->content_length(); declared && *declared > limit) {
       keep_alive_ = false;
-      return Respond(server_->RenderError(
-          413, "request body of " + std::to_string(*declared) +
-                   " bytes is larger than the limit of " + std::to_string(limit) + " bytes"));
+      return Respond(server_->RenderError(413, "request body of " + std::to_string(*declared) +
+                                                   " bytes is larger than the limit of " +
+                                                   std::to_string(limit) + " bytes"));
     }
     if (to_file) {
       file_parser_.emplace(std::move(*header_parser_));
@@ -235,7 +234,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       string_parser_->body_limit(opts.max_body_bytes);
       bhttp::async_read(stream_, buffer_, *string_parser_,
                         [self = shared_from_this()](beast::error_code ec, size_t) {
-                          if (!ec) self->request_.body = std::move(self->string_parser_->get().body());
+                          if (!ec)
+                            self->request_.body = std::move(self->string_parser_->get().body());
                           self->OnBody(ec);
                         });
     }
@@ -361,7 +361,6 @@ void HttpServer::Impl::Stop(std::chrono::milliseconds drain) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto* s : sessions_) s->CloseNow();
 }
-
 
 void HttpServer::Impl::StartSession(tcp::socket socket) {
   std::make_shared<Session>(std::move(socket), this)->Start();

@@ -21,12 +21,10 @@ std::string Url(const HttpServer& s, const std::string& path) {
 TEST(RouterTest, LiteralCaptureAndRest) {
   Router router;
   router.Add(Method::kGet, "/a/b", [](Request&) { return Response::Text(200, "lit"); });
-  router.Add(Method::kGet, "/m/{id}", [](Request& r) {
-    return Response::Text(200, "id=" + r.path_params["id"]);
-  });
-  router.Add(Method::kGet, "/files/{path...}", [](Request& r) {
-    return Response::Text(200, "path=" + r.path_params["path"]);
-  });
+  router.Add(Method::kGet, "/m/{id}",
+             [](Request& r) { return Response::Text(200, "id=" + r.path_params["id"]); });
+  router.Add(Method::kGet, "/files/{path...}",
+             [](Request& r) { return Response::Text(200, "path=" + r.path_params["path"]); });
   Request r;
   r.path = "/a/b";
   EXPECT_EQ(router.Dispatch(r).body, "lit");
@@ -48,8 +46,8 @@ TEST(HttpServerTest, ServesKeepsAliveAndLimitsBodies) {
   std::atomic<int> calls{0};
   HttpServer server(options, [&](Request& r) {
     ++calls;
-    return Response::Json(200, "{\"echo\":\"" + r.body + "\",\"q\":\"" +
-                                   r.Query("q").value_or("") + "\"}");
+    return Response::Json(
+        200, "{\"echo\":\"" + r.body + "\",\"q\":\"" + r.Query("q").value_or("") + "\"}");
   });
   ASSERT_TRUE(server.Start().ok());
   auto r = Fetch("POST", Url(server, "/x?q=a%20b"), {}, "hi");
@@ -84,8 +82,8 @@ TEST(HttpServerTest, StreamsLargeUploadsToFilesAndServesFiles) {
   ASSERT_TRUE(server.Start().ok());
   std::string payload(3 << 20, '\0');
   for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 31 % 251);
-  auto put = Fetch("PUT", Url(server, "/f"), {{"Content-Type", "application/octet-stream"}},
-                   payload);
+  auto put =
+      Fetch("PUT", Url(server, "/f"), {{"Content-Type", "application/octet-stream"}}, payload);
   ASSERT_TRUE(put.ok());
   EXPECT_EQ(put->status, 200);
   auto get = Fetch("GET", Url(server, "/f"));

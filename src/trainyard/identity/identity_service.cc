@@ -51,9 +51,12 @@ Status WriteSecretFile(const std::string& path, const std::string& contents) {
 
 std::string_view ActionName(Action a) {
   switch (a) {
-    case Action::kRead: return "READ";
-    case Action::kEdit: return "EDIT";
-    case Action::kManage: return "MANAGE";
+    case Action::kRead:
+      return "READ";
+    case Action::kEdit:
+      return "EDIT";
+    case Action::kManage:
+      return "MANAGE";
   }
   return "READ";
 }
@@ -184,8 +187,9 @@ Result<User> IdentityService::CreateUser(const Principal& who, const std::string
                                          bool is_admin) {
   if (!who.is_admin) return Status::PermissionDenied("only admins may create users");
   if (!ValidUserName(name)) {
-    return Status::InvalidArgument("user name must be 1-128 letters, digits, '_', '-', '.', '@' (got '" +
-                                   Abbreviate(name) + "')");
+    return Status::InvalidArgument(
+        "user name must be 1-128 letters, digits, '_', '-', '.', '@' (got '" + Abbreviate(name) +
+        "')");
   }
   User u{name, is_admin, clock_.NowMillis()};
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
@@ -259,8 +263,8 @@ Result<std::vector<TokenInfo>> IdentityService::ListTokens(const Principal& who)
     sql += " ORDER BY created_at, token_id";
     TY_ASSIGN_OR_RETURN(auto rows, tx.Query(sql, params));
     for (const auto& r : rows) {
-      out.push_back(TokenInfo{r.Text(0), r.Text(1), r.Text(2), r.Int(3), OptInt(r, 4),
-                              OptInt(r, 5), OptInt(r, 6)});
+      out.push_back(TokenInfo{r.Text(0), r.Text(1), r.Text(2), r.Int(3), OptInt(r, 4), OptInt(r, 5),
+                              OptInt(r, 6)});
     }
     return Status::Ok();
   });
@@ -284,8 +288,8 @@ Status IdentityService::RevokeToken(const Principal& who, const std::string& tok
   return s;
 }
 
-Status IdentityService::Grant(const Principal& who, const Securable& what,
-                              const std::string& user, Action privilege) {
+Status IdentityService::Grant(const Principal& who, const Securable& what, const std::string& user,
+                              Action privilege) {
   TY_RETURN_IF_ERROR(Authorize(who, Action::kManage, what));
   if (privilege == Action::kRead) {
     return Status::InvalidArgument("privilege must be EDIT or MANAGE (READ is implied)");

@@ -97,7 +97,8 @@ TEST_F(IdentityTest, AuditRecordsAreWritten) {
   ids_->Audit({2, "bob", "DELETE", "/y", 403, "127.0.0.1"});
   ids_->FlushAuditForTest();
   ASSERT_TRUE(db_->Read([&](store::Transaction& tx) -> Status {
-                   auto rows = tx.Query("SELECT user_name, status FROM audit_log ORDER BY timestamp");
+                   auto rows =
+                       tx.Query("SELECT user_name, status FROM audit_log ORDER BY timestamp");
                    EXPECT_EQ(rows->size(), 2u);
                    EXPECT_EQ((*rows)[1].Text(0), "bob");
                    EXPECT_EQ((*rows)[1].Int(1), 403);

@@ -6,9 +6,9 @@
 
 #include "trainyard/api/identity_api.h"
 #include "trainyard/api/mlflow_artifacts_api.h"
+#include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
 #include "trainyard/registry/registry_service.h"
-#include "trainyard/api/mlflow_registry_api.h"
 
 namespace trainyard::server {
 
@@ -37,7 +37,8 @@ Status Server::InitStore() {
 }
 
 Status Server::InitBlobs() {
-  std::string root = config_.artifacts.empty() ? config_.data_dir + "/artifacts" : config_.artifacts;
+  std::string root =
+      config_.artifacts.empty() ? config_.data_dir + "/artifacts" : config_.artifacts;
   TY_ASSIGN_OR_RETURN(blobs_, blob::OpenLocalBlobStore(root));
   spdlog::info("artifact store: {}", root);
   return Status::Ok();
@@ -80,9 +81,8 @@ Status Server::Start() {
   options.upload_dir = config_.data_dir + "/uploads";
   options.stream_body_to_file = api::IsArtifactUpload;
   options.render_error = api::TransportErrorResponse;
-  http_ = std::make_unique<http::HttpServer>(options, [this](http::Request& r) {
-    return router_.Dispatch(r);
-  });
+  http_ = std::make_unique<http::HttpServer>(
+      options, [this](http::Request& r) { return router_.Dispatch(r); });
   TY_RETURN_IF_ERROR(http_->Start());
   spdlog::info("trainyard server listening on http://{}:{}", config_.host, http_->port());
   return Status::Ok();

@@ -14,9 +14,12 @@ using store::Value;
 
 std::string LifecycleCondition(const std::string& table, ViewType view) {
   switch (view) {
-    case ViewType::kActiveOnly: return table + ".lifecycle_stage = 'active'";
-    case ViewType::kDeletedOnly: return table + ".lifecycle_stage = 'deleted'";
-    case ViewType::kAll: return "1=1";
+    case ViewType::kActiveOnly:
+      return table + ".lifecycle_stage = 'active'";
+    case ViewType::kDeletedOnly:
+      return table + ".lifecycle_stage = 'deleted'";
+    case ViewType::kAll:
+      return "1=1";
   }
   return "1=1";
 }
@@ -41,7 +44,8 @@ Result<std::vector<OrderBy>> ParseOrderByList(const std::vector<std::string>& cl
 // "(?, ?)" with the ids, which must all be experiment ids.
 Result<std::string> ExperimentIdList(const std::vector<std::string>& ids,
                                      std::vector<Value>& params) {
-  if (ids.empty()) return Status::InvalidArgument("experiment_ids must name at least one experiment");
+  if (ids.empty())
+    return Status::InvalidArgument("experiment_ids must name at least one experiment");
   if (ids.size() > 1000) return Status::InvalidArgument("experiment_ids may name at most 1000");
   std::string sql = "(";
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -110,9 +114,9 @@ Result<Page<Run>> TrackingService::SearchRuns(const SearchRunsRequest& request) 
   std::string sql =
       "SELECT runs.run_uuid, runs.experiment_id, runs.name, runs.user_id, runs.status, "
       "runs.start_time, runs.end_time, runs.lifecycle_stage, runs.artifact_uri FROM runs WHERE "
-      "runs.experiment_id IN " + experiments + " AND " +
-      LifecycleCondition("runs", request.view_type) + " AND (" + where.sql + ") ORDER BY " +
-      order.sql + " LIMIT ? OFFSET ?";
+      "runs.experiment_id IN " +
+      experiments + " AND " + LifecycleCondition("runs", request.view_type) + " AND (" + where.sql +
+      ") ORDER BY " + order.sql + " LIMIT ? OFFSET ?";
   Page<Run> page;
   Status s = db_.Read([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(Rows rows, tx.Query(sql, params));

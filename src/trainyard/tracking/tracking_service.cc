@@ -100,8 +100,7 @@ std::vector<store::Migration> TrackingService::Migrations() { return TrackingMig
 
 Status TrackingService::Init(const std::string& default_owner) {
   return db_.Write([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows,
-                        tx.Query("SELECT 1 FROM experiments WHERE experiment_id = 0"));
+    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT 1 FROM experiments WHERE experiment_id = 0"));
     if (!rows.empty()) return Status::Ok();
     int64_t now = clock_.NowMillis();
     return Exec(tx,
@@ -172,8 +171,8 @@ Result<std::string> TrackingService::CreateExperiment(const std::string& owner,
       return Status::AlreadyExists("experiment '" + name + "' already exists" + extra);
     }
     TY_ASSIGN_OR_RETURN(id, NextExperimentId(tx));
-    std::string location = artifact_location.empty() ? artifact_root_ + "/" + id
-                                                     : artifact_location;
+    std::string location =
+        artifact_location.empty() ? artifact_root_ + "/" + id : artifact_location;
     int64_t now = clock_.NowMillis();
     TY_RETURN_IF_ERROR(Exec(tx,
                             "INSERT INTO experiments (experiment_id, name, artifact_location, "
@@ -267,9 +266,9 @@ Status TrackingService::RenameExperiment(const std::string& experiment_id,
   }
   return db_.Write([&](Transaction& tx) -> Status {
     int64_t id = *ParseInt64(experiment_id);
-    TY_ASSIGN_OR_RETURN(Rows rows,
-                        tx.Query("SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?",
-                                 {id}));
+    TY_ASSIGN_OR_RETURN(
+        Rows rows,
+        tx.Query("SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?", {id}));
     if (rows.empty()) {
       return Status::NotFound("experiment with id '" + experiment_id + "' does not exist");
     }
@@ -282,8 +281,7 @@ Status TrackingService::RenameExperiment(const std::string& experiment_id,
     if (!clash.empty()) {
       return Status::AlreadyExists("experiment '" + new_name + "' already exists");
     }
-    return Exec(tx,
-                "UPDATE experiments SET name = ?, last_update_time = ? WHERE experiment_id = ?",
+    return Exec(tx, "UPDATE experiments SET name = ?, last_update_time = ? WHERE experiment_id = ?",
                 {new_name, clock_.NowMillis(), id});
   });
 }
@@ -313,9 +311,9 @@ Status TrackingService::RestoreExperiment(const std::string& experiment_id) {
   TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
   return db_.Write([&](Transaction& tx) -> Status {
     int64_t id = *ParseInt64(experiment_id);
-    TY_ASSIGN_OR_RETURN(Rows rows,
-                        tx.Query("SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?",
-                                 {id}));
+    TY_ASSIGN_OR_RETURN(
+        Rows rows,
+        tx.Query("SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?", {id}));
     if (rows.empty()) {
       return Status::NotFound("experiment with id '" + experiment_id + "' does not exist");
     }
@@ -342,9 +340,9 @@ Status TrackingService::SetExperimentTag(const std::string& experiment_id, const
   }
   return db_.Write([&](Transaction& tx) -> Status {
     int64_t id = *ParseInt64(experiment_id);
-    TY_ASSIGN_OR_RETURN(Rows rows,
-                        tx.Query("SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?",
-                                 {id}));
+    TY_ASSIGN_OR_RETURN(
+        Rows rows,
+        tx.Query("SELECT lifecycle_stage FROM experiments WHERE experiment_id = ?", {id}));
     if (rows.empty()) {
       return Status::NotFound("experiment with id '" + experiment_id + "' does not exist");
     }
@@ -375,8 +373,8 @@ Status TrackingService::DeleteExperimentTag(const std::string& experiment_id,
 
 // ---------------------------------------------------------------- runs
 
-Result<Run> TrackingService::CreateRun(const std::string& experiment_id,
-                                       const std::string& user_id, const std::string& run_name,
+Result<Run> TrackingService::CreateRun(const std::string& experiment_id, const std::string& user_id,
+                                       const std::string& run_name,
                                        std::optional<int64_t> start_time,
                                        const std::vector<KeyValue>& tags) {
   std::string eid = experiment_id.empty() ? "0" : experiment_id;
@@ -391,7 +389,8 @@ Result<Run> TrackingService::CreateRun(const std::string& experiment_id,
     if (t.key == kRunNameTag) {
       if (!name.empty() && name != t.value) {
         return Status::InvalidArgument("run_name '" + name + "' and the '" + kRunNameTag +
-                                       "' tag '" + t.value + "' differ; give one or make them equal");
+                                       "' tag '" + t.value +
+                                       "' differ; give one or make them equal");
       }
       name = t.value;
     }
@@ -420,12 +419,12 @@ Result<Run> TrackingService::CreateRun(const std::string& experiment_id,
     info.start_time = start_time.value_or(clock_.NowMillis());
     info.artifact_uri = rows[0].Text(1) + "/" + run_id + "/artifacts";
     info.lifecycle_stage = kActive;
-    TY_RETURN_IF_ERROR(Exec(tx,
-                            "INSERT INTO runs (run_uuid, experiment_id, name, user_id, status, "
-                            "start_time, end_time, lifecycle_stage, artifact_uri) VALUES (?, ?, ?, "
-                            "?, ?, ?, NULL, 'active', ?)",
-                            {run_id, id, name, user_id, info.status, *info.start_time,
-                             info.artifact_uri}));
+    TY_RETURN_IF_ERROR(
+        Exec(tx,
+             "INSERT INTO runs (run_uuid, experiment_id, name, user_id, status, "
+             "start_time, end_time, lifecycle_stage, artifact_uri) VALUES (?, ?, ?, "
+             "?, ?, ?, NULL, 'active', ?)",
+             {run_id, id, name, user_id, info.status, *info.start_time, info.artifact_uri}));
     std::map<std::string, std::string> all_tags;
     for (const auto& t : tags) all_tags[t.key] = t.value;
     all_tags[kRunNameTag] = name;
@@ -476,16 +475,19 @@ Status TrackingService::LoadRunData(Transaction& tx, std::vector<Run>& runs) {
   }
   std::string in = InList(ids.size());
   TY_ASSIGN_OR_RETURN(Rows params, tx.Query("SELECT run_uuid, key, value FROM params WHERE "
-                                            "run_uuid IN " + in + " ORDER BY key",
+                                            "run_uuid IN " +
+                                                in + " ORDER BY key",
                                             ids));
   for (const auto& p : params) by_id[p.Text(0)]->params.push_back({p.Text(1), p.Text(2)});
   TY_ASSIGN_OR_RETURN(Rows tags, tx.Query("SELECT run_uuid, key, value FROM tags WHERE run_uuid "
-                                          "IN " + in + " ORDER BY key",
+                                          "IN " +
+                                              in + " ORDER BY key",
                                           ids));
   for (const auto& t : tags) by_id[t.Text(0)]->tags.push_back({t.Text(1), t.Text(2)});
   TY_ASSIGN_OR_RETURN(Rows metrics,
                       tx.Query("SELECT run_uuid, key, value, is_nan, timestamp, step FROM "
-                               "latest_metrics WHERE run_uuid IN " + in + " ORDER BY key",
+                               "latest_metrics WHERE run_uuid IN " +
+                                   in + " ORDER BY key",
                                ids));
   for (const auto& m : metrics) {
     Metric metric;
@@ -499,7 +501,8 @@ Status TrackingService::LoadRunData(Transaction& tx, std::vector<Run>& runs) {
       Rows inputs,
       tx.Query("SELECT i.run_uuid, i.tags_json, d.name, d.digest, d.source_type, d.source, "
                "d.schema_json, d.profile FROM run_inputs i JOIN datasets d ON d.dataset_uuid = "
-               "i.dataset_uuid WHERE i.run_uuid IN " + in + " ORDER BY d.name, d.digest",
+               "i.dataset_uuid WHERE i.run_uuid IN " +
+                   in + " ORDER BY d.name, d.digest",
                ids));
   for (const auto& i : inputs) {
     DatasetInput input;
@@ -513,11 +516,13 @@ Status TrackingService::LoadRunData(Transaction& tx, std::vector<Run>& runs) {
     by_id[i.Text(0)]->dataset_inputs.push_back(std::move(input));
   }
   TY_ASSIGN_OR_RETURN(Rows model_inputs, tx.Query("SELECT run_uuid, model_id FROM "
-                                                  "run_model_inputs WHERE run_uuid IN " + in,
+                                                  "run_model_inputs WHERE run_uuid IN " +
+                                                      in,
                                                   ids));
   for (const auto& m : model_inputs) by_id[m.Text(0)]->model_inputs.push_back(m.Text(1));
   TY_ASSIGN_OR_RETURN(Rows outputs, tx.Query("SELECT run_uuid, model_id, step FROM run_outputs "
-                                             "WHERE run_uuid IN " + in + " ORDER BY model_id",
+                                             "WHERE run_uuid IN " +
+                                                 in + " ORDER BY model_id",
                                              ids));
   for (const auto& o : outputs) {
     by_id[o.Text(0)]->model_outputs.push_back({o.Text(1), o.Int(2)});
@@ -544,9 +549,9 @@ static constexpr char kRunColumns[] =
     "runs.end_time, runs.lifecycle_stage, runs.artifact_uri";
 
 Result<Run> TrackingService::LoadRun(Transaction& tx, const std::string& run_id) {
-  TY_ASSIGN_OR_RETURN(Rows rows, tx.Query(std::string("SELECT ") + kRunColumns +
-                                              " FROM runs WHERE run_uuid = ?",
-                                          {run_id}));
+  TY_ASSIGN_OR_RETURN(
+      Rows rows,
+      tx.Query(std::string("SELECT ") + kRunColumns + " FROM runs WHERE run_uuid = ?", {run_id}));
   if (rows.empty()) {
     return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
   }
@@ -613,9 +618,9 @@ Result<RunInfo> TrackingService::UpdateRun(const std::string& run_id,
                               "CONFLICT (run_uuid, key) DO UPDATE SET value = excluded.value",
                               {run_id, std::string(kRunNameTag), *run_name}));
     }
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query(std::string("SELECT ") + kRunColumns +
-                                                " FROM runs WHERE run_uuid = ?",
-                                            {run_id}));
+    TY_ASSIGN_OR_RETURN(
+        Rows rows,
+        tx.Query(std::string("SELECT ") + kRunColumns + " FROM runs WHERE run_uuid = ?", {run_id}));
     info = ReadRunInfo(rows[0]);
     return Status::Ok();
   });
@@ -624,12 +629,11 @@ Result<RunInfo> TrackingService::UpdateRun(const std::string& run_id,
 }
 
 Status TrackingService::SetLifecycle(const std::string& table, const std::string& id_column,
-                                     const std::string& id, const std::string& what,
-                                     bool deleted) {
+                                     const std::string& id, const std::string& what, bool deleted) {
   return db_.Write([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT lifecycle_stage FROM " + table + " WHERE " +
-                                                id_column + " = ?",
-                                            {id}));
+    TY_ASSIGN_OR_RETURN(
+        Rows rows,
+        tx.Query("SELECT lifecycle_stage FROM " + table + " WHERE " + id_column + " = ?", {id}));
     if (rows.empty()) {
       return Status::NotFound(what + " with id '" + Abbreviate(id) + "' does not exist");
     }
@@ -695,13 +699,12 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
     TY_RETURN_IF_ERROR(ValidateKey("tag", t.key));
     if (t.value.size() > limits_.max_tag_value_length) {
       return Status::InvalidArgument("tag '" + t.key + "' value is longer than " +
-                                     std::to_string(limits_.max_tag_value_length) +
-                                     " characters");
+                                     std::to_string(limits_.max_tag_value_length) + " characters");
     }
   }
   std::map<std::string, const Metric*> latest;
-  std::vector<std::string> keys;       // distinct metric keys, in order of appearance
-  std::vector<size_t> key_index;       // per metric: its key's index in `keys`
+  std::vector<std::string> keys;  // distinct metric keys, in order of appearance
+  std::vector<size_t> key_index;  // per metric: its key's index in `keys`
   std::unordered_map<std::string_view, size_t> key_pos;
   key_index.reserve(metrics.size());
   for (const auto& m : metrics) {
@@ -736,10 +739,10 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
       for (const auto& row : existing) {
         const std::string& want = param_map[row.Text(0)];
         if (row.Text(1) != want) {
-          return Status::InvalidArgument(
-              "changing param values is not allowed: param '" + row.Text(0) +
-              "' was already logged with value '" + Abbreviate(row.Text(1)) + "' for run '" +
-              run_id + "'; attempted new value '" + Abbreviate(want) + "'");
+          return Status::InvalidArgument("changing param values is not allowed: param '" +
+                                         row.Text(0) + "' was already logged with value '" +
+                                         Abbreviate(row.Text(1)) + "' for run '" + run_id +
+                                         "'; attempted new value '" + Abbreviate(want) + "'");
         }
       }
       for (const auto& [k, v] : param_map) {
@@ -792,7 +795,8 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
       }
       TY_RETURN_IF_ERROR(Exec(tx,
                               "INSERT INTO metrics (series_id, step, timestamp, is_nan, value) "
-                              "VALUES " + Placeholders(n, 5) + " ON CONFLICT DO NOTHING",
+                              "VALUES " +
+                                  Placeholders(n, 5) + " ON CONFLICT DO NOTHING",
                               args));
     }
     for (const auto& [key, m] : latest) {
@@ -809,8 +813,8 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
     }
     for (const auto& m : metrics) {
       if (m.model_id.empty()) continue;
-      TY_ASSIGN_OR_RETURN(Rows model, tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?",
-                                               {m.model_id}));
+      TY_ASSIGN_OR_RETURN(Rows model,
+                          tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {m.model_id}));
       if (model.empty()) {
         return Status::NotFound("logged model '" + Abbreviate(m.model_id) + "' does not exist");
       }
@@ -837,8 +841,8 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
 Status TrackingService::DeleteTag(const std::string& run_id, const std::string& key) {
   return db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureRunActive(tx, run_id));
-    TY_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM tags WHERE run_uuid = ? AND key = ?",
-                                           {run_id, key}));
+    TY_ASSIGN_OR_RETURN(int64_t n,
+                        tx.Exec("DELETE FROM tags WHERE run_uuid = ? AND key = ?", {run_id, key}));
     if (n == 0) {
       return Status::NotFound("no tag with key '" + Abbreviate(key) + "' on run '" + run_id + "'");
     }
@@ -878,9 +882,8 @@ Status TrackingService::LogInputs(const std::string& run_id,
                                 "INSERT INTO datasets (dataset_uuid, experiment_id, name, digest, "
                                 "source_type, source, schema_json, profile) VALUES (?, ?, ?, ?, "
                                 "?, ?, ?, ?)",
-                                {uuid, eid, d.dataset.name, d.dataset.digest,
-                                 d.dataset.source_type, d.dataset.source, d.dataset.schema,
-                                 d.dataset.profile}));
+                                {uuid, eid, d.dataset.name, d.dataset.digest, d.dataset.source_type,
+                                 d.dataset.source, d.dataset.schema, d.dataset.profile}));
       } else {
         uuid = existing[0].Text(0);
       }
@@ -890,13 +893,13 @@ Status TrackingService::LogInputs(const std::string& run_id,
         tags[t.key] = t.value;
         if (t.key == "mlflow.data.context") context = t.value;
       }
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO run_inputs (run_uuid, dataset_uuid, context, "
-                              "tags_json) VALUES (?, ?, ?, ?) ON CONFLICT (run_uuid, "
-                              "dataset_uuid) DO UPDATE SET context = excluded.context, tags_json "
-                              "= excluded.tags_json",
-                              {run_id, uuid, context.empty() ? Value() : Value(context),
-                               json::serialize(tags)}));
+      TY_RETURN_IF_ERROR(
+          Exec(tx,
+               "INSERT INTO run_inputs (run_uuid, dataset_uuid, context, "
+               "tags_json) VALUES (?, ?, ?, ?) ON CONFLICT (run_uuid, "
+               "dataset_uuid) DO UPDATE SET context = excluded.context, tags_json "
+               "= excluded.tags_json",
+               {run_id, uuid, context.empty() ? Value() : Value(context), json::serialize(tags)}));
     }
     for (const auto& model_id : model_ids) {
       TY_RETURN_IF_ERROR(Exec(tx,
@@ -913,8 +916,8 @@ Status TrackingService::LogOutputs(const std::string& run_id,
   return db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureRunActive(tx, run_id));
     for (const auto& m : models) {
-      TY_ASSIGN_OR_RETURN(Rows model, tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?",
-                                               {m.model_id}));
+      TY_ASSIGN_OR_RETURN(Rows model,
+                          tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {m.model_id}));
       if (model.empty()) {
         return Status::NotFound("logged model '" + Abbreviate(m.model_id) + "' does not exist");
       }
@@ -931,8 +934,8 @@ Status TrackingService::LogOutputs(const std::string& run_id,
 // ---------------------------------------------------------------- metrics
 
 Result<std::optional<int64_t>> TrackingService::FindSeries(Transaction& tx,
-                                                            const std::string& run_id,
-                                                            const std::string& key) {
+                                                           const std::string& run_id,
+                                                           const std::string& key) {
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
     auto it = series_.find(run_id + '\0' + key);
@@ -984,21 +987,76 @@ Result<std::string> TrackingService::ScanMetricHistory(
   return next_page_token;
 }
 
+Status TrackingService::ScanMetricHistorySharded(
+    const std::string& run_id, const std::string& key, int shards,
+    const std::function<void(int, const MetricPoint&)>& fn) {
+  if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
+  std::optional<int64_t> series;
+  int64_t lo = 0, hi = -1;
+  TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(series, FindSeries(tx, run_id, key));
+    if (!series) {
+      TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
+      if (run.empty()) {
+        return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
+      }
+      return Status::Ok();
+    }
+    TY_ASSIGN_OR_RETURN(Rows range, tx.Query("SELECT MIN(step), MAX(step) FROM metrics WHERE "
+                                             "series_id = ?",
+                                             {*series}));
+    if (!range.empty() && !range[0].IsNull(0)) {
+      lo = range[0].Int(0);
+      hi = range[0].Int(1);
+    }
+    return Status::Ok();
+  }));
+  if (!series || hi < lo) return Status::Ok();
+  // Step ranges of equal width: [lo, b1), [b1, b2), ..., [bn-1, hi].
+  shards = static_cast<int>(std::clamp<int64_t>(shards, 1, std::max<int64_t>(1, hi - lo + 1)));
+  std::vector<int64_t> bounds{lo};
+  for (int i = 1; i < shards; ++i) {
+    bounds.push_back(lo +
+                     static_cast<int64_t>((static_cast<long double>(hi) - lo + 1) * i / shards));
+  }
+  std::vector<Status> results(static_cast<size_t>(shards));
+  auto scan = [&](int shard) {
+    int64_t from = bounds[static_cast<size_t>(shard)];
+    bool last = shard + 1 == shards;
+    int64_t to = last ? hi : bounds[static_cast<size_t>(shard) + 1] - 1;
+    results[static_cast<size_t>(shard)] = db_.Read([&](Transaction& tx) -> Status {
+      return tx.QueryEach(
+          "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? AND step >= ? "
+          "AND step <= ? ORDER BY step, timestamp, is_nan, value",
+          {*series, from, to}, [&](const store::RowView& row) -> Status {
+            fn(shard,
+               MetricPoint{row.Int(0), row.Int(1), row.Int(2) ? std::nan("") : row.Double(3)});
+            return Status::Ok();
+          });
+    });
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < shards; ++i) threads.emplace_back(scan, i);
+  scan(0);
+  for (auto& t : threads) t.join();
+  for (const Status& r : results) TY_RETURN_IF_ERROR(r);
+  return Status::Ok();
+}
+
 Result<Page<Metric>> TrackingService::GetMetricHistory(const std::string& run_id,
                                                        const std::string& key,
                                                        std::optional<int64_t> max_results,
                                                        const std::string& page_token) {
   Page<Metric> page;
-  TY_ASSIGN_OR_RETURN(page.next_page_token,
-                      ScanMetricHistory(run_id, key, max_results, page_token,
-                                        [&](const MetricPoint& p) {
-                                          Metric m;
-                                          m.key = key;
-                                          m.step = p.step;
-                                          m.timestamp = p.timestamp;
-                                          m.value = p.value;
-                                          page.items.push_back(std::move(m));
-                                        }));
+  TY_ASSIGN_OR_RETURN(page.next_page_token, ScanMetricHistory(run_id, key, max_results, page_token,
+                                                              [&](const MetricPoint& p) {
+                                                                Metric m;
+                                                                m.key = key;
+                                                                m.step = p.step;
+                                                                m.timestamp = p.timestamp;
+                                                                m.value = p.value;
+                                                                page.items.push_back(std::move(m));
+                                                              }));
   return page;
 }
 
@@ -1040,8 +1098,8 @@ Result<std::vector<Metric>> TrackingService::GetMetricHistoryBulkInterval(
       } else {
         std::set<size_t> idx;
         for (int64_t i = 0; i < max_results; ++i) {
-          idx.insert(static_cast<size_t>(
-              std::llround(static_cast<double>(i) * (n - 1) / std::max<int64_t>(1, max_results - 1))));
+          idx.insert(static_cast<size_t>(std::llround(static_cast<double>(i) * (n - 1) /
+                                                      std::max<int64_t>(1, max_results - 1))));
         }
         for (size_t i : idx) picked.push_back(steps[i].Int(0));
       }
@@ -1178,18 +1236,20 @@ Status TrackingService::LoadLoggedModelData(Transaction& tx, std::vector<LoggedM
   }
   std::string in = InList(ids.size());
   TY_ASSIGN_OR_RETURN(Rows params, tx.Query("SELECT model_id, key, value FROM "
-                                            "logged_model_params WHERE model_id IN " + in +
-                                                " ORDER BY key",
+                                            "logged_model_params WHERE model_id IN " +
+                                                in + " ORDER BY key",
                                             ids));
   for (const auto& p : params) by_id[p.Text(0)]->params.push_back({p.Text(1), p.Text(2)});
   TY_ASSIGN_OR_RETURN(Rows tags, tx.Query("SELECT model_id, key, value FROM logged_model_tags "
-                                          "WHERE model_id IN " + in + " ORDER BY key",
+                                          "WHERE model_id IN " +
+                                              in + " ORDER BY key",
                                           ids));
   for (const auto& t : tags) by_id[t.Text(0)]->tags.push_back({t.Text(1), t.Text(2)});
   TY_ASSIGN_OR_RETURN(Rows metrics,
                       tx.Query("SELECT model_id, key, value, is_nan, step, timestamp, run_id, "
                                "dataset_name, dataset_digest FROM logged_model_metrics WHERE "
-                               "model_id IN " + in + " ORDER BY key, step, timestamp",
+                               "model_id IN " +
+                                   in + " ORDER BY key, step, timestamp",
                                ids));
   for (const auto& r : metrics) {
     Metric m;
@@ -1252,8 +1312,8 @@ Result<LoggedModel> TrackingService::SetLoggedModelTags(const std::string& model
                                                         const std::vector<KeyValue>& tags) {
   for (const auto& t : tags) TY_RETURN_IF_ERROR(ValidateKey("tag", t.key));
   Status s = db_.Write([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?",
-                                            {model_id}));
+    TY_ASSIGN_OR_RETURN(Rows rows,
+                        tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {model_id}));
     if (rows.empty()) {
       return Status::NotFound("logged model '" + Abbreviate(model_id) + "' does not exist");
     }
@@ -1270,12 +1330,11 @@ Result<LoggedModel> TrackingService::SetLoggedModelTags(const std::string& model
   return GetLoggedModel(model_id);
 }
 
-Status TrackingService::DeleteLoggedModelTag(const std::string& model_id,
-                                             const std::string& key) {
+Status TrackingService::DeleteLoggedModelTag(const std::string& model_id, const std::string& key) {
   return db_.Write([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(int64_t n,
-                        tx.Exec("DELETE FROM logged_model_tags WHERE model_id = ? AND key = ?",
-                                {model_id, key}));
+    TY_ASSIGN_OR_RETURN(
+        int64_t n,
+        tx.Exec("DELETE FROM logged_model_tags WHERE model_id = ? AND key = ?", {model_id, key}));
     if (n == 0) {
       return Status::NotFound("logged model '" + Abbreviate(model_id) + "' has no tag '" +
                               Abbreviate(key) + "'");
@@ -1288,8 +1347,8 @@ Status TrackingService::LogLoggedModelParams(const std::string& model_id,
                                              const std::vector<KeyValue>& params) {
   for (const auto& p : params) TY_RETURN_IF_ERROR(ValidateKey("param", p.key));
   return db_.Write([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?",
-                                            {model_id}));
+    TY_ASSIGN_OR_RETURN(Rows rows,
+                        tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {model_id}));
     if (rows.empty()) {
       return Status::NotFound("logged model '" + Abbreviate(model_id) + "' does not exist");
     }

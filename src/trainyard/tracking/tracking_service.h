@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -130,19 +131,25 @@ class TrackingService {
                                         std::optional<int64_t> max_results,
                                         const std::string& page_token,
                                         const std::function<void(const MetricPoint&)>& fn);
+  // A whole history (no paging) scanned as `shards` consecutive step ranges, each on
+  // its own thread and snapshot: fn(shard, point) is called in order within a shard,
+  // and shard i's steps all precede shard i+1's. NotFound for an unknown run.
+  Status ScanMetricHistorySharded(const std::string& run_id, const std::string& key, int shards,
+                                  const std::function<void(int, const MetricPoint&)>& fn);
   // The same, collected (for small histories and tests).
   Result<Page<Metric>> GetMetricHistory(const std::string& run_id, const std::string& key,
                                         std::optional<int64_t> max_results,
                                         const std::string& page_token);
   // For charts: per run, up to max_results points at evenly spaced steps in
   // [start_step, end_step], always including the first and last step.
-  Result<std::vector<Metric>> GetMetricHistoryBulkInterval(
-      const std::vector<std::string>& run_ids, const std::string& key,
-      std::optional<int64_t> start_step, std::optional<int64_t> end_step, int64_t max_results);
+  Result<std::vector<Metric>> GetMetricHistoryBulkInterval(const std::vector<std::string>& run_ids,
+                                                           const std::string& key,
+                                                           std::optional<int64_t> start_step,
+                                                           std::optional<int64_t> end_step,
+                                                           int64_t max_results);
 
   // --- logged models (MLflow 3)
-  Result<LoggedModel> CreateLoggedModel(const std::string& owner,
-                                        const std::string& experiment_id,
+  Result<LoggedModel> CreateLoggedModel(const std::string& owner, const std::string& experiment_id,
                                         const std::string& name, const std::string& model_type,
                                         const std::string& source_run_id,
                                         const std::vector<KeyValue>& params,
@@ -170,8 +177,8 @@ class TrackingService {
   // The series of (run, key): from the cache, else the table; nullopt if none yet.
   Result<std::optional<int64_t>> FindSeries(store::Transaction& tx, const std::string& run_id,
                                             const std::string& key);
-  Status SetLifecycle(const std::string& table, const std::string& id_column,
-                      const std::string& id, const std::string& what, bool deleted);
+  Status SetLifecycle(const std::string& table, const std::string& id_column, const std::string& id,
+                      const std::string& what, bool deleted);
 
   store::Database& db_;
   Clock& clock_;

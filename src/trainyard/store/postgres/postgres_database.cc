@@ -287,7 +287,8 @@ class PgConnection : public Transaction {
     std::string rewritten = RewritePlaceholders(sql, &count);
     // SQLite's clustered tables: PostgreSQL has no such clause (see database.h).
     constexpr std::string_view kWithoutRowid = " WITHOUT ROWID";
-    if (EndsWith(rewritten, kWithoutRowid)) rewritten.resize(rewritten.size() - kWithoutRowid.size());
+    if (EndsWith(rewritten, kWithoutRowid))
+      rewritten.resize(rewritten.size() - kWithoutRowid.size());
     if (count != params.size()) {
       return Status::Internal("statement expects " + std::to_string(count) + " parameters, got " +
                               std::to_string(params.size()) + ": " + Abbreviate(sql, 120));

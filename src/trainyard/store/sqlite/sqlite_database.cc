@@ -101,9 +101,15 @@ class Connection : public Transaction {
       values.reserve(ncols);
       for (int c = 0; c < ncols; ++c) {
         switch (sqlite3_column_type(stmt, c)) {
-          case SQLITE_INTEGER: values.emplace_back(int64_t{sqlite3_column_int64(stmt, c)}); break;
-          case SQLITE_FLOAT: values.emplace_back(sqlite3_column_double(stmt, c)); break;
-          case SQLITE_NULL: values.emplace_back(std::monostate{}); break;
+          case SQLITE_INTEGER:
+            values.emplace_back(int64_t{sqlite3_column_int64(stmt, c)});
+            break;
+          case SQLITE_FLOAT:
+            values.emplace_back(sqlite3_column_double(stmt, c));
+            break;
+          case SQLITE_NULL:
+            values.emplace_back(std::monostate{});
+            break;
           default: {
             const unsigned char* text = sqlite3_column_text(stmt, c);
             int n = sqlite3_column_bytes(stmt, c);
@@ -318,7 +324,7 @@ class SqliteDatabase : public Database {
   std::unique_ptr<Connection> writer_;  // guarded by write_mu_
   std::mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> readers_;  // guarded by readers_mu_
-  int commits_since_checkpoint_ = 0;                   // guarded by write_mu_
+  int commits_since_checkpoint_ = 0;                  // guarded by write_mu_
   std::mutex checkpoint_mu_;
   std::condition_variable checkpoint_cv_;
   bool stop_ = false;  // guarded by checkpoint_mu_
