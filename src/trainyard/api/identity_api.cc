@@ -63,6 +63,23 @@ void RegisterIdentityRoutes(Api& api) {
     for (const auto& t : tokens) out.emplace_back(TokenToJson(t));
     return json::object{{"tokens", std::move(out)}};
   });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/audit", [&ids](Call& c) -> Result<json::value> {
+    TY_ASSIGN_OR_RETURN(auto before, OptionalInt64(c.body, "before"));
+    TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+    TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
+    TY_ASSIGN_OR_RETURN(auto records, ids.ReadAudit(c.principal, before.value_or(0),
+                                                    max_results.value_or(100), user.value_or("")));
+    json::array out;
+    for (const auto& r : records) {
+      out.emplace_back(json::object{{"timestamp", r.timestamp},
+                                    {"user", r.user},
+                                    {"method", r.method},
+                                    {"path", r.path},
+                                    {"status", r.status},
+                                    {"remote", r.remote}});
+    }
+    return json::object{{"records", std::move(out)}};
+  });
   api.Route(Method::kDelete, kTrainyardPrefixes, "/tokens/{token_id}",
             [&ids](Call& c) -> Result<json::value> {
               TY_RETURN_IF_ERROR(ids.RevokeToken(c.principal, c.request.path_params["token_id"]));

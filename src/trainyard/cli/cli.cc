@@ -139,8 +139,8 @@ std::string FormatNumber(const json::value& v) {
 // --- server
 
 int RunServer(server::ServerConfig config, const std::string& log_level,
-              const std::string& port_file) {
-  InitLogging(log_level);
+              const std::string& log_format, const std::string& port_file) {
+  InitLogging(log_level, log_format == "json");
   // Large response bodies (a metric history can be 100 MB) would otherwise be fresh
   // mmap()s, page-faulted in on every request: keep them in the heap for reuse.
   mallopt(M_MMAP_THRESHOLD, 512 << 20);
@@ -394,6 +394,7 @@ int Main(int argc, char** argv) {
   config.data_dir = DefaultDataDir();
   std::string log_level = "info";
   std::string port_file;
+  std::string log_format = "text";
   auto* server_cmd = app.add_subcommand("server", "run the Trainyard server");
   server_cmd->add_option("--data-dir", config.data_dir,
                          "where state lives (env TRAINYARD_DATA_DIR)");
@@ -412,6 +413,9 @@ int Main(int argc, char** argv) {
   server_cmd->add_option("--port-file", port_file,
                          "write the bound port here once listening (useful with --port 0)");
   server_cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->capture_default_str();
+  server_cmd->add_option("--log-format", log_format, "text, or json (one object per line)")
+      ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
 
   auto* experiments = app.add_subcommand("experiments", "list and inspect experiments");
@@ -475,7 +479,7 @@ int Main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
-  if (server_cmd->parsed()) return RunServer(config, log_level, port_file);
+  if (server_cmd->parsed()) return RunServer(config, log_level, log_format, port_file);
   Client client(client_options);
   if (exp_list->parsed()) return ExperimentsList(client, all_experiments);
   if (exp_show->parsed()) return ExperimentsShow(client, exp_id);

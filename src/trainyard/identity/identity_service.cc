@@ -320,6 +320,36 @@ void IdentityService::Audit(AuditRecord record) {
   audit_cv_.notify_one();
 }
 
+Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who, int64_t before,
+                                                            int64_t limit,
+                                                            const std::string& user) {
+  if (!who.is_admin) return Status::PermissionDenied("only admins may read the audit log");
+  if (limit <= 0 || limit > 10000) {
+    return Status::InvalidArgument("max_results must be between 1 and 10000");
+  }
+  std::vector<AuditRecord> out;
+  Status s = db_.Read([&](store::Transaction& tx) -> Status {
+    std::string sql =
+        "SELECT timestamp, user_name, method, path, status, remote FROM audit_log WHERE "
+        "timestamp <= ?";
+    std::vector<store::Value> params{before > 0 ? before : INT64_MAX};
+    if (!user.empty()) {
+      sql += " AND user_name = ?";
+      params.emplace_back(user);
+    }
+    sql += " ORDER BY timestamp DESC LIMIT ?";
+    params.emplace_back(limit);
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query(sql, params));
+    for (const auto& r : rows) {
+      out.push_back(AuditRecord{r.Int(0), r.Text(1), r.Text(2), r.Text(3),
+                                static_cast<int>(r.Int(4)), r.Text(5)});
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
 void IdentityService::FlushAuditForTest() {
   std::unique_lock<std::mutex> lock(audit_mu_);
   uint64_t target = audit_enqueued_;

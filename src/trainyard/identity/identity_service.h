@@ -104,6 +104,9 @@ class IdentityService {
 
   // Queued and written in batches by a background thread; Flush() waits for them.
   void Audit(AuditRecord record);
+  // The newest audit records first, at or before `before` (epoch ms; 0 = now); admins only.
+  Result<std::vector<AuditRecord>> ReadAudit(const Principal& who, int64_t before, int64_t limit,
+                                             const std::string& user);
   void FlushAuditForTest();
 
  private:

@@ -105,6 +105,13 @@ TEST_F(IdentityTest, AuditRecordsAreWritten) {
                    return Status::Ok();
                  })
                   .ok());
+  Principal admin = *ids_->Authenticate(admin_token_);
+  auto records = ids_->ReadAudit(admin, 0, 10, "bob");
+  ASSERT_TRUE(records.ok());
+  ASSERT_EQ(records->size(), 1u);
+  EXPECT_EQ((*records)[0].path, "/y");
+  EXPECT_EQ(ids_->ReadAudit({"bob", false, ""}, 0, 10, "").status().code(),
+            StatusCode::kPermissionDenied);
 }
 
 }  // namespace

@@ -79,6 +79,28 @@ bool Later(const Metric& a, const Metric& b) {
   return a.value > b.value;
 }
 
+// Sets each key of a logged model's params or tags (`table`), replacing old values.
+Status UpsertModelKeyValues(Transaction& tx, const std::string& table, const std::string& model_id,
+                            const std::vector<KeyValue>& kvs) {
+  for (const auto& kv : kvs) {
+    TY_RETURN_IF_ERROR(Exec(tx,
+                            "INSERT INTO " + table +
+                                " (model_id, key, value) VALUES (?, ?, ?) ON CONFLICT (model_id, "
+                                "key) DO UPDATE SET value = excluded.value",
+                            {model_id, kv.key, kv.value}));
+  }
+  return Status::Ok();
+}
+
+Status EnsureLoggedModelExists(Transaction& tx, const std::string& model_id) {
+  TY_ASSIGN_OR_RETURN(Rows rows,
+                      tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {model_id}));
+  if (rows.empty()) {
+    return Status::NotFound("logged model '" + Abbreviate(model_id) + "' does not exist");
+  }
+  return Status::Ok();
+}
+
 Value MetricValue(double v) { return std::isnan(v) ? Value() : Value(v); }
 int64_t NanFlag(double v) { return std::isnan(v) ? 1 : 0; }
 double ReadMetricValue(const Row& row, size_t value_col, size_t nan_col) {
@@ -813,11 +835,7 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
     }
     for (const auto& m : metrics) {
       if (m.model_id.empty()) continue;
-      TY_ASSIGN_OR_RETURN(Rows model,
-                          tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {m.model_id}));
-      if (model.empty()) {
-        return Status::NotFound("logged model '" + Abbreviate(m.model_id) + "' does not exist");
-      }
+      TY_RETURN_IF_ERROR(EnsureLoggedModelExists(tx, m.model_id));
       TY_RETURN_IF_ERROR(Exec(tx,
                               "INSERT INTO logged_model_metrics (model_id, key, value, is_nan, "
                               "step, timestamp, run_id, dataset_name, dataset_digest) VALUES (?, "
@@ -916,11 +934,7 @@ Status TrackingService::LogOutputs(const std::string& run_id,
   return db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureRunActive(tx, run_id));
     for (const auto& m : models) {
-      TY_ASSIGN_OR_RETURN(Rows model,
-                          tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {m.model_id}));
-      if (model.empty()) {
-        return Status::NotFound("logged model '" + Abbreviate(m.model_id) + "' does not exist");
-      }
+      TY_RETURN_IF_ERROR(EnsureLoggedModelExists(tx, m.model_id));
       TY_RETURN_IF_ERROR(Exec(tx,
                               "INSERT INTO run_outputs (run_uuid, model_id, step) VALUES (?, ?, "
                               "?) ON CONFLICT (run_uuid, model_id) DO UPDATE SET step = "
@@ -1182,20 +1196,8 @@ Result<LoggedModel> TrackingService::CreateLoggedModel(
                             {model_id, eid, model_name, artifact_uri, now, now,
                              model_type.empty() ? Value() : Value(model_type),
                              source_run_id.empty() ? Value() : Value(source_run_id), owner}));
-    for (const auto& p : params) {
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO logged_model_params (model_id, key, value) VALUES (?, "
-                              "?, ?) ON CONFLICT (model_id, key) DO UPDATE SET value = "
-                              "excluded.value",
-                              {model_id, p.key, p.value}));
-    }
-    for (const auto& t : tags) {
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO logged_model_tags (model_id, key, value) VALUES (?, ?, "
-                              "?) ON CONFLICT (model_id, key) DO UPDATE SET value = "
-                              "excluded.value",
-                              {model_id, t.key, t.value}));
-    }
+    TY_RETURN_IF_ERROR(UpsertModelKeyValues(tx, "logged_model_params", model_id, params));
+    TY_RETURN_IF_ERROR(UpsertModelKeyValues(tx, "logged_model_tags", model_id, tags));
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -1312,19 +1314,8 @@ Result<LoggedModel> TrackingService::SetLoggedModelTags(const std::string& model
                                                         const std::vector<KeyValue>& tags) {
   for (const auto& t : tags) TY_RETURN_IF_ERROR(ValidateKey("tag", t.key));
   Status s = db_.Write([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows,
-                        tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {model_id}));
-    if (rows.empty()) {
-      return Status::NotFound("logged model '" + Abbreviate(model_id) + "' does not exist");
-    }
-    for (const auto& t : tags) {
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO logged_model_tags (model_id, key, value) VALUES (?, ?, "
-                              "?) ON CONFLICT (model_id, key) DO UPDATE SET value = "
-                              "excluded.value",
-                              {model_id, t.key, t.value}));
-    }
-    return Status::Ok();
+    TY_RETURN_IF_ERROR(EnsureLoggedModelExists(tx, model_id));
+    return UpsertModelKeyValues(tx, "logged_model_tags", model_id, tags);
   });
   if (!s.ok()) return s;
   return GetLoggedModel(model_id);
@@ -1347,19 +1338,8 @@ Status TrackingService::LogLoggedModelParams(const std::string& model_id,
                                              const std::vector<KeyValue>& params) {
   for (const auto& p : params) TY_RETURN_IF_ERROR(ValidateKey("param", p.key));
   return db_.Write([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows,
-                        tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {model_id}));
-    if (rows.empty()) {
-      return Status::NotFound("logged model '" + Abbreviate(model_id) + "' does not exist");
-    }
-    for (const auto& p : params) {
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO logged_model_params (model_id, key, value) VALUES (?, "
-                              "?, ?) ON CONFLICT (model_id, key) DO UPDATE SET value = "
-                              "excluded.value",
-                              {model_id, p.key, p.value}));
-    }
-    return Status::Ok();
+    TY_RETURN_IF_ERROR(EnsureLoggedModelExists(tx, model_id));
+    return UpsertModelKeyValues(tx, "logged_model_params", model_id, params);
   });
 }
 
