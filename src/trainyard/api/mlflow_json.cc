@@ -143,17 +143,24 @@ void AppendMetricJson(std::string& out, const tracking::Metric& m, bool with_run
   out += '}';
 }
 
-void JsonTextBuffer::Reserve(size_t n) {
-  if (n <= cap_) return;
-  char* grown = static_cast<char*>(std::realloc(data_, n));
-  if (!grown) throw std::bad_alloc();  // caught by the HTTP layer: a 500, not a crash
-  data_ = grown;
-  cap_ = n;
+void JsonTextBuffer::NewChunk(size_t at_least) {
+  if (chunk_ && len_ > 0) done_.push_back({chunk_, std::string_view(chunk_.get(), len_)});
+  size_t size = std::max(at_least, std::min<size_t>(cap_ ? cap_ * 2 : 64 << 10, 8 << 20));
+  chunk_ = std::shared_ptr<char[]>(new char[size]);  // uninitialized on purpose
+  cap_ = size;
+  len_ = 0;
+}
+
+std::vector<http::Response::BodyPiece> JsonTextBuffer::TakePieces() {
+  if (chunk_ && len_ > 0) done_.push_back({chunk_, std::string_view(chunk_.get(), len_)});
+  chunk_.reset();
+  len_ = cap_ = 0;
+  return std::move(done_);
 }
 
 std::string JsonTextBuffer::Take() {
-  std::string out(data_, len_);
-  len_ = 0;
+  std::string out;
+  for (const auto& piece : TakePieces()) out.append(piece.data);
   return out;
 }
 

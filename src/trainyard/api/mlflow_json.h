@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "trainyard/common/json.h"
+#include "trainyard/http/message.h"
 #include "trainyard/tracking/types.h"
 
 namespace trainyard::api {
@@ -24,35 +25,29 @@ json::array KeyValuesToJson(const std::vector<tracking::KeyValue>& kvs);
 // Appends {"key":...,"value":...,"timestamp":...,"step":...} without building a
 // JSON tree: the metric-history hot path.
 void AppendMetricJson(std::string& out, const tracking::Metric& m, bool with_run_id);
-// A growing text buffer written in place: uninitialized, grown by realloc, so that
-// appending millions of small pieces costs neither zero-filling nor bookkeeping.
+// Text written in place into uninitialized chunks (64 KiB doubling to 8 MiB): no
+// zero-filling, no reallocation, and the chunks can go to the socket as they are.
 class JsonTextBuffer {
  public:
-  JsonTextBuffer() = default;
-  ~JsonTextBuffer() { std::free(data_); }
-  JsonTextBuffer(const JsonTextBuffer&) = delete;
-  JsonTextBuffer& operator=(const JsonTextBuffer&) = delete;
-  JsonTextBuffer(JsonTextBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)),
-        len_(std::exchange(o.len_, 0)),
-        cap_(std::exchange(o.cap_, 0)) {}
-
-  void Reserve(size_t n);
   // Room for `n` more bytes at the returned pointer; Advance() past what was written.
   char* Ensure(size_t n) {
-    if (len_ + n > cap_) Reserve(std::max(len_ + n, cap_ * 2));
-    return data_ + len_;
+    if (!chunk_ || len_ + n > cap_) NewChunk(n);
+    return chunk_.get() + len_;
   }
-  void Advance(char* p) { len_ = static_cast<size_t>(p - data_); }
+  void Advance(char* p) { len_ = static_cast<size_t>(p - chunk_.get()); }
   void Append(std::string_view s) {
     std::memcpy(Ensure(s.size()), s.data(), s.size());
     len_ += s.size();
   }
-  std::string_view view() const { return {data_, len_}; }
+  // The text as body pieces (zero-copy), or as one string.
+  std::vector<http::Response::BodyPiece> TakePieces();
   std::string Take();
 
  private:
-  char* data_ = nullptr;
+  void NewChunk(size_t at_least);
+
+  std::vector<http::Response::BodyPiece> done_;
+  std::shared_ptr<char[]> chunk_;
   size_t len_ = 0;
   size_t cap_ = 0;
 };

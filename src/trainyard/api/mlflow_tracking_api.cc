@@ -416,20 +416,23 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                             out.Append(",");
                             AppendMetricPointJson(out, key_json, p.value, p.timestamp, p.step);
                           }));
-                      std::string body = "{\"metrics\":[";
-                      size_t total = body.size() + 2;
-                      for (const auto& part : parts) total += part.view().size();
-                      body.reserve(total);
+                      // The shards' chunks go to the socket as they are (no copy).
+                      http::Response response = http::Response::Json(200, "");
+                      static const std::string kOpen = "{\"metrics\":[", kClose = "]}";
+                      response.body_pieces.push_back({nullptr, kOpen});
                       bool first = true;
-                      for (const auto& part : parts) {
-                        std::string_view text = part.view();
-                        if (text.empty()) continue;
-                        // Each part starts with a ',' that only the very first one drops.
-                        body.append(first ? text.substr(1) : text);
-                        first = false;
+                      for (auto& part : parts) {
+                        for (auto& piece : part.TakePieces()) {
+                          // Every point starts with ','; the very first one drops it.
+                          if (first && !piece.data.empty()) {
+                            piece.data.remove_prefix(1);
+                            first = false;
+                          }
+                          response.body_pieces.push_back(std::move(piece));
+                        }
                       }
-                      body += "]}";
-                      return http::Response::Json(200, std::move(body));
+                      response.body_pieces.push_back({nullptr, kClose});
+                      return response;
                     }
                     JsonTextBuffer out;
                     out.Append("{\"metrics\":[");

@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,10 +39,18 @@ struct Request {
 };
 
 struct Response {
+  // A piece of a body kept alive by its owner (zero-copy bodies built in chunks).
+  struct BodyPiece {
+    std::shared_ptr<const void> owner;
+    std::string_view data;
+  };
+
   int status = 200;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // When not empty, the body is these pieces in order (and `body` is ignored).
+  std::vector<BodyPiece> body_pieces;
   // When set, the file's contents are the body (streamed, not loaded).
   std::string file_path;
 

@@ -25,6 +25,40 @@ namespace {
 
 std::atomic<uint64_t> g_upload_counter{0};
 
+// A Beast body made of Response::BodyPiece views, written without copying them.
+struct PiecesBody {
+  using value_type = std::vector<Response::BodyPiece>;
+
+  static std::uint64_t size(const value_type& pieces) {
+    std::uint64_t n = 0;
+    for (const auto& p : pieces) n += p.data.size();
+    return n;
+  }
+
+  class writer {
+   public:
+    using const_buffers_type = asio::const_buffer;
+
+    template <bool isRequest, class Fields>
+    writer(const bhttp::header<isRequest, Fields>&, const value_type& pieces) : pieces_(pieces) {}
+
+    void init(beast::error_code& ec) { ec = {}; }
+
+    boost::optional<std::pair<const_buffers_type, bool>> get(beast::error_code& ec) {
+      ec = {};
+      while (next_ < pieces_.size() && pieces_[next_].data.empty()) ++next_;
+      if (next_ >= pieces_.size()) return boost::none;
+      const auto& piece = pieces_[next_++];
+      return std::make_pair(asio::const_buffer(piece.data.data(), piece.data.size()),
+                            next_ < pieces_.size());
+    }
+
+   private:
+    const value_type& pieces_;
+    size_t next_ = 0;
+  };
+};
+
 }  // namespace
 
 class HttpServer::Impl {
@@ -302,6 +336,13 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
         empty->content_length(msg->body().size());
         return Write(empty);
       }
+      return Write(msg);
+    }
+    if (!response.body_pieces.empty()) {
+      auto msg = std::make_shared<bhttp::response<PiecesBody>>();
+      Finish(*msg, response);
+      msg->body() = std::move(response.body_pieces);
+      msg->prepare_payload();
       return Write(msg);
     }
     auto msg = std::make_shared<bhttp::response<bhttp::string_body>>();

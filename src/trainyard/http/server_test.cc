@@ -61,6 +61,25 @@ TEST(HttpServerTest, ServesKeepsAliveAndLimitsBodies) {
   server.Stop();
 }
 
+TEST(HttpServerTest, WritesBodyPiecesInOrderWithoutCopying) {
+  ServerOptions options;
+  options.port = 0;
+  auto owner = std::make_shared<std::string>(std::string(1 << 20, 'x') + "tail");
+  HttpServer server(options, [&](Request&) {
+    Response r = Response::Text(200, "ignored");
+    r.body_pieces.push_back({nullptr, "head-"});
+    r.body_pieces.push_back({nullptr, ""});
+    r.body_pieces.push_back({owner, *owner});
+    return r;
+  });
+  ASSERT_TRUE(server.Start().ok());
+  auto r = Fetch("GET", Url(server, "/p"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "head-" + *owner);
+  EXPECT_EQ(r->headers["content-length"], std::to_string(5 + owner->size()));
+  server.Stop();
+}
+
 TEST(HttpServerTest, StreamsLargeUploadsToFilesAndServesFiles) {
   std::string dir = std::filesystem::temp_directory_path() / "ty-http-test";
   std::filesystem::remove_all(dir);
