@@ -413,6 +413,8 @@ int Main(int argc, char** argv) {
   server_cmd->add_option("--port-file", port_file,
                          "write the bound port here once listening (useful with --port 0)");
   server_cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
       ->capture_default_str();
   server_cmd->add_option("--log-format", log_format, "text, or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}))
