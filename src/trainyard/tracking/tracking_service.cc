@@ -92,6 +92,19 @@ Status UpsertModelKeyValues(Transaction& tx, const std::string& table, const std
   return Status::Ok();
 }
 
+// Hands each (owner id, key, value) row of `table` whose `id_column` is in `ids` to
+// `add`, ordered by key: the params or tags of a page of runs or logged models.
+Status ForEachKeyValue(Transaction& tx, const std::string& table, const std::string& id_column,
+                       const std::vector<Value>& ids,
+                       const std::function<void(const std::string&, KeyValue)>& add) {
+  TY_ASSIGN_OR_RETURN(Rows rows,
+                      tx.Query("SELECT " + id_column + ", key, value FROM " + table + " WHERE " +
+                                   id_column + " IN " + InList(ids.size()) + " ORDER BY key",
+                               ids));
+  for (const auto& r : rows) add(r.Text(0), KeyValue{r.Text(1), r.Text(2)});
+  return Status::Ok();
+}
+
 Status EnsureLoggedModelExists(Transaction& tx, const std::string& model_id) {
   TY_ASSIGN_OR_RETURN(Rows rows,
                       tx.Query("SELECT 1 FROM logged_models WHERE model_id = ?", {model_id}));
@@ -496,16 +509,12 @@ Status TrackingService::LoadRunData(Transaction& tx, std::vector<Run>& runs) {
     ids.emplace_back(r.info.run_id);
   }
   std::string in = InList(ids.size());
-  TY_ASSIGN_OR_RETURN(Rows params, tx.Query("SELECT run_uuid, key, value FROM params WHERE "
-                                            "run_uuid IN " +
-                                                in + " ORDER BY key",
-                                            ids));
-  for (const auto& p : params) by_id[p.Text(0)]->params.push_back({p.Text(1), p.Text(2)});
-  TY_ASSIGN_OR_RETURN(Rows tags, tx.Query("SELECT run_uuid, key, value FROM tags WHERE run_uuid "
-                                          "IN " +
-                                              in + " ORDER BY key",
-                                          ids));
-  for (const auto& t : tags) by_id[t.Text(0)]->tags.push_back({t.Text(1), t.Text(2)});
+  TY_RETURN_IF_ERROR(ForEachKeyValue(
+      tx, "params", "run_uuid", ids,
+      [&](const std::string& id, KeyValue kv) { by_id[id]->params.push_back(std::move(kv)); }));
+  TY_RETURN_IF_ERROR(ForEachKeyValue(
+      tx, "tags", "run_uuid", ids,
+      [&](const std::string& id, KeyValue kv) { by_id[id]->tags.push_back(std::move(kv)); }));
   TY_ASSIGN_OR_RETURN(Rows metrics,
                       tx.Query("SELECT run_uuid, key, value, is_nan, timestamp, step FROM "
                                "latest_metrics WHERE run_uuid IN " +
@@ -1237,16 +1246,12 @@ Status TrackingService::LoadLoggedModelData(Transaction& tx, std::vector<LoggedM
     ids.emplace_back(m.model_id);
   }
   std::string in = InList(ids.size());
-  TY_ASSIGN_OR_RETURN(Rows params, tx.Query("SELECT model_id, key, value FROM "
-                                            "logged_model_params WHERE model_id IN " +
-                                                in + " ORDER BY key",
-                                            ids));
-  for (const auto& p : params) by_id[p.Text(0)]->params.push_back({p.Text(1), p.Text(2)});
-  TY_ASSIGN_OR_RETURN(Rows tags, tx.Query("SELECT model_id, key, value FROM logged_model_tags "
-                                          "WHERE model_id IN " +
-                                              in + " ORDER BY key",
-                                          ids));
-  for (const auto& t : tags) by_id[t.Text(0)]->tags.push_back({t.Text(1), t.Text(2)});
+  TY_RETURN_IF_ERROR(ForEachKeyValue(
+      tx, "logged_model_params", "model_id", ids,
+      [&](const std::string& id, KeyValue kv) { by_id[id]->params.push_back(std::move(kv)); }));
+  TY_RETURN_IF_ERROR(ForEachKeyValue(
+      tx, "logged_model_tags", "model_id", ids,
+      [&](const std::string& id, KeyValue kv) { by_id[id]->tags.push_back(std::move(kv)); }));
   TY_ASSIGN_OR_RETURN(Rows metrics,
                       tx.Query("SELECT model_id, key, value, is_nan, step, timestamp, run_id, "
                                "dataset_name, dataset_digest FROM logged_model_metrics WHERE "
