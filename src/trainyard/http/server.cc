@@ -192,8 +192,12 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   // Called under the server's lock from another thread.
+  // A session whose last reference is gone may still be registered, its destructor
+  // waiting for the lock the caller holds: it closes its own socket, so skip it.
   void Close() {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+    auto self = weak_from_this().lock();
+    if (!self) return;
+    asio::post(stream_.get_executor(), [self = std::move(self)] {
       boost::system::error_code ec;
       self->stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
       self->stream_.socket().close(ec);
