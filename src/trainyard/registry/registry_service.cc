@@ -485,6 +485,38 @@ Result<RegisteredModel> RegistryService::GetRegisteredModel(const std::string& n
   return out;
 }
 
+namespace {
+
+// One page of `table` rows matching `where`, in `order`: one row more than the page is
+// asked for, to know whether another page follows. `read` turns a row into an item,
+// `fill` completes the page's items inside the same read.
+template <typename T, typename ReadFn, typename FillFn>
+Result<Page<T>> ReadSearchPage(store::Database& db, const char* columns, const char* table,
+                               const tracking::SqlFragment& where,
+                               const tracking::SqlFragment& order, int64_t max_results,
+                               int64_t offset, ReadFn read, FillFn fill) {
+  std::vector<Value> params = where.params;
+  params.insert(params.end(), order.params.begin(), order.params.end());
+  params.emplace_back(max_results + 1);
+  params.emplace_back(offset);
+  Page<T> page;
+  Status s = db.Read([&](Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(Rows rows,
+                        tx.Query(std::string("SELECT ") + columns + " FROM " + table + " WHERE " +
+                                     where.sql + " ORDER BY " + order.sql + " LIMIT ? OFFSET ?",
+                                 params));
+    size_t n = std::min(rows.size(), static_cast<size_t>(max_results));
+    if (rows.size() > n) page.next_page_token = EncodePageToken(offset + max_results);
+    page.items.reserve(n);
+    for (size_t i = 0; i < n; ++i) page.items.push_back(read(rows[i]));
+    return fill(tx, page.items);
+  });
+  if (!s.ok()) return s;
+  return page;
+}
+
+}  // namespace
+
 Result<Page<RegisteredModel>> RegistryService::SearchRegisteredModels(
     const RegistrySearchRequest& request) {
   TY_ASSIGN_OR_RETURN(
@@ -493,23 +525,11 @@ Result<Page<RegisteredModel>> RegistryService::SearchRegisteredModels(
   TY_ASSIGN_OR_RETURN(tracking::SqlFragment where, CompileRegistryFilter(request.filter, false));
   TY_ASSIGN_OR_RETURN(tracking::SqlFragment order, CompileRegistryOrder(request.order_by, false));
   TY_ASSIGN_OR_RETURN(int64_t offset, DecodePageToken(request.page_token));
-  std::vector<Value> params = where.params;
-  params.insert(params.end(), order.params.begin(), order.params.end());
-  params.emplace_back(max_results + 1);
-  params.emplace_back(offset);
-  Page<RegisteredModel> page;
-  Status s = db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query(std::string("SELECT ") + kModelColumns +
-                                                " FROM registered_models WHERE " + where.sql +
-                                                " ORDER BY " + order.sql + " LIMIT ? OFFSET ?",
-                                            params));
-    size_t n = std::min(rows.size(), static_cast<size_t>(max_results));
-    if (rows.size() > n) page.next_page_token = EncodePageToken(offset + max_results);
-    for (size_t i = 0; i < n; ++i) page.items.push_back(ReadModel(rows[i]));
-    return FillModels(tx, page.items);
-  });
-  if (!s.ok()) return s;
-  return page;
+  return ReadSearchPage<RegisteredModel>(
+      db_, kModelColumns, "registered_models", where, order, max_results, offset, ReadModel,
+      [this](Transaction& tx, std::vector<RegisteredModel>& items) {
+        return FillModels(tx, items);
+      });
 }
 
 Result<RegisteredModel> RegistryService::UpdateRegisteredModel(
@@ -906,24 +926,11 @@ Result<Page<ModelVersion>> RegistryService::SearchModelVersions(
   TY_ASSIGN_OR_RETURN(tracking::SqlFragment where, CompileRegistryFilter(request.filter, true));
   TY_ASSIGN_OR_RETURN(tracking::SqlFragment order, CompileRegistryOrder(request.order_by, true));
   TY_ASSIGN_OR_RETURN(int64_t offset, DecodePageToken(request.page_token));
-  std::vector<Value> params = where.params;
-  params.insert(params.end(), order.params.begin(), order.params.end());
-  params.emplace_back(max_results + 1);
-  params.emplace_back(offset);
-  Page<ModelVersion> page;
-  Status s = db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query(std::string("SELECT ") + kVersionColumns +
-                                                " FROM model_versions WHERE " + where.sql +
-                                                " ORDER BY " + order.sql + " LIMIT ? OFFSET ?",
-                                            params));
-    size_t n = std::min(rows.size(), static_cast<size_t>(max_results));
-    if (rows.size() > n) page.next_page_token = EncodePageToken(offset + max_results);
-    page.items.reserve(n);
-    for (size_t i = 0; i < n; ++i) page.items.push_back(ReadVersion(rows[i]));
-    return FillVersions(tx, page.items);
-  });
-  if (!s.ok()) return s;
-  return page;
+  return ReadSearchPage<ModelVersion>(db_, kVersionColumns, "model_versions", where, order,
+                                      max_results, offset, ReadVersion,
+                                      [this](Transaction& tx, std::vector<ModelVersion>& items) {
+                                        return FillVersions(tx, items);
+                                      });
 }
 
 Result<ModelVersion> RegistryService::UpdateModelVersion(

@@ -244,17 +244,12 @@ Result<Experiment> TrackingService::LoadExperiment(Transaction& tx, const std::s
   return e;
 }
 
-Result<Experiment> TrackingService::GetExperiment(const std::string& experiment_id) {
-  TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
+Result<Experiment> TrackingService::FindExperiment(const std::string& where, const Value& arg,
+                                                   const std::string& not_found) {
   Experiment out;
   Status s = db_.Read([&](Transaction& tx) -> Status {
-    auto e = LoadExperiment(tx, "experiment_id = ?", Value(*ParseInt64(experiment_id)));
-    if (!e.ok()) {
-      if (e.status().IsNotFound()) {
-        return Status::NotFound("experiment with id '" + experiment_id + "' does not exist");
-      }
-      return e.status();
-    }
+    auto e = LoadExperiment(tx, where, arg);
+    if (!e.ok()) return e.status().IsNotFound() ? Status::NotFound(not_found) : e.status();
     out = std::move(e).value();
     return Status::Ok();
   });
@@ -262,21 +257,14 @@ Result<Experiment> TrackingService::GetExperiment(const std::string& experiment_
   return out;
 }
 
+Result<Experiment> TrackingService::GetExperiment(const std::string& experiment_id) {
+  TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
+  return FindExperiment("experiment_id = ?", Value(*ParseInt64(experiment_id)),
+                        "experiment with id '" + experiment_id + "' does not exist");
+}
+
 Result<Experiment> TrackingService::GetExperimentByName(const std::string& name) {
-  Experiment out;
-  Status s = db_.Read([&](Transaction& tx) -> Status {
-    auto e = LoadExperiment(tx, "name = ?", Value(name));
-    if (!e.ok()) {
-      if (e.status().IsNotFound()) {
-        return Status::NotFound("experiment '" + name + "' does not exist");
-      }
-      return e.status();
-    }
-    out = std::move(e).value();
-    return Status::Ok();
-  });
-  if (!s.ok()) return s;
-  return out;
+  return FindExperiment("name = ?", Value(name), "experiment '" + name + "' does not exist");
 }
 
 Result<std::string> TrackingService::ExperimentOwner(const std::string& experiment_id) {

@@ -169,6 +169,9 @@ class TrackingService {
   Status ValidateKey(std::string_view what, const std::string& key) const;
   Result<Experiment> LoadExperiment(store::Transaction& tx, const std::string& where,
                                     const store::Value& arg);
+  // LoadExperiment in its own read, with `not_found` as the message when absent.
+  Result<Experiment> FindExperiment(const std::string& where, const store::Value& arg,
+                                    const std::string& not_found);
   Status LoadRunData(store::Transaction& tx, std::vector<Run>& runs);
   Result<Run> LoadRun(store::Transaction& tx, const std::string& run_id);
   Status LoadLoggedModelData(store::Transaction& tx, std::vector<LoggedModel>& models);
