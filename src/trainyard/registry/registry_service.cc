@@ -927,10 +927,7 @@ Result<Page<ModelVersion>> RegistryService::SearchModelVersions(
   TY_ASSIGN_OR_RETURN(tracking::SqlFragment order, CompileRegistryOrder(request.order_by, true));
   TY_ASSIGN_OR_RETURN(int64_t offset, DecodePageToken(request.page_token));
   return ReadSearchPage<ModelVersion>(db_, kVersionColumns, "model_versions", where, order,
-                                      max_results, offset, ReadVersion,
-                                      [this](Transaction& tx, std::vector<ModelVersion>& items) {
-                                        return FillVersions(tx, items);
-                                      });
+                                      max_results, offset, ReadVersion, FillVersions);
 }
 
 Result<ModelVersion> RegistryService::UpdateModelVersion(
