@@ -13,6 +13,7 @@
 #include "trainyard/common/json.h"
 #include "trainyard/common/log.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/executors/rank_shim.h"
 #include "trainyard/http/client.h"
 #include "trainyard/server/server.h"
 
@@ -379,6 +380,10 @@ int TokenList(Client& client) {
 }  // namespace
 
 int Main(int argc, char** argv) {
+  // Hidden: the local executor runs each rank under `trainyard __rank-shim ...`.
+  if (argc >= 2 && std::string_view(argv[1]) == "__rank-shim") {
+    return executors::RunRankShim(argc - 1, argv + 1);
+  }
   CLI::App app{"Trainyard: train, track, register and serve LLMs on your own machines",
                "trainyard"};
   app.require_subcommand(1);

@@ -1,0 +1,113 @@
+// Executor: runs the ranks of one job attempt as processes, watches them, and reports
+// how the attempt ended. The scheduler owns the decision of what to run; an executor
+// only starts, stops and observes processes.
+//
+// Contract:
+// - An attempt is named by (job_id, attempt). Launch starts all its ranks or none.
+// - The exit callback is called exactly once per attempt that ends while the executor is
+//   watching it (launched or adopted), from an executor thread, with no executor lock
+//   held: it may call Launch/Stop (e.g. to start the next attempt).
+// - Gang semantics: the first rank that fails (nonzero exit, a signal, or lost) stops the
+//   rest of its attempt; the callback comes once every rank has exited, naming that
+//   first failure. An attempt succeeds only when every rank exits 0.
+// - Shutdown() stops watching but leaves processes running, so a later executor (after a
+//   server restart) can Adopt them from the RankProcess records the caller persisted.
+//
+// Implementations are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainyard/common/status.h"
+
+namespace trainyard::executors {
+
+// One rank of an attempt, as the scheduler placed it.
+struct RankLaunch {
+  int rank = 0;
+  int local_rank = 0;
+  int node_rank = 0;
+  std::string node_name;
+  std::vector<int> gpu_ids;  // becomes CUDA_VISIBLE_DEVICES
+};
+
+struct AttemptLaunch {
+  std::string job_id;
+  int attempt = 0;
+  std::string command;                     // run with /bin/sh -c
+  std::string working_dir;                 // "" = the server's cwd; must exist
+  std::map<std::string, std::string> env;  // added to the inherited environment for every rank
+  std::vector<RankLaunch> ranks;           // ranks 0..nnodes*local_world_size-1, each once
+  int nnodes = 1;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0 = pick a free port
+  // Created if absent. Rank R writes stdout+stderr to log_dir/"rank-R.log" (appended) and
+  // its result to log_dir/"rank-R.exit".
+  std::filesystem::path log_dir;
+};
+
+// What the caller persists to Adopt a running attempt later.
+struct RankProcess {
+  int rank = 0;
+  int pid = 0;             // the rank's shim; also its process group id
+  int64_t start_time = 0;  // /proc/<pid>/stat field 22; guards against pid reuse
+};
+
+struct RankExit {
+  int rank = 0;
+  // The workload's exit status; 128+signal when a signal ended it (as a shell reports).
+  int exit_code = -1;
+  int signal = 0;     // the signal that ended the workload, 0 if it exited
+  bool lost = false;  // the process vanished without leaving a result (only after Adopt)
+};
+
+struct AttemptExit {
+  std::string job_id;
+  int attempt = 0;
+  bool success = false;
+  int failed_rank = -1;         // the first rank that failed (earliest seen), -1 if none
+  int exit_code = -1;           // of failed_rank (0 on success)
+  int signal = 0;               // of failed_rank
+  bool lost = false;            // of failed_rank
+  bool stopped = false;         // Stop() was called for this attempt before it ended
+  std::vector<RankExit> ranks;  // ordered by rank
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  using ExitCallback = std::function<void(const AttemptExit&)>;
+  // Set before any Launch/Adopt.
+  virtual void SetExitCallback(ExitCallback cb) = 0;
+
+  // Starts every rank; returns their processes (persist them for Adopt). On error no rank
+  // is left running and no callback follows. AlreadyExists when the attempt is running.
+  virtual Result<std::vector<RankProcess>> Launch(const AttemptLaunch& launch) = 0;
+
+  // SIGTERM to every running rank's process group now, SIGKILL to those still alive after
+  // `grace` (from a timer; this call does not block). The callback follows as usual, with
+  // `stopped` set. NotFound when the attempt is not running here (it may have just ended).
+  virtual Status Stop(const std::string& job_id, int attempt, std::chrono::milliseconds grace) = 0;
+
+  // Re-attaches to an attempt launched by an earlier executor (e.g. before a server
+  // restart). Each pid's start time is checked; ranks already gone resolve from their
+  // exit files in `log_dir` (or as lost). The callback follows as for a launched attempt.
+  virtual Status Adopt(const std::string& job_id, int attempt, const std::filesystem::path& log_dir,
+                       const std::vector<RankProcess>& ranks) = 0;
+
+  // Stops watching: no callback after it returns, pending SIGKILL timers are dropped, and
+  // the processes keep running (they can be adopted later). Idempotent; the destructor
+  // calls it.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace trainyard::executors

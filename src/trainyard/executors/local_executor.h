@@ -1,0 +1,54 @@
+// LocalExecutor: runs an attempt's ranks as processes on this machine.
+//
+// Design:
+// - Each rank runs under a rank shim (`trainyard __rank-shim`, see rank_shim.h), spawned
+//   with posix_spawn as the leader of a new session and process group, with a default
+//   signal mask and dispositions (the server blocks/ignores some signals; workloads must
+//   not inherit that). The shim runs `/bin/sh -c command` in its group, logs to
+//   log_dir/rank-R.log and records the result in log_dir/rank-R.exit.
+// - Environment per rank: the server's environment, then AttemptLaunch::env, then RANK,
+//   LOCAL_RANK, NODE_RANK, GROUP_RANK, ROLE_RANK, WORLD_SIZE (= nnodes*local_world_size),
+//   LOCAL_WORLD_SIZE, GROUP_WORLD_SIZE, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (a free
+//   port when 0), TORCHELASTIC_RUN_ID (= job id), CUDA_VISIBLE_DEVICES (gpu_ids, "" when
+//   none), TRAINYARD_RANK, TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT — torchrun-compatible.
+// - One watcher thread waits with epoll on a pidfd per shim, which works for children and
+//   for adopted processes alike, so exits are seen within milliseconds. waitid(P_PIDFD)
+//   reaps children; the exit file (written by the shim) is the source of the workload's
+//   status; without one, a child's wait status is used, and a non-child is `lost` (unless
+//   we SIGKILLed it, which reads as signal 9).
+// - When a shim that is our child exits, remaining members of its process group (a
+//   workload's orphaned background processes) are SIGKILLed before it is reaped, while
+//   its pid still pins the group id. Adopted non-children are not swept (their pid could
+//   be reused once their new parent reaps them).
+// - Gang: the first failing rank makes the watcher Stop the rest (gang_stop_grace); the
+//   callback comes when every rank has exited. Stop() sends SIGTERM to each process group
+//   (the shim ignores it and records the result) and arms a SIGKILL timer that the watcher
+//   thread fires.
+//
+// Thread-safe. The exit callback runs on the watcher thread; it may call Launch/Stop/Adopt
+// but not Shutdown or the destructor.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "trainyard/executors/executor.h"
+
+namespace trainyard::executors {
+
+struct LocalExecutorOptions {
+  std::string shim_path;  // the trainyard binary; "" = /proc/self/exe
+  std::chrono::milliseconds gang_stop_grace{10000};
+};
+
+std::unique_ptr<Executor> MakeLocalExecutor(LocalExecutorOptions options);
+
+// /proc/<pid>/stat field 22 (start time in clock ticks since boot): with the pid, it names
+// one process. NotFound when the process does not exist.
+Result<int64_t> ProcessStartTime(int pid);
+
+// A TCP port that was free on 127.0.0.1 a moment ago (bind port 0, read it, close).
+Result<int> PickFreePort();
+
+}  // namespace trainyard::executors

@@ -1,0 +1,154 @@
+#include "trainyard/executors/rank_shim.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "trainyard/common/json.h"
+
+namespace trainyard::executors {
+namespace {
+
+void CloseInheritedDescriptors() {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0) return;
+#endif
+  long max_fd = sysconf(_SC_OPEN_MAX);
+  for (int fd = 3; fd < (max_fd > 0 ? max_fd : 1024); ++fd) close(fd);
+}
+
+// Writes `text` to the log (our stderr); the shim must never fail because of it.
+void Say(const std::string& text) {
+  std::string line = "trainyard rank shim: " + text + "\n";
+  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, line.data(), line.size());
+}
+
+bool WriteExitFile(const std::string& path, int exit_code, int signal_number) {
+  char body[96];
+  int len = std::snprintf(body, sizeof(body), "{\"exit_code\":%d,\"signal\":%d}\n", exit_code,
+                          signal_number);
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    Say("cannot write " + tmp + ": " + std::strerror(errno));
+    return false;
+  }
+  bool ok = write(fd, body, len) == len && fsync(fd) == 0;
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    Say("cannot write " + path + ": " + std::strerror(errno));
+    return false;
+  }
+  // Make the rename itself durable.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int dir_fd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    fsync(dir_fd);
+    close(dir_fd);
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunRankShim(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr,
+                 "usage: trainyard __rank-shim LOG_FILE EXIT_FILE WORKING_DIR COMMAND\n"
+                 "(internal: the local executor starts one per rank)\n");
+    return 2;
+  }
+  const std::string log_file = argv[1], exit_file = argv[2], working_dir = argv[3];
+  const char* command = argv[4];
+
+  if (getpgrp() != getpid() && setsid() < 0) setpgid(0, 0);
+  CloseInheritedDescriptors();
+  int log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    std::fprintf(stderr, "trainyard rank shim: cannot open log %s: %s\n", log_file.c_str(),
+                 std::strerror(errno));
+    WriteExitFile(exit_file, 127, 0);
+    return 127;
+  }
+  // dup2 clears FD_CLOEXEC on the copies, so the workload inherits them.
+  dup2(log_fd, STDOUT_FILENO);
+  dup2(log_fd, STDERR_FILENO);
+  close(log_fd);
+  int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd >= 0) {
+    dup2(null_fd, STDIN_FILENO);
+    close(null_fd);
+  }
+
+  if (!working_dir.empty() && chdir(working_dir.c_str()) != 0) {
+    Say("cannot change to working directory " + working_dir + ": " + std::strerror(errno));
+    WriteExitFile(exit_file, 127, 0);
+    return 127;
+  }
+
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &ignore, nullptr);
+  sigset_t empty;
+  sigemptyset(&empty);
+  sigprocmask(SIG_SETMASK, &empty, nullptr);
+
+  // The shim is single-threaded, so a plain fork is safe here.
+  pid_t child = fork();
+  if (child < 0) {
+    Say(std::string("cannot fork: ") + std::strerror(errno));
+    WriteExitFile(exit_file, 127, 0);
+    return 127;
+  }
+  if (child == 0) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &dfl, nullptr);
+    execl("/bin/sh", "sh", "-c", command, static_cast<char*>(nullptr));
+    Say(std::string("cannot run /bin/sh: ") + std::strerror(errno));
+    _exit(127);
+  }
+
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) {
+      Say(std::string("waitpid failed: ") + std::strerror(errno));
+      WriteExitFile(exit_file, 127, 0);
+      return 127;
+    }
+  }
+  int exit_code = 0, signal_number = 0;
+  if (WIFEXITED(status)) {
+    exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    signal_number = WTERMSIG(status);
+    exit_code = 128 + signal_number;
+  }
+  WriteExitFile(exit_file, exit_code, signal_number);
+  return exit_code;
+}
+
+Result<ShimExit> ReadShimExitFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("no exit file " + path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = ParseJsonObject(text.str());
+  if (!parsed.ok()) return parsed.status().WithContext(path.string());
+  TY_ASSIGN_OR_RETURN(int64_t exit_code, RequiredInt64(*parsed, "exit_code"));
+  TY_ASSIGN_OR_RETURN(std::optional<int64_t> sig, OptionalInt64(*parsed, "signal"));
+  return ShimExit{static_cast<int>(exit_code), static_cast<int>(sig.value_or(0))};
+}
+
+}  // namespace trainyard::executors
