@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "trainyard/cli/client.h"
+#include "trainyard/cli/jobs_commands.h"
 #include "trainyard/cli/table.h"
 #include "trainyard/common/json.h"
 #include "trainyard/common/log.h"
@@ -19,123 +21,6 @@
 
 namespace trainyard::cli {
 namespace {
-
-std::string DefaultDataDir() {
-  if (const char* d = std::getenv("TRAINYARD_DATA_DIR"); d && *d) return d;
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.trainyard";
-  return ".trainyard";
-}
-
-std::string EnvOr(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
-
-// Where the CLI talks to, and as whom.
-struct ClientOptions {
-  std::string url = EnvOr("TRAINYARD_URL", "http://127.0.0.1:5000");
-  std::string token = EnvOr("TRAINYARD_TOKEN", "");
-  std::string data_dir = DefaultDataDir();
-};
-
-class Client {
- public:
-  explicit Client(const ClientOptions& o) : options_(o) {
-    token_ = o.token;
-    if (token_.empty()) {
-      std::ifstream in(o.data_dir + "/admin.token");
-      std::getline(in, token_);
-      token_ = Trim(token_);
-    }
-  }
-
-  // Returns the parsed JSON body; prints the server's error and returns nullopt otherwise.
-  Result<json::value> Call(const std::string& method, const std::string& path,
-                           const json::object& body = {}) {
-    std::map<std::string, std::string> headers;
-    if (!token_.empty()) headers["Authorization"] = "Bearer " + token_;
-    std::string payload;
-    std::string url = options_.url + path;
-    if (method == "GET") {
-      std::string q;
-      for (const auto& field : body) {
-        const std::string key(field.key());
-        const json::value& v = field.value();
-        auto add = [&](const std::string& value) {
-          q += (q.empty() ? "?" : "&") + key + "=" + UrlEncode(value);
-        };
-        if (v.is_array()) {
-          for (const auto& item : v.as_array()) {
-            add(item.is_string() ? std::string(item.as_string()) : json::serialize(item));
-          }
-        } else {
-          add(v.is_string() ? std::string(v.as_string()) : json::serialize(v));
-        }
-      }
-      url += q;
-    } else {
-      payload = json::serialize(body);
-    }
-    TY_ASSIGN_OR_RETURN(auto response, http::Fetch(method, url, headers, payload));
-    boost::system::error_code ec;
-    json::value parsed = json::parse(response.body, ec);
-    if (response.status >= 400) {
-      std::string message = response.body;
-      if (!ec && parsed.is_object() && parsed.as_object().contains("message")) {
-        message = std::string(parsed.as_object().at("message").as_string());
-      }
-      if (response.status == 401) {
-        message +=
-            "\n  (set TRAINYARD_TOKEN, or --data-dir to the server's data directory "
-            "holding admin.token)";
-      }
-      return Status(response.status == 404 ? StatusCode::kNotFound : StatusCode::kInvalidArgument,
-                    "server answered " + std::to_string(response.status) + ": " + message);
-    }
-    if (ec) return Status::Internal("server sent invalid JSON: " + Abbreviate(response.body));
-    return parsed;
-  }
-
- private:
-  ClientOptions options_;
-  std::string token_;
-};
-
-int Fail(const Status& s) {
-  std::cerr << "error: " << s.message() << "\n";
-  return 1;
-}
-
-std::string Str(const json::value& o, std::string_view key) {
-  if (!o.is_object()) return "";
-  auto it = o.as_object().find(key);
-  if (it == o.as_object().end()) return "";
-  const json::value& v = it->value();
-  if (v.is_string()) return std::string(v.as_string());
-  if (v.is_null()) return "";
-  return json::serialize(v);
-}
-
-int64_t Int(const json::value& o, std::string_view key) {
-  return ParseInt64(Str(o, key)).value_or(0);
-}
-
-const json::array& Arr(const json::value& o, std::string_view key) {
-  static const json::array kEmpty;
-  if (!o.is_object()) return kEmpty;
-  auto it = o.as_object().find(key);
-  if (it == o.as_object().end() || !it->value().is_array()) return kEmpty;
-  return it->value().as_array();
-}
-
-std::string FormatNumber(const json::value& v) {
-  if (v.is_double()) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%.6g", v.as_double());
-    return buf;
-  }
-  return v.is_string() ? std::string(v.as_string()) : json::serialize(v);
-}
 
 // --- server
 
@@ -421,6 +306,19 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
       ->capture_default_str();
+  server_cmd
+      ->add_option("--local-nodes", config.local_nodes,
+                   "simulate this many nodes of the local pool on this machine")
+      ->capture_default_str();
+  server_cmd->add_option("--local-gpus", config.local_gpus,
+                         "GPUs per local node (default: detected through NVML)");
+  server_cmd->add_option("--local-cpus", config.local_cpus,
+                         "CPUs per local node (default: this machine's)");
+  server_cmd->add_option("--price-catalog", config.price_catalog,
+                         "YAML prices per compute pool (see examples/prices-2026.yaml)");
+  server_cmd
+      ->add_option("--pool-name", config.pool_name, "name of the local pool (its price entry)")
+      ->capture_default_str();
   server_cmd->add_option("--log-format", log_format, "text, or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -484,10 +382,43 @@ int Main(int argc, char** argv) {
   auto* users_list = users->add_subcommand("list", "list users");
   add_client_options(users_list);
 
+  std::string job_file, job_id, job_project;
+  bool job_follow = false, jobs_active = false;
+  int job_attempt = 0, job_rank = 0, jobs_max = 50;
+  auto* submit = app.add_subcommand("submit", "submit a job (prints its id)");
+  submit->add_option("file", job_file, "job spec (YAML)")->required();
+  submit->add_flag("-f,--follow", job_follow, "stream state changes and rank 0's output");
+  add_client_options(submit);
+  auto* jobs_cmd = app.add_subcommand("jobs", "list jobs: state, queue position, why they wait");
+  jobs_cmd->add_flag("--active", jobs_active, "only pending and running jobs");
+  jobs_cmd->add_option("--project", job_project, "only this project's jobs");
+  jobs_cmd->add_option("--max", jobs_max, "at most this many jobs")->capture_default_str();
+  add_client_options(jobs_cmd);
+  auto* describe = app.add_subcommand("describe", "show a job: attempts, causes, cost, goodput");
+  describe->add_option("job", job_id, "job id")->required();
+  add_client_options(describe);
+  auto* logs = app.add_subcommand("logs", "print a job's output");
+  logs->add_option("job", job_id, "job id")->required();
+  logs->add_flag("-f,--follow", job_follow, "keep printing as the job runs, across attempts");
+  logs->add_option("--attempt", job_attempt, "attempt number (default: the latest)");
+  logs->add_option("--rank", job_rank, "rank (default: 0)");
+  add_client_options(logs);
+  auto* cancel = app.add_subcommand("cancel", "cancel a job (running ranks get SIGTERM first)");
+  cancel->add_option("job", job_id, "job id")->required();
+  add_client_options(cancel);
+  auto* cluster = app.add_subcommand("cluster", "show the compute pool's nodes and their use");
+  add_client_options(cluster);
+
   CLI11_PARSE(app, argc, argv);
 
   if (server_cmd->parsed()) return RunServer(config, log_level, log_format, port_file);
   Client client(client_options);
+  if (submit->parsed()) return SubmitJob(client, job_file, job_follow);
+  if (jobs_cmd->parsed()) return ListJobs(client, jobs_active, job_project, jobs_max);
+  if (describe->parsed()) return DescribeJob(client, job_id);
+  if (logs->parsed()) return JobLogs(client, job_id, job_follow, job_attempt, job_rank);
+  if (cancel->parsed()) return CancelJob(client, job_id);
+  if (cluster->parsed()) return ShowCluster(client);
   if (exp_list->parsed()) return ExperimentsList(client, all_experiments);
   if (exp_show->parsed()) return ExperimentsShow(client, exp_id);
   if (runs_list->parsed()) return RunsList(client, run_experiment, run_filter, run_max);

@@ -92,7 +92,8 @@ std::vector<store::Migration> IdentityService::Migrations() {
                " method TEXT NOT NULL, path TEXT NOT NULL, status INTEGER NOT NULL,"
                " remote TEXT NOT NULL)",
                "CREATE INDEX audit_log_by_time ON audit_log (timestamp)",
-           }}};
+           }},
+          {"identity", 2, {"ALTER TABLE tokens ADD COLUMN scope TEXT"}}};
 }
 
 Status IdentityService::Bootstrap(const std::string& data_dir) {
@@ -104,7 +105,7 @@ Status IdentityService::Bootstrap(const std::string& data_dir) {
   }));
   std::string path = data_dir + "/admin.token";
   if (has_users) return Status::Ok();
-  Principal system{"admin", true, ""};
+  Principal system{"admin", true, "", ""};
   TY_RETURN_IF_ERROR(db_.Write([&](store::Transaction& tx) -> Status {
     auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at) VALUES (?, 1, ?)",
                      {std::string("admin"), clock_.NowMillis()});
@@ -137,7 +138,8 @@ Result<Principal> IdentityService::Authenticate(std::string_view token) {
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(
         auto rows,
-        tx.Query("SELECT t.token_id, t.user_name, u.is_admin, t.expires_at, t.revoked_at FROM "
+        tx.Query("SELECT t.token_id, t.user_name, u.is_admin, t.expires_at, t.revoked_at, "
+                 "t.scope FROM "
                  "tokens t JOIN users u ON u.name = t.user_name WHERE t.token_hash = ?",
                  {hash}));
     if (rows.empty()) return Status::Unauthenticated("invalid token");
@@ -152,6 +154,8 @@ Result<Principal> IdentityService::Authenticate(std::string_view token) {
     p.token_id = row.Text(0);
     p.user = row.Text(1);
     p.is_admin = row.Int(2) != 0;
+    if (!row.IsNull(5)) p.scope = row.Text(5);
+    if (!p.scope.empty()) p.is_admin = false;
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -186,6 +190,9 @@ Status IdentityService::Authorize(const Principal& who, Action action, const Sec
 Result<User> IdentityService::CreateUser(const Principal& who, const std::string& name,
                                          bool is_admin) {
   if (!who.is_admin) return Status::PermissionDenied("only admins may create users");
+  if (!who.scope.empty()) {
+    return Status::PermissionDenied("a token scoped to " + who.scope + " may not create users");
+  }
   if (!ValidUserName(name)) {
     return Status::InvalidArgument(
         "user name must be 1-128 letters, digits, '_', '-', '.', '@' (got '" + Abbreviate(name) +
@@ -218,7 +225,10 @@ Result<std::vector<User>> IdentityService::ListUsers() {
 
 Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(
     const Principal& who, const std::string& user, const std::string& description,
-    std::optional<int64_t> ttl_seconds) {
+    std::optional<int64_t> ttl_seconds, const std::string& scope) {
+  if (!who.scope.empty()) {
+    return Status::PermissionDenied("a token scoped to " + who.scope + " may not create tokens");
+  }
   if (!who.is_admin && who.user != user) {
     return Status::PermissionDenied("only admins may create tokens for other users");
   }
@@ -233,6 +243,7 @@ Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(
   info.user = user;
   info.description = description;
   info.created_at = clock_.NowMillis();
+  info.scope = scope;
   if (ttl_seconds) info.expires_at = info.created_at + *ttl_seconds * 1000;
   std::string secret = "ty_" + info.token_id + "_" + random_.Hex(20);
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
@@ -241,8 +252,9 @@ Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(
     store::Value expires = info.expires_at ? store::Value(*info.expires_at) : store::Value();
     auto r = tx.Exec(
         "INSERT INTO tokens (token_id, user_name, token_hash, description, created_at, "
-        "expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-        {info.token_id, user, Sha256Hex(secret), description, info.created_at, expires});
+        "expires_at, scope) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        {info.token_id, user, Sha256Hex(secret), description, info.created_at, expires,
+         scope.empty() ? store::Value() : store::Value(scope)});
     return r.ok() ? Status::Ok() : r.status();
   });
   if (!s.ok()) return s;
@@ -254,7 +266,7 @@ Result<std::vector<TokenInfo>> IdentityService::ListTokens(const Principal& who)
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
     std::string sql =
         "SELECT token_id, user_name, description, created_at, expires_at, revoked_at, "
-        "last_used_at FROM tokens";
+        "last_used_at, scope FROM tokens";
     std::vector<store::Value> params;
     if (!who.is_admin) {
       sql += " WHERE user_name = ?";
@@ -264,7 +276,7 @@ Result<std::vector<TokenInfo>> IdentityService::ListTokens(const Principal& who)
     TY_ASSIGN_OR_RETURN(auto rows, tx.Query(sql, params));
     for (const auto& r : rows) {
       out.push_back(TokenInfo{r.Text(0), r.Text(1), r.Text(2), r.Int(3), OptInt(r, 4), OptInt(r, 5),
-                              OptInt(r, 6)});
+                              OptInt(r, 6), r.IsNull(7) ? "" : r.Text(7)});
     }
     return Status::Ok();
   });

@@ -31,6 +31,9 @@ struct Principal {
   std::string user;
   bool is_admin = false;
   std::string token_id;
+  // Non-empty for a token handed to a workload (e.g. "job:j-1a2b"): it acts as
+  // `user`, never as an admin, and may not create users or tokens.
+  std::string scope;
 };
 
 enum class Action { kRead, kEdit, kManage };
@@ -57,6 +60,7 @@ struct TokenInfo {
   std::optional<int64_t> expires_at;
   std::optional<int64_t> revoked_at;
   std::optional<int64_t> last_used_at;
+  std::string scope;
 };
 
 struct AuditRecord {
@@ -92,7 +96,8 @@ class IdentityService {
   Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
                                                         const std::string& user,
                                                         const std::string& description,
-                                                        std::optional<int64_t> ttl_seconds);
+                                                        std::optional<int64_t> ttl_seconds,
+                                                        const std::string& scope = "");
   // Admins see all tokens; others their own.
   Result<std::vector<TokenInfo>> ListTokens(const Principal& who);
   Status RevokeToken(const Principal& who, const std::string& token_id);

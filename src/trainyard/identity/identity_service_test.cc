@@ -76,7 +76,7 @@ TEST_F(IdentityTest, AuthorizeOwnersAdminsGrants) {
   Principal admin = *ids_->Authenticate(admin_token_);
   ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
   ASSERT_TRUE(ids_->CreateUser(admin, "bob", false).ok());
-  Principal alice{"alice", false, ""}, bob{"bob", false, ""};
+  Principal alice{"alice", false, "", ""}, bob{"bob", false, "", ""};
   Securable exp{"experiment", "7", "alice"};
   EXPECT_TRUE(ids_->Authorize(alice, Action::kEdit, exp).ok());
   EXPECT_TRUE(ids_->Authorize(bob, Action::kRead, exp).ok());
@@ -110,7 +110,7 @@ TEST_F(IdentityTest, AuditRecordsAreWritten) {
   ASSERT_TRUE(records.ok());
   ASSERT_EQ(records->size(), 1u);
   EXPECT_EQ((*records)[0].path, "/y");
-  EXPECT_EQ(ids_->ReadAudit({"bob", false, ""}, 0, 10, "").status().code(),
+  EXPECT_EQ(ids_->ReadAudit({"bob", false, "", ""}, 0, 10, "").status().code(),
             StatusCode::kPermissionDenied);
 }
 

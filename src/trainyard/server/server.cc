@@ -5,9 +5,13 @@
 #include <filesystem>
 
 #include "trainyard/api/identity_api.h"
+#include "trainyard/api/jobs_api.h"
 #include "trainyard/api/mlflow_artifacts_api.h"
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
+#include "trainyard/executors/host_resources.h"
+#include "trainyard/executors/local_executor.h"
+#include "trainyard/jobs/job_service.h"
 #include "trainyard/registry/registry_service.h"
 
 namespace trainyard::server {
@@ -30,6 +34,7 @@ Status Server::InitStore() {
   std::vector<store::Migration> migrations = identity::IdentityService::Migrations();
   for (auto& m : tracking::TrackingService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : registry::RegistryService::Migrations()) migrations.push_back(std::move(m));
+  for (auto& m : jobs::JobService::Migrations()) migrations.push_back(std::move(m));
   TY_RETURN_IF_ERROR(store::ApplyMigrations(*db_, migrations));
   spdlog::info("metadata store: {} ({})", db_->Backend(),
                db_->Backend() == "sqlite" ? options.url : "postgresql");
@@ -54,6 +59,38 @@ Status Server::InitServices() {
   return Status::Ok();
 }
 
+Status Server::InitJobs() {
+  executors::HostResources host = executors::DetectHostResources();
+  jobs::PoolConfig pool;
+  pool.name = config_.pool_name;
+  if (config_.local_nodes < 1 || config_.local_nodes > 10000) {
+    return Status::InvalidArgument("--local-nodes must be between 1 and 10000");
+  }
+  for (int i = 0; i < config_.local_nodes; ++i) {
+    jobs::NodeInfo node;
+    node.name = config_.local_nodes == 1 ? host.hostname : host.hostname + "-" + std::to_string(i);
+    node.gpus = config_.local_gpus >= 0 ? config_.local_gpus : static_cast<int>(host.gpus.size());
+    node.cpus = config_.local_cpus >= 0 ? config_.local_cpus : host.cpus;
+    node.memory_bytes =
+        config_.local_memory_bytes >= 0 ? config_.local_memory_bytes : host.memory_bytes;
+    pool.nodes.push_back(node);
+  }
+  cost::PriceCatalog prices;
+  if (!config_.price_catalog.empty()) {
+    TY_ASSIGN_OR_RETURN(prices, cost::PriceCatalog::Load(config_.price_catalog));
+  }
+  executor_ = executors::MakeLocalExecutor({});
+  jobs::JobServiceOptions options;
+  options.data_dir = config_.data_dir;
+  spdlog::info("compute pool '{}': {} node(s) with {} GPU(s), {} CPU(s), {:.1f} GiB each",
+               pool.name, pool.nodes.size(), pool.nodes[0].gpus, pool.nodes[0].cpus,
+               static_cast<double>(pool.nodes[0].memory_bytes) / (1 << 30));
+  jobs_ =
+      std::make_unique<jobs::JobService>(*db_, clock_, random_, *identity_, *tracking_, *executor_,
+                                         std::move(prices), std::move(pool), options);
+  return Status::Ok();
+}
+
 void Server::InitApi() {
   api_ = std::make_unique<api::Api>(router_, *identity_, clock_);
   router_.SetErrorRenderer(api::TransportErrorResponse);
@@ -61,6 +98,7 @@ void Server::InitApi() {
   api::RegisterTrackingRoutes(*api_, *tracking_);
   api::RegisterArtifactRoutes(*api_, *blobs_, *tracking_);
   api::RegisterRegistryRoutes(*api_, *registry_);
+  api::RegisterJobRoutes(*api_, *jobs_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
@@ -71,6 +109,7 @@ Status Server::Start() {
   TY_RETURN_IF_ERROR(InitStore());
   TY_RETURN_IF_ERROR(InitBlobs());
   TY_RETURN_IF_ERROR(InitServices());
+  TY_RETURN_IF_ERROR(InitJobs());
   InitApi();
   http::ServerOptions options;
   options.host = config_.host;
@@ -84,11 +123,20 @@ Status Server::Start() {
   http_ = std::make_unique<http::HttpServer>(
       options, [this](http::Request& r) { return router_.Dispatch(r); });
   TY_RETURN_IF_ERROR(http_->Start());
+  // The job loop starts last: workloads need the URL the server listens on.
+  std::string url_host = config_.host == "0.0.0.0" || config_.host == "::" || config_.host.empty()
+                             ? "127.0.0.1"
+                             : config_.host;
+  jobs_->SetServerUrl("http://" + url_host + ":" + std::to_string(http_->port()));
+  TY_RETURN_IF_ERROR(jobs_->Start());
   spdlog::info("trainyard server listening on http://{}:{}", config_.host, http_->port());
   return Status::Ok();
 }
 
 void Server::Stop() {
+  // Running jobs keep running; the next start re-adopts them.
+  if (jobs_) jobs_->Stop();
+  if (executor_) executor_->Shutdown();
   if (http_) {
     http_->Stop(std::chrono::seconds(10));
     http_.reset();

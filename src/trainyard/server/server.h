@@ -19,6 +19,12 @@
 namespace trainyard::registry {
 class RegistryService;
 }
+namespace trainyard::executors {
+class Executor;
+}
+namespace trainyard::jobs {
+class JobService;
+}
 
 namespace trainyard::server {
 
@@ -32,6 +38,14 @@ struct ServerConfig {
   int io_threads = 2;
   int worker_threads = 16;
   size_t max_body_bytes = 16 << 20;
+  // The local compute pool. Unset values are detected from this machine; several
+  // nodes (each with the given resources) simulate a multi-node pool on one host.
+  int local_nodes = 1;
+  int local_gpus = -1;  // per node
+  int local_cpus = -1;  // per node
+  int64_t local_memory_bytes = -1;
+  std::string price_catalog;  // YAML file; "" = no prices (cost 0)
+  std::string pool_name = "local";
 };
 
 class Server {
@@ -51,6 +65,7 @@ class Server {
   Status InitStore();
   Status InitBlobs();
   Status InitServices();
+  Status InitJobs();
   void InitApi();
 
   ServerConfig config_;
@@ -61,6 +76,8 @@ class Server {
   std::unique_ptr<identity::IdentityService> identity_;
   std::unique_ptr<tracking::TrackingService> tracking_;
   std::unique_ptr<registry::RegistryService> registry_;
+  std::unique_ptr<executors::Executor> executor_;
+  std::unique_ptr<jobs::JobService> jobs_;
   http::Router router_;
   std::unique_ptr<api::Api> api_;
   std::unique_ptr<http::HttpServer> http_;

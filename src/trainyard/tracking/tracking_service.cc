@@ -850,6 +850,7 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
     if (series_.size() > 1'000'000) series_.clear();
     for (const auto& [key, id] : created) series_[run_id + '\0' + key] = id;
   }
+  if (activity_listener_) activity_listener_(run_id);
   return Status::Ok();
 }
 

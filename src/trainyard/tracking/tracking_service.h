@@ -117,6 +117,12 @@ class TrackingService {
                    const std::vector<std::string>& model_ids);
   Status LogOutputs(const std::string& run_id, const std::vector<ModelOutput>& models);
   Result<Page<Run>> SearchRuns(const SearchRunsRequest& request);
+  // Called after every successful LogBatch with the run's id (the jobs service
+  // treats logged metrics as a workload's sign of progress). Set once, before
+  // serving; the listener must be cheap and must not call back into this service.
+  void SetRunActivityListener(std::function<void(const std::string& run_id)> listener) {
+    activity_listener_ = std::move(listener);
+  }
 
   // --- metrics
   struct MetricPoint {
@@ -189,6 +195,7 @@ class TrackingService {
   const std::string artifact_root_;
   const TrackingLimits limits_;
 
+  std::function<void(const std::string&)> activity_listener_;
   std::mutex cache_mu_;
   std::unordered_map<std::string, std::string> experiment_owner_;  // guarded by cache_mu_
   std::unordered_map<std::string, std::string> run_experiment_;    // guarded by cache_mu_

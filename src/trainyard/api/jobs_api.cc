@@ -1,0 +1,226 @@
+#include "trainyard/api/jobs_api.h"
+
+#include <fstream>
+
+#include "trainyard/jobs/job_spec.h"
+
+namespace trainyard::api {
+namespace {
+
+using http::Method;
+
+constexpr int64_t kMaxLogChunk = 4 << 20;
+
+json::value AttemptToJson(const jobs::AttemptInfo& a) {
+  json::array nodes;
+  for (const auto& n : a.nodes) nodes.emplace_back(n);
+  json::object o{{"attempt", a.attempt},
+                 {"state", a.state},
+                 {"cause", a.cause},
+                 {"nodes", std::move(nodes)},
+                 {"gpus", a.gpus},
+                 {"cpus", a.cpus},
+                 {"ranks", a.ranks},
+                 {"started_at", a.started_at},
+                 {"ended_at", a.ended_at},
+                 {"resumed_from", a.resumed_from},
+                 {"last_checkpoint_at", a.last_checkpoint_at},
+                 {"cost_usd", a.cost_usd},
+                 {"paid_seconds", a.paid_seconds},
+                 {"productive_seconds", a.productive_seconds}};
+  if (a.exit_code) o["exit_code"] = *a.exit_code;
+  if (a.signal) o["signal"] = *a.signal;
+  if (a.failed_rank) o["failed_rank"] = *a.failed_rank;
+  return o;
+}
+
+json::value CheckpointToJson(const jobs::CheckpointInfo& c) {
+  return json::object{
+      {"step", c.step}, {"path", c.path}, {"attempt", c.attempt}, {"created_at", c.created_at}};
+}
+
+json::value JobToJson(const jobs::JobInfo& j, bool with_attempts) {
+  json::array excluded;
+  for (const auto& n : j.excluded_nodes) excluded.emplace_back(n);
+  json::object o{{"job_id", j.job_id},
+                 {"name", j.spec.name},
+                 {"project", j.spec.project},
+                 {"owner", j.owner},
+                 {"state", jobs::JobStateName(j.state)},
+                 {"message", j.message},
+                 {"experiment_id", j.experiment_id},
+                 {"run_id", j.run_id},
+                 {"submitted_at", j.submitted_at},
+                 {"finished_at", j.finished_at},
+                 {"attempts", j.attempts},
+                 {"restarts", j.restarts},
+                 {"queue_position", j.queue_position},
+                 {"excluded_nodes", std::move(excluded)},
+                 {"cost_usd", j.cost_usd},
+                 {"goodput", j.goodput},
+                 {"spec", jobs::JobSpecToJson(j.spec)}};
+  if (j.latest_checkpoint) o["latest_checkpoint"] = CheckpointToJson(*j.latest_checkpoint);
+  if (with_attempts) {
+    json::array attempts;
+    for (const auto& a : j.attempt_list) attempts.emplace_back(AttemptToJson(a));
+    o["attempt_list"] = std::move(attempts);
+  }
+  return o;
+}
+
+Result<std::optional<jobs::JobState>> StateField(const json::object& body) {
+  TY_ASSIGN_OR_RETURN(auto state, OptionalString(body, "state"));
+  if (!state) return std::optional<jobs::JobState>();
+  for (auto s : {jobs::JobState::kPending, jobs::JobState::kRunning, jobs::JobState::kSucceeded,
+                 jobs::JobState::kFailed, jobs::JobState::kCancelled}) {
+    if (*state == jobs::JobStateName(s)) return std::optional<jobs::JobState>(s);
+  }
+  return Status::InvalidArgument(
+      "state must be PENDING, RUNNING, SUCCEEDED, FAILED or CANCELLED (got '" + *state + "')");
+}
+
+Result<int> IntField(const json::object& body, std::string_view field, int64_t lo, int64_t hi,
+                     int fallback) {
+  TY_ASSIGN_OR_RETURN(auto v, OptionalInt64(body, field));
+  if (!v) return fallback;
+  if (*v < lo || *v > hi) {
+    return Status::InvalidArgument(std::string(field) + " must be between " + std::to_string(lo) +
+                                   " and " + std::to_string(hi));
+  }
+  return static_cast<int>(*v);
+}
+
+}  // namespace
+
+void RegisterJobRoutes(Api& api, jobs::JobService& jobs) {
+  api.Route(Method::kPost, kTrainyardPrefixes, "/jobs", [&jobs](Call& c) -> Result<json::value> {
+    jobs::JobSpec spec;
+    TY_ASSIGN_OR_RETURN(auto yaml, OptionalString(c.body, "spec_yaml"));
+    if (yaml) {
+      TY_ASSIGN_OR_RETURN(auto filename, OptionalString(c.body, "filename"));
+      TY_ASSIGN_OR_RETURN(spec, jobs::ParseJobSpec(*yaml, filename.value_or("job.yaml")));
+    } else {
+      auto it = c.body.find("spec");
+      if (it == c.body.end()) {
+        return Status::InvalidArgument(
+            "spec is required: the job spec as a JSON object (or "
+            "spec_yaml with the YAML text)");
+      }
+      auto parsed = jobs::ParseJobSpecJson(it->value());
+      if (!parsed.ok()) return parsed.status().WithContext("spec");
+      spec = std::move(*parsed);
+    }
+    TY_ASSIGN_OR_RETURN(auto job, jobs.Submit(c.principal, std::move(spec)));
+    return json::object{{"job", JobToJson(job, false)}};
+  });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/jobs", [&jobs](Call& c) -> Result<json::value> {
+    jobs::ListJobsRequest req;
+    TY_ASSIGN_OR_RETURN(req.state, StateField(c.body));
+    TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
+    req.project = project.value_or("");
+    TY_ASSIGN_OR_RETURN(auto active, OptionalBool(c.body, "active"));
+    req.active_only = active.value_or(false);
+    TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+    req.max_results = max_results.value_or(200);
+    TY_ASSIGN_OR_RETURN(auto list, jobs.ListJobs(req));
+    json::array out;
+    for (const auto& j : list) out.emplace_back(JobToJson(j, false));
+    return json::object{{"jobs", std::move(out)}};
+  });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}",
+            [&jobs](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(c.request.path_params.at("job_id")));
+              return json::object{{"job", JobToJson(job, true)}};
+            });
+  api.Route(Method::kPost, kTrainyardPrefixes, "/jobs/{job_id}/cancel",
+            [&jobs](Call& c) -> Result<json::value> {
+              const std::string& id = c.request.path_params.at("job_id");
+              TY_RETURN_IF_ERROR(jobs.Cancel(c.principal, id));
+              TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(id));
+              return json::object{{"job", JobToJson(job, false)}};
+            });
+  api.Route(Method::kPost, kTrainyardPrefixes, "/jobs/{job_id}/heartbeat",
+            [&jobs](Call& c) -> Result<json::value> {
+              TY_RETURN_IF_ERROR(jobs.Heartbeat(c.principal, c.request.path_params.at("job_id")));
+              return json::object{};
+            });
+  api.Route(Method::kPost, kTrainyardPrefixes, "/jobs/{job_id}/checkpoints",
+            [&jobs](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(int64_t step, RequiredInt64(c.body, "step"));
+              TY_ASSIGN_OR_RETURN(std::string path, RequiredString(c.body, "path"));
+              TY_RETURN_IF_ERROR(jobs.ReportCheckpoint(
+                  c.principal, c.request.path_params.at("job_id"), step, path));
+              return json::object{};
+            });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}/checkpoints",
+            [&jobs](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(auto list,
+                                  jobs.ListCheckpoints(c.request.path_params.at("job_id")));
+              json::array out;
+              for (const auto& ck : list) out.emplace_back(CheckpointToJson(ck));
+              return json::object{{"checkpoints", std::move(out)}};
+            });
+  api.Route(
+      Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}/events",
+      [&jobs](Call& c) -> Result<json::value> {
+        TY_ASSIGN_OR_RETURN(auto after, OptionalInt64(c.body, "after"));
+        const std::string& id = c.request.path_params.at("job_id");
+        TY_ASSIGN_OR_RETURN(auto events, jobs.Events(id, after.value_or(0)));
+        TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(id));
+        json::array out;
+        for (const auto& e : events) {
+          out.emplace_back(json::object{{"seq", e.seq}, {"time", e.time}, {"message", e.message}});
+        }
+        return json::object{{"events", std::move(out)},
+                            {"state", jobs::JobStateName(job.state)},
+                            {"attempts", job.attempts}};
+      });
+  // Plain-text log bytes from `offset`; the next offset is in X-Trainyard-Next-Offset.
+  api.RawRoute(
+      Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}/logs",
+      [&jobs](Call& c) -> Result<http::Response> {
+        TY_ASSIGN_OR_RETURN(int attempt, IntField(c.body, "attempt", 0, 1000000, 0));
+        TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 1000000, 0));
+        TY_ASSIGN_OR_RETURN(auto offset, OptionalInt64(c.body, "offset"));
+        TY_ASSIGN_OR_RETURN(auto max_bytes, OptionalInt64(c.body, "max_bytes"));
+        if (offset && *offset < 0) return Status::InvalidArgument("offset must be >= 0");
+        int64_t limit = std::clamp<int64_t>(max_bytes.value_or(kMaxLogChunk), 1, kMaxLogChunk);
+        const std::string& id = c.request.path_params.at("job_id");
+        TY_ASSIGN_OR_RETURN(std::string path, jobs.LogPath(id, attempt, rank));
+        std::string body;
+        int64_t start = offset.value_or(0);
+        std::ifstream in(path, std::ios::binary);
+        if (in) {
+          in.seekg(0, std::ios::end);
+          int64_t size = in.tellg();
+          if (start > size) start = size;
+          in.seekg(start);
+          body.resize(static_cast<size_t>(std::min(limit, size - start)));
+          in.read(body.data(), static_cast<std::streamsize>(body.size()));
+        }
+        TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(id));
+        http::Response r = http::Response::Text(200, std::move(body));
+        r.headers.emplace_back("X-Trainyard-Next-Offset",
+                               std::to_string(start + static_cast<int64_t>(r.body.size())));
+        r.headers.emplace_back("X-Trainyard-Job-State", std::string(jobs::JobStateName(job.state)));
+        r.headers.emplace_back("X-Trainyard-Attempts", std::to_string(job.attempts));
+        return r;
+      });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/cluster", [&jobs](Call&) -> Result<json::value> {
+    json::array nodes;
+    for (const auto& u : jobs.Cluster()) {
+      json::array on;
+      for (const auto& j : u.jobs) on.emplace_back(j);
+      nodes.emplace_back(json::object{{"name", u.node.name},
+                                      {"gpus", u.node.gpus},
+                                      {"cpus", u.node.cpus},
+                                      {"memory", u.node.memory_bytes},
+                                      {"gpus_used", u.gpus_used},
+                                      {"cpus_used", u.cpus_used},
+                                      {"jobs", std::move(on)}});
+    }
+    return json::object{{"pool", jobs.pool().name}, {"nodes", std::move(nodes)}};
+  });
+}
+
+}  // namespace trainyard::api

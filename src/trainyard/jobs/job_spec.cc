@@ -1,0 +1,488 @@
+#include "trainyard/jobs/job_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <regex>
+#include <set>
+
+namespace trainyard::jobs {
+namespace {
+
+constexpr size_t kMaxSpecBytes = 1 << 20;
+constexpr int64_t kMaxDurationMs = int64_t{366} * 24 * 3600 * 1000;  // a year
+
+// Reads fields of a YAML mapping, reporting errors as `file:line: path message`.
+class SpecReader {
+ public:
+  explicit SpecReader(std::string_view filename) : filename_(filename) {}
+
+  Status Error(const YAML::Node& at, const std::string& path, const std::string& message) const {
+    std::string prefix;
+    if (!filename_.empty()) {
+      prefix = filename_;
+      if (at.IsDefined() && at.Mark().line >= 0) {
+        prefix += ":" + std::to_string(at.Mark().line + 1);
+      }
+      prefix += ": ";
+    }
+    return Status::InvalidArgument(prefix + path + " " + message);
+  }
+
+  // The scalar's text for messages: quoted when it was a string.
+  static std::string Describe(const YAML::Node& n) {
+    if (n.IsScalar()) {
+      if (n.Tag() == "!") return "\"" + n.Scalar() + "\"";
+      return n.Scalar();
+    }
+    if (n.IsSequence()) return "a list";
+    if (n.IsMap()) return "a mapping";
+    return "null";
+  }
+
+  // A plain (unquoted) scalar is a number/bool candidate; a quoted one is a string.
+  static bool IsPlainScalar(const YAML::Node& n) { return n.IsScalar() && n.Tag() != "!"; }
+
+  Result<std::string> String(const YAML::Node& n, const std::string& path) const {
+    if (!n.IsScalar()) return Error(n, path, "must be a string (got " + Describe(n) + ")");
+    return n.Scalar();
+  }
+
+  Result<int64_t> Integer(const YAML::Node& n, const std::string& path, int64_t lo, int64_t hi,
+                          const std::string& what) const {
+    auto bad = [&] { return Error(n, path, "must be " + what + " (got " + Describe(n) + ")"); };
+    if (!IsPlainScalar(n)) return bad();
+    const std::string& s = n.Scalar();
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size()) return bad();
+    if (v < lo || v > hi) return bad();
+    return v;
+  }
+
+  Result<bool> Bool(const YAML::Node& n, const std::string& path) const {
+    if (IsPlainScalar(n)) {
+      if (n.Scalar() == "true") return true;
+      if (n.Scalar() == "false") return false;
+    }
+    return Error(n, path, "must be true or false (got " + Describe(n) + ")");
+  }
+
+  Result<int64_t> Duration(const YAML::Node& n, const std::string& path) const {
+    if (n.IsScalar()) {
+      auto ms = ParseDurationMs(n.Scalar());
+      if (ms.ok()) return *ms;
+    }
+    return Error(
+        n, path,
+        "must be a duration such as 30s, 10m, 2h or a number of seconds (got " + Describe(n) + ")");
+  }
+
+  // Checks that every key of `map` is one of `known`.
+  Status OnlyKeys(const YAML::Node& map, const std::string& path,
+                  const std::set<std::string>& known) const {
+    for (const auto& kv : map) {
+      const YAML::Node& key = kv.first;
+      std::string k = key.IsScalar() ? key.Scalar() : "?";
+      if (known.count(k)) continue;
+      std::string list;
+      for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+      std::string full = path.empty() ? k : path + "." + k;
+      return Error(key, full,
+                   "is not a known key (known keys" +
+                       std::string(path.empty() ? "" : " of " + path) + ": " + list + ")");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::string filename_;
+};
+
+Status ValidName(const SpecReader& r, const YAML::Node& n, const std::string& path,
+                 const std::string& v) {
+  static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]{0,127}");
+  if (!std::regex_match(v, kName)) {
+    return r.Error(n, path,
+                   "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
+                   "digit (got \"" +
+                       v + "\")");
+  }
+  return Status::Ok();
+}
+
+Status ReadResources(const SpecReader& r, const YAML::Node& n, JobResources& out) {
+  if (!n.IsMap()) return r.Error(n, "resources", "must be a mapping");
+  TY_RETURN_IF_ERROR(
+      r.OnlyKeys(n, "resources", {"nodes", "gpus_per_node", "cpus_per_node", "memory"}));
+  if (auto v = n["nodes"]; v) {
+    TY_ASSIGN_OR_RETURN(int64_t x,
+                        r.Integer(v, "resources.nodes", 1, 100000, "an integer from 1 to 100000"));
+    out.nodes = static_cast<int>(x);
+  }
+  if (auto v = n["gpus_per_node"]; v) {
+    TY_ASSIGN_OR_RETURN(int64_t x, r.Integer(v, "resources.gpus_per_node", 0, 1024,
+                                             "a non-negative integer (at most 1024)"));
+    out.gpus_per_node = static_cast<int>(x);
+  }
+  if (auto v = n["cpus_per_node"]; v) {
+    TY_ASSIGN_OR_RETURN(
+        int64_t x, r.Integer(v, "resources.cpus_per_node", 0, 100000, "a non-negative integer"));
+    out.cpus_per_node = static_cast<int>(x);
+  }
+  if (auto v = n["memory"]; v) {
+    Result<int64_t> bytes =
+        v.IsScalar() ? ParseBytes(v.Scalar()) : Result<int64_t>(Status::InvalidArgument(""));
+    if (!bytes.ok()) {
+      return r.Error(v, "resources.memory",
+                     "must be a size such as 512Mi, 16Gi or a number of bytes (got " +
+                         SpecReader::Describe(v) + ")");
+    }
+    out.memory_bytes = *bytes;
+  }
+  return Status::Ok();
+}
+
+Status ReadFailurePolicies(const SpecReader& r, const YAML::Node& n,
+                           std::vector<FailurePolicy>& out) {
+  if (!n.IsSequence()) return r.Error(n, "failure_policies", "must be a list");
+  for (size_t i = 0; i < n.size(); ++i) {
+    std::string path = "failure_policies[" + std::to_string(i) + "]";
+    const YAML::Node item = n[i];
+    if (!item.IsMap()) return r.Error(item, path, "must be a mapping with pattern and action");
+    TY_RETURN_IF_ERROR(r.OnlyKeys(item, path, {"pattern", "action"}));
+    FailurePolicy p;
+    if (!item["pattern"]) return r.Error(item, path + ".pattern", "is required");
+    TY_ASSIGN_OR_RETURN(p.pattern, r.String(item["pattern"], path + ".pattern"));
+    try {
+      std::regex test(p.pattern, std::regex::extended);
+    } catch (const std::regex_error& e) {
+      return r.Error(
+          item["pattern"], path + ".pattern",
+          "is not a valid POSIX extended regular expression (" + std::string(e.what()) + ")");
+    }
+    std::string action = "fail";
+    if (item["action"]) {
+      TY_ASSIGN_OR_RETURN(action, r.String(item["action"], path + ".action"));
+    }
+    if (action == "fail") {
+      p.action = FailureAction::kFail;
+    } else if (action == "avoid_node") {
+      p.action = FailureAction::kAvoidNode;
+    } else if (action == "retry") {
+      p.action = FailureAction::kRetry;
+    } else {
+      return r.Error(item["action"], path + ".action",
+                     "must be fail, avoid_node or retry (got \"" + action + "\")");
+    }
+    out.push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
+Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
+  if (!root.IsMap()) return r.Error(root, "the job spec", "must be a mapping of keys to values");
+  TY_RETURN_IF_ERROR(
+      r.OnlyKeys(root, "",
+                 {"name", "project", "experiment", "command", "env", "working_dir", "resources",
+                  "processes_per_node", "priority", "queue", "preemptible", "max_restarts",
+                  "restart_backoff", "restart_backoff_max", "hang_timeout", "time_limit",
+                  "preemption_grace", "crash_loop_limit", "failure_policies"}));
+  JobSpec spec;
+  if (!root["name"]) return r.Error(root, "name", "is required");
+  TY_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
+  TY_RETURN_IF_ERROR(ValidName(r, root["name"], "name", spec.name));
+  if (auto v = root["project"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.project, r.String(v, "project"));
+    TY_RETURN_IF_ERROR(ValidName(r, v, "project", spec.project));
+  }
+  if (auto v = root["experiment"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.experiment, r.String(v, "experiment"));
+    if (spec.experiment.empty() || spec.experiment.size() > 500) {
+      return r.Error(v, "experiment", "must be a non-empty name of at most 500 characters");
+    }
+  }
+  if (!root["command"]) return r.Error(root, "command", "is required");
+  if (const YAML::Node c = root["command"]; c.IsSequence()) {
+    // A list is an argv: each element is quoted for the shell.
+    if (c.size() == 0) return r.Error(c, "command", "must not be empty");
+    for (size_t i = 0; i < c.size(); ++i) {
+      TY_ASSIGN_OR_RETURN(std::string arg, r.String(c[i], "command[" + std::to_string(i) + "]"));
+      std::string quoted = "'";
+      for (char ch : arg) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      quoted += "'";
+      spec.command += (i ? " " : "") + quoted;
+    }
+  } else {
+    TY_ASSIGN_OR_RETURN(spec.command, r.String(c, "command"));
+    if (spec.command.find_first_not_of(" \t\n") == std::string::npos) {
+      return r.Error(c, "command", "must not be empty");
+    }
+  }
+  if (auto v = root["env"]; v) {
+    if (!v.IsMap()) return r.Error(v, "env", "must be a mapping of variable names to values");
+    static const std::regex kVar("[A-Za-z_][A-Za-z0-9_]*");
+    for (const auto& kv : v) {
+      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      if (!std::regex_match(key, kVar)) {
+        return r.Error(kv.first, "env",
+                       "keys must be environment variable names (got \"" + key + "\")");
+      }
+      if (!kv.second.IsScalar()) {
+        return r.Error(kv.second, "env." + key, "must be a string, number or boolean");
+      }
+      spec.env[key] = kv.second.Scalar();
+    }
+  }
+  if (auto v = root["working_dir"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.working_dir, r.String(v, "working_dir"));
+  }
+  if (auto v = root["resources"]; v) TY_RETURN_IF_ERROR(ReadResources(r, v, spec.resources));
+  if (auto v = root["processes_per_node"]; v) {
+    TY_ASSIGN_OR_RETURN(int64_t x,
+                        r.Integer(v, "processes_per_node", 1, 1024, "an integer from 1 to 1024"));
+    spec.processes_per_node = static_cast<int>(x);
+  }
+  if (auto v = root["priority"]; v) {
+    TY_ASSIGN_OR_RETURN(int64_t x,
+                        r.Integer(v, "priority", -1000, 1000, "an integer from -1000 to 1000"));
+    spec.priority = static_cast<int>(x);
+  }
+  if (auto v = root["queue"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.queue, r.String(v, "queue"));
+    TY_RETURN_IF_ERROR(ValidName(r, v, "queue", spec.queue));
+  }
+  if (auto v = root["preemptible"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.preemptible, r.Bool(v, "preemptible"));
+  }
+  if (auto v = root["max_restarts"]; v) {
+    TY_ASSIGN_OR_RETURN(int64_t x,
+                        r.Integer(v, "max_restarts", 0, 1000, "an integer from 0 to 1000"));
+    spec.max_restarts = static_cast<int>(x);
+  }
+  if (auto v = root["crash_loop_limit"]; v) {
+    TY_ASSIGN_OR_RETURN(int64_t x,
+                        r.Integer(v, "crash_loop_limit", 1, 1000, "an integer from 1 to 1000"));
+    spec.crash_loop_limit = static_cast<int>(x);
+  }
+  if (auto v = root["restart_backoff"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.restart_backoff_ms, r.Duration(v, "restart_backoff"));
+  }
+  if (auto v = root["restart_backoff_max"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.restart_backoff_max_ms, r.Duration(v, "restart_backoff_max"));
+  }
+  if (spec.restart_backoff_max_ms < spec.restart_backoff_ms) {
+    spec.restart_backoff_max_ms = spec.restart_backoff_ms;
+  }
+  if (auto v = root["hang_timeout"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.hang_timeout_ms, r.Duration(v, "hang_timeout"));
+  }
+  if (auto v = root["time_limit"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.time_limit_ms, r.Duration(v, "time_limit"));
+  }
+  if (auto v = root["preemption_grace"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.preemption_grace_ms, r.Duration(v, "preemption_grace"));
+  }
+  if (auto v = root["failure_policies"]; v) {
+    TY_RETURN_IF_ERROR(ReadFailurePolicies(r, v, spec.failure_policies));
+  }
+  return spec;
+}
+
+}  // namespace
+
+std::string_view FailureActionName(FailureAction a) {
+  switch (a) {
+    case FailureAction::kFail:
+      return "fail";
+    case FailureAction::kAvoidNode:
+      return "avoid_node";
+    case FailureAction::kRetry:
+      return "retry";
+  }
+  return "fail";
+}
+
+Result<JobSpec> ParseJobSpec(std::string_view text, std::string_view filename) {
+  SpecReader reader(filename);
+  std::string prefix = filename.empty() ? "" : std::string(filename) + ": ";
+  if (text.size() > kMaxSpecBytes) {
+    return Status::InvalidArgument(prefix + "the job spec is larger than 1 MiB");
+  }
+  if (text.find('\0') != std::string_view::npos) {
+    return Status::InvalidArgument(prefix + "the job spec contains a NUL byte");
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    std::string where = filename.empty()
+                            ? "line " + std::to_string(e.mark.line + 1) + ": "
+                            : std::string(filename) + ":" + std::to_string(e.mark.line + 1) + ": ";
+    return Status::InvalidArgument(where + "not valid YAML: " + e.msg);
+  }
+  try {
+    return ParseRoot(reader, root);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(prefix + "invalid job spec: " + e.msg);
+  }
+}
+
+Result<JobSpec> ParseJobSpecJson(const json::value& spec) {
+  if (!spec.is_object()) {
+    return Status::InvalidArgument("spec must be an object (got " + DescribeJson(spec) + ")");
+  }
+  return ParseJobSpec(json::serialize(spec), "");
+}
+
+json::object JobSpecToJson(const JobSpec& s) {
+  json::object o;
+  o["name"] = s.name;
+  o["project"] = s.project;
+  if (!s.experiment.empty()) o["experiment"] = s.experiment;
+  o["command"] = s.command;
+  if (!s.env.empty()) {
+    json::object env;
+    for (const auto& [k, v] : s.env) env[k] = v;
+    o["env"] = std::move(env);
+  }
+  if (!s.working_dir.empty()) o["working_dir"] = s.working_dir;
+  json::object res;
+  res["nodes"] = s.resources.nodes;
+  res["gpus_per_node"] = s.resources.gpus_per_node;
+  res["cpus_per_node"] = s.resources.cpus_per_node;
+  if (s.resources.memory_bytes > 0) res["memory"] = std::to_string(s.resources.memory_bytes);
+  o["resources"] = std::move(res);
+  if (s.processes_per_node > 0) o["processes_per_node"] = s.processes_per_node;
+  o["priority"] = s.priority;
+  o["queue"] = s.queue;
+  o["preemptible"] = s.preemptible;
+  o["max_restarts"] = s.max_restarts;
+  o["restart_backoff"] = FormatDuration(s.restart_backoff_ms);
+  o["restart_backoff_max"] = FormatDuration(s.restart_backoff_max_ms);
+  if (s.hang_timeout_ms > 0) o["hang_timeout"] = FormatDuration(s.hang_timeout_ms);
+  if (s.time_limit_ms > 0) o["time_limit"] = FormatDuration(s.time_limit_ms);
+  o["preemption_grace"] = FormatDuration(s.preemption_grace_ms);
+  o["crash_loop_limit"] = s.crash_loop_limit;
+  if (!s.failure_policies.empty()) {
+    json::array policies;
+    for (const auto& p : s.failure_policies) {
+      policies.emplace_back(
+          json::object{{"pattern", p.pattern}, {"action", FailureActionName(p.action)}});
+    }
+    o["failure_policies"] = std::move(policies);
+  }
+  return o;
+}
+
+Result<int64_t> ParseDurationMs(std::string_view text) {
+  auto bad = [&] { return Status::InvalidArgument("bad duration \"" + std::string(text) + "\""); };
+  if (text.empty() || text.size() > 32) return bad();
+  // A plain number is seconds (fractions allowed).
+  {
+    double secs = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), secs);
+    if (ec == std::errc() && end == text.data() + text.size()) {
+      if (!std::isfinite(secs) || secs < 0 || secs * 1000 > static_cast<double>(kMaxDurationMs)) {
+        return bad();
+      }
+      return static_cast<int64_t>(std::llround(secs * 1000));
+    }
+  }
+  int64_t total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    int64_t n = 0;
+    auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), n);
+    if (ec != std::errc() || n < 0) return bad();
+    i = end - text.data();
+    size_t u = i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
+    std::string_view unit = text.substr(u, i - u);
+    int64_t scale = 0;
+    if (unit == "ms") {
+      scale = 1;
+    } else if (unit == "s") {
+      scale = 1000;
+    } else if (unit == "m") {
+      scale = 60 * 1000;
+    } else if (unit == "h") {
+      scale = 3600 * 1000;
+    } else if (unit == "d") {
+      scale = 24 * 3600 * 1000;
+    } else {
+      return bad();
+    }
+    if (n > kMaxDurationMs / scale) return bad();
+    total += n * scale;
+    if (total > kMaxDurationMs) return bad();
+  }
+  return total;
+}
+
+std::string FormatDuration(int64_t ms) {
+  if (ms < 0) ms = 0;
+  if (ms % 1000 != 0 || ms == 0) return std::to_string(ms) + "ms";
+  int64_t s = ms / 1000;
+  std::string out;
+  if (s >= 86400 && s % 86400 == 0) return std::to_string(s / 86400) + "d";
+  if (s >= 3600) {
+    out += std::to_string(s / 3600) + "h";
+    s %= 3600;
+  }
+  if (s >= 60) {
+    out += std::to_string(s / 60) + "m";
+    s %= 60;
+  }
+  if (s > 0) out += std::to_string(s) + "s";
+  return out;
+}
+
+Result<int64_t> ParseBytes(std::string_view text) {
+  auto bad = [&] { return Status::InvalidArgument("bad size \"" + std::string(text) + "\""); };
+  int64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || n < 0) return bad();
+  std::string_view unit = text.substr(end - text.data());
+  int64_t scale = 1;
+  if (unit.empty() || unit == "B") {
+    scale = 1;
+  } else if (unit == "K" || unit == "k" || unit == "KB") {
+    scale = 1000;
+  } else if (unit == "M" || unit == "MB") {
+    scale = 1000 * 1000;
+  } else if (unit == "G" || unit == "GB") {
+    scale = 1000 * 1000 * 1000;
+  } else if (unit == "T" || unit == "TB") {
+    scale = int64_t{1000} * 1000 * 1000 * 1000;
+  } else if (unit == "Ki" || unit == "KiB") {
+    scale = 1024;
+  } else if (unit == "Mi" || unit == "MiB") {
+    scale = 1024 * 1024;
+  } else if (unit == "Gi" || unit == "GiB") {
+    scale = 1024 * 1024 * 1024;
+  } else if (unit == "Ti" || unit == "TiB") {
+    scale = int64_t{1024} * 1024 * 1024 * 1024;
+  } else {
+    return bad();
+  }
+  if (n > std::numeric_limits<int64_t>::max() / scale / 1024) return bad();
+  return n * scale;
+}
+
+std::string FormatBytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace trainyard::jobs

@@ -1,0 +1,143 @@
+#include "trainyard/jobs/job_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace trainyard::jobs {
+namespace {
+
+TEST(JobSpecTest, ParsesAFullSpec) {
+  auto spec = ParseJobSpec(R"yaml(
+name: finetune-intents
+project: support
+experiment: support-intents
+command: python train.py --lr 3e-4
+env:
+  SEED: 7
+  MODE: fast
+working_dir: /tmp
+resources:
+  nodes: 2
+  gpus_per_node: 4
+  cpus_per_node: 16
+  memory: 64Gi
+processes_per_node: 4
+priority: 10
+queue: research
+preemptible: true
+max_restarts: 5
+restart_backoff: 2s
+restart_backoff_max: 1m
+hang_timeout: 10m
+time_limit: 1h30m
+preemption_grace: 45s
+crash_loop_limit: 4
+failure_policies:
+  - pattern: "CUDA out of memory"
+    action: fail
+  - pattern: "NCCL (error|timeout)"
+    action: avoid_node
+)yaml",
+                           "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->name, "finetune-intents");
+  EXPECT_EQ(spec->project, "support");
+  EXPECT_EQ(spec->env.at("SEED"), "7");
+  EXPECT_EQ(spec->resources.nodes, 2);
+  EXPECT_EQ(spec->resources.gpus_per_node, 4);
+  EXPECT_EQ(spec->resources.memory_bytes, int64_t{64} << 30);
+  EXPECT_EQ(spec->priority, 10);
+  EXPECT_TRUE(spec->preemptible);
+  EXPECT_EQ(spec->restart_backoff_ms, 2000);
+  EXPECT_EQ(spec->restart_backoff_max_ms, 60000);
+  EXPECT_EQ(spec->hang_timeout_ms, 600000);
+  EXPECT_EQ(spec->time_limit_ms, 5400000);
+  EXPECT_EQ(spec->crash_loop_limit, 4);
+  ASSERT_EQ(spec->failure_policies.size(), 2u);
+  EXPECT_EQ(spec->failure_policies[1].action, FailureAction::kAvoidNode);
+
+  // The JSON form round-trips.
+  auto again = ParseJobSpecJson(JobSpecToJson(*spec));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(json::serialize(JobSpecToJson(*again)), json::serialize(JobSpecToJson(*spec)));
+}
+
+TEST(JobSpecTest, DefaultsAndArgvCommand) {
+  auto spec = ParseJobSpec("name: a\ncommand: [python, -c, \"print('hi')\"]\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->command, "'python' '-c' 'print('\\''hi'\\'')'");
+  EXPECT_EQ(spec->project, "default");
+  EXPECT_EQ(spec->EffectiveProcessesPerNode(), 1);
+  EXPECT_EQ(spec->max_restarts, 3);
+}
+
+TEST(JobSpecTest, ErrorsGiveFileLineAndKeyPath) {
+  auto spec = ParseJobSpec("name: a\ncommand: x\nresources:\n  gpus_per_node: two\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "job.yaml:4: resources.gpus_per_node must be a non-negative integer (at most 1024) "
+            "(got two)");
+
+  spec = ParseJobSpec("name: a\ncommand: x\nresources:\n  gpu: 2\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("job.yaml:4: resources.gpu is not a known key"),
+            std::string::npos)
+      << spec.status().message();
+
+  spec = ParseJobSpec("name: a\ncommand: x\npriorty: 3\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("job.yaml:3: priorty is not a known key"),
+            std::string::npos);
+
+  spec = ParseJobSpec("name: a\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("command is required"), std::string::npos);
+
+  spec = ParseJobSpec("name: a\ncommand: x\ntime_limit: forever\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("job.yaml:3: time_limit must be a duration"),
+            std::string::npos);
+
+  spec = ParseJobSpec("name: a\ncommand: [x\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("not valid YAML"), std::string::npos);
+
+  spec = ParseJobSpec("name: a\ncommand: x\nfailure_policies:\n  - pattern: \"(\"\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("failure_policies[0].pattern"), std::string::npos);
+}
+
+TEST(JobSpecTest, JsonRejectsWrongTypesNamingTheField) {
+  auto spec = ParseJobSpecJson(
+      json::parse(R"({"name": "a", "command": "x", "resources": {"nodes": "2"}})"));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().message(),
+            "resources.nodes must be an integer from 1 to 100000 (got \"2\")");
+  spec = ParseJobSpecJson(json::parse(R"({"name": "a", "command": "x", "priority": 1e9})"));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("priority must be an integer"), std::string::npos);
+  spec = ParseJobSpecJson(json::parse(R"({"name": "../etc", "command": "x"})"));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("name must be"), std::string::npos);
+  spec = ParseJobSpecJson(json::parse(R"(["a"])"));
+  ASSERT_FALSE(spec.ok());
+}
+
+TEST(JobSpecTest, DurationsAndSizes) {
+  EXPECT_EQ(*ParseDurationMs("90"), 90000);
+  EXPECT_EQ(*ParseDurationMs("1.5"), 1500);
+  EXPECT_EQ(*ParseDurationMs("250ms"), 250);
+  EXPECT_EQ(*ParseDurationMs("1h30m"), 5400000);
+  EXPECT_EQ(*ParseDurationMs("2d"), 172800000);
+  EXPECT_FALSE(ParseDurationMs("-1").ok());
+  EXPECT_FALSE(ParseDurationMs("5 years").ok());
+  EXPECT_FALSE(ParseDurationMs("99999999999999d").ok());
+  EXPECT_EQ(FormatDuration(5400000), "1h30m");
+  EXPECT_EQ(FormatDuration(250), "250ms");
+  EXPECT_EQ(*ParseBytes("512Mi"), 512 << 20);
+  EXPECT_EQ(*ParseBytes("2G"), 2000000000);
+  EXPECT_FALSE(ParseBytes("2 apples").ok());
+  EXPECT_FALSE(ParseBytes("99999999999999999Ti").ok());
+}
+
+}  // namespace
+}  // namespace trainyard::jobs
