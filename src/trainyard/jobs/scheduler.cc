@@ -105,18 +105,21 @@ Status CheckFeasible(const std::vector<NodeInfo>& nodes, const ResourceRequest& 
                                    " (lower resources.nodes to at most " + std::to_string(pool) +
                                    ")");
   }
+  const std::string on = " per node on " + Plural(want, "node", "nodes");
   if (request.gpus_per_node > max_gpus) {
-    return Status::InvalidArgument(need + "; the largest node has " +
-                                   Plural(max_gpus, "GPU", "GPUs") +
+    return Status::InvalidArgument("needs " + Plural(request.gpus_per_node, "GPU", "GPUs") + on +
+                                   "; the largest node has " + Plural(max_gpus, "GPU", "GPUs") +
                                    " (lower resources.gpus_per_node and use more nodes)");
   }
   if (request.cpus_per_node > max_cpus) {
-    return Status::InvalidArgument(need + "; the largest node has " +
-                                   Plural(max_cpus, "CPU", "CPUs") +
+    return Status::InvalidArgument("needs " + Plural(request.cpus_per_node, "CPU", "CPUs") + on +
+                                   "; the largest node has " + Plural(max_cpus, "CPU", "CPUs") +
                                    " (lower resources.cpus_per_node)");
   }
   if (request.memory_per_node_bytes > max_memory) {
-    return Status::InvalidArgument(need + "; the largest node has " + FormatBytes(max_memory) +
+    return Status::InvalidArgument("needs " + FormatBytes(request.memory_per_node_bytes) +
+                                   " memory" + on + "; the largest node has " +
+                                   FormatBytes(max_memory) +
                                    " memory (lower resources.memory_per_node)");
   }
   return Status::InvalidArgument(need + "; only " + Plural(qualifying, "node", "nodes") +
