@@ -76,13 +76,7 @@ class LocalExecutor final : public Executor {
 
   ~LocalExecutor() override {
     Shutdown();
-    if (watcher_.joinable()) {
-      if (watcher_.get_id() == std::this_thread::get_id()) {
-        watcher_.detach();
-      } else {
-        watcher_.join();
-      }
-    }
+    if (watcher_.joinable()) watcher_.detach();  // only when destroyed by its own callback
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [key, attempt] : attempts_) {
       for (auto& r : attempt->ranks) {
@@ -265,10 +259,11 @@ class LocalExecutor final : public Executor {
   void Shutdown() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (shutdown_) return;
       shutdown_ = true;
     }
     Wake();
+    // Every caller returns only after the watcher (and any callback it runs) has finished.
+    std::lock_guard<std::mutex> join_lock(join_mu_);
     if (watcher_.joinable() && watcher_.get_id() != std::this_thread::get_id()) watcher_.join();
   }
 
@@ -660,6 +655,7 @@ class LocalExecutor final : public Executor {
   std::map<uint64_t, Key> tokens_;  // epoll token → the attempt of that rank's pidfd
   uint64_t next_token_ = kWakeToken + 1;
 
+  std::mutex join_mu_;   // serializes joining watcher_
   std::thread watcher_;  // started last, after every member it uses
 };
 
