@@ -290,6 +290,7 @@ int Main(int argc, char** argv) {
                          "where state lives (env TRAINYARD_DATA_DIR)");
   server_cmd->add_option("--host", config.host, "address to listen on")->capture_default_str();
   server_cmd->add_option("--port", config.port, "port to listen on (0: any free port)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
       ->capture_default_str();
   server_cmd->add_option("--db", config.db,
                          "metadata store: a SQLite path (default <data-dir>/trainyard.db) or "

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,6 +61,10 @@ bool WriteExitFile(const std::string& path, int exit_code, int signal_number) {
 
 }  // namespace
 
+namespace {
+volatile sig_atomic_t g_stop_requested = 0;
+}  // namespace
+
 int RunRankShim(int argc, char** argv) {
   if (argc != 5) {
     std::fprintf(stderr,
@@ -95,10 +100,15 @@ int RunRankShim(int argc, char** argv) {
     return 127;
   }
 
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &ignore, nullptr);
+  // The shim outlives the workload's grace period to record its result: it notes a stop
+  // request instead of dying. It is also the subreaper of the workload's processes, so that
+  // when `sh` dies of the SIGTERM at once while the program it started is still saving a
+  // checkpoint, the shim waits for that program instead of ending the rank under it.
+  struct sigaction note_stop {};
+  note_stop.sa_handler = [](int) { g_stop_requested = 1; };
+  sigemptyset(&note_stop.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &note_stop, nullptr);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   sigset_t empty;
   sigemptyset(&empty);
   sigprocmask(SIG_SETMASK, &empty, nullptr);
@@ -126,6 +136,20 @@ int RunRankShim(int argc, char** argv) {
       Say(std::string("waitpid failed: ") + std::strerror(errno));
       WriteExitFile(exit_file, 127, 0);
       return 127;
+    }
+  }
+  if (g_stop_requested) {
+    // Stopping: wait for every remaining descendant (the server sends SIGKILL to the whole
+    // group when the grace period ends); the last one to exit carries the result.
+    int other = 0;
+    while (true) {
+      pid_t reaped = waitpid(-1, &other, 0);
+      if (reaped > 0) {
+        status = other;
+        continue;
+      }
+      if (errno == EINTR) continue;
+      break;
     }
   }
   int exit_code = 0, signal_number = 0;
