@@ -341,7 +341,7 @@ Result<Manifest> CheckpointStore::RunSave(const std::shared_ptr<SaveHandle::Stat
   const CheckpointData& data = state->data;
   const uint64_t chunk_size = std::max<uint64_t>(options_.chunk_size, 1);
 
-  // 1. Cut and hash.
+  // 1. Cut.
   std::vector<ChunkTask> tasks;
   Manifest m;
   m.ref = ref;
@@ -366,124 +366,138 @@ Result<Manifest> CheckpointStore::RunSave(const std::shared_ptr<SaveHandle::Stat
     m.total_bytes += blob.size();
     m.blobs.push_back(std::move(bm));
   }
-  pool_->ParallelFor(tasks.size(), [&](size_t i, size_t) {
-    const ChunkTask& t = tasks[i];
-    ChunkRef& c = m.blobs[t.blob].chunks[t.chunk];
-    c.hash = ChunkHash(data.blobs[t.blob].data() + t.offset, c.size);
-  });
-  std::unordered_map<std::string_view, size_t> first_task;  // hash -> index into tasks
-  std::vector<size_t> unique;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const std::string& h = m.blobs[tasks[i].blob].chunks[tasks[i].chunk].hash;
-    if (first_task.emplace(h, i).second) unique.push_back(i);
-  }
-
-  // 2. Announce the chunks this save will reference, before looking at which exist: a
-  // garbage collection that starts later sees the intent and keeps them.
-  const std::string project_key = ProjectKey(ref.project);
-  std::string intent_key = project_key + "/intents/" + ref.job + "-" + StepDirName(ref.step) +
-                           "-r" + std::to_string(ref.rank) + "-" + SecureRandom().Hex(8) + ".json";
-  {
-    json::object intent;
-    intent["created_ms"] = clock_->NowMillis();
-    intent["job"] = ref.job;
-    intent["step"] = ref.step;
-    intent["rank"] = ref.rank;
-    json::array hashes;
-    hashes.reserve(unique.size());
-    for (size_t i : unique)
-      hashes.push_back(json::value(m.blobs[tasks[i].blob].chunks[tasks[i].chunk].hash));
-    intent["chunks"] = std::move(hashes);
-    Status s = blobs_->PutBytes(intent_key, json::serialize(intent));
-    if (!s.ok()) return s.WithContext(Describe(ref) + ": cannot record the save's intent");
-  }
-  auto drop_intent = [&] {
-    Status s = blobs_->Delete(intent_key);
-    if (!s.ok() && !s.IsNotFound()) {
-      spdlog::warn("cannot remove checkpoint save intent {}: {} (garbage collection expires it)",
-                   intent_key, s.ToString());
-    }
+  auto chunk_of = [&](size_t task) -> ChunkRef& {
+    return m.blobs[tasks[task].blob].chunks[tasks[task].chunk];
+  };
+  auto bytes_of = [&](size_t task) {
+    return reinterpret_cast<const char*>(data.blobs[tasks[task].blob].data() + tasks[task].offset);
   };
 
-  // 3. A collection that started before the intent could delete a chunk we find existing;
-  // wait until no such collection runs.
-  if (Status s = WaitForGarbageCollectors(ref.project); !s.ok()) {
-    drop_intent();
-    return s.WithContext(Describe(ref));
-  }
-
-  // 4. Write the chunks the project does not have yet.
-  std::vector<char> compressed(tasks.size(), 0);
-  std::atomic<uint64_t> written_bytes{0}, written_chunks{0}, reused_chunks{0};
-  std::vector<std::string> scratch(pool_->Concurrency());
-  ErrorSlot error;
-  pool_->ParallelFor(unique.size(), [&](size_t u, size_t worker) {
-    if (error.failed()) return;
-    const ChunkTask& t = tasks[unique[u]];
-    const ChunkRef& c = m.blobs[t.blob].chunks[t.chunk];
-    const char* bytes = reinterpret_cast<const char*>(data.blobs[t.blob].data() + t.offset);
-    auto fail = [&](const Status& s) {
-      error.Set(u, s.WithContext(Describe(ref) + ": blob '" + m.blobs[t.blob].name + "' chunk " +
-                                 std::to_string(t.chunk)));
-    };
-    Result<bool> raw = blobs_->Exists(ChunkKey(ref.project, c.hash, false));
-    if (!raw.ok()) return fail(raw.status());
-    if (*raw) {
-      reused_chunks.fetch_add(1);
-      return;
-    }
-    Result<bool> zst = blobs_->Exists(ChunkKey(ref.project, c.hash, true));
-    if (!zst.ok()) return fail(zst.status());
-    if (*zst) {
-      compressed[unique[u]] = 1;
-      reused_chunks.fetch_add(1);
-      return;
-    }
-    if (options_.compression == Compression::kZstd) {
-      std::string& out = scratch[worker];
-      out.resize(ZSTD_compressBound(c.size));
-      size_t n = ZSTD_compress(out.data(), out.size(), bytes, c.size, options_.zstd_level);
-      if (!ZSTD_isError(n) &&
-          static_cast<double>(n) <= (1.0 - options_.min_compression_gain) * c.size) {
-        Status s = blobs_->PutBytes(ChunkKey(ref.project, c.hash, true), {out.data(), n});
-        if (!s.ok()) return fail(s);
-        compressed[unique[u]] = 1;
-        written_bytes.fetch_add(n);
-        written_chunks.fetch_add(1);
-        return;
+  // 2-4. In batches that grow (so writing starts early): hash a batch, announce its chunks
+  // in an intent, wait out any collection that started before, then write the chunks the
+  // project lacks while the pool hashes the next batch. An intent precedes every look at
+  // which chunks exist: a collection that starts later sees it and keeps them.
+  const std::string project_key = ProjectKey(ref.project);
+  const std::string intent_prefix = project_key + "/intents/" + ref.job + "-" +
+                                    StepDirName(ref.step) + "-r" + std::to_string(ref.rank) + "-" +
+                                    SecureRandom().Hex(8) + "-";
+  std::vector<std::string> intent_keys;
+  auto drop_intents = [&] {
+    for (const std::string& key : intent_keys) {
+      Status s = blobs_->Delete(key);
+      if (!s.ok() && !s.IsNotFound()) {
+        spdlog::warn("cannot remove checkpoint save intent {}: {} (garbage collection expires it)",
+                     key, s.ToString());
       }
     }
-    Status s = blobs_->PutBytes(ChunkKey(ref.project, c.hash, false), {bytes, c.size});
-    if (!s.ok()) return fail(s);
-    written_bytes.fetch_add(c.size);
-    written_chunks.fetch_add(1);
-  });
-  if (error.failed()) {
-    drop_intent();
-    return error.status();
+  };
+  std::vector<std::pair<size_t, size_t>> batches;  // [begin, end) of tasks
+  for (size_t begin = 0, size = 2 * pool_->Concurrency(); begin < tasks.size(); size *= 2) {
+    batches.emplace_back(begin, std::min(tasks.size(), begin + size));
+    begin = batches.back().second;
   }
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const ChunkTask& t = tasks[i];
-    ChunkRef& c = m.blobs[t.blob].chunks[t.chunk];
-    c.compressed = compressed[first_task.at(c.hash)] != 0;
+  auto hash_task = [&](size_t i) { chunk_of(i).hash = ChunkHash(bytes_of(i), chunk_of(i).size); };
+  if (!batches.empty()) {
+    pool_->ParallelFor(batches[0].second, [&](size_t i, size_t) { hash_task(i); });
   }
+  std::unordered_map<std::string, char> seen;  // hash -> compressed; chunks of this save
+  std::atomic<uint64_t> written_bytes{0}, written_chunks{0}, reused_chunks{0};
+  std::vector<std::string> scratch(pool_->Concurrency());
+  std::set<std::string> prefixes;
+  ErrorSlot error;
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    std::vector<size_t> unique;
+    for (size_t i = batches[bi].first; i < batches[bi].second; ++i) {
+      if (seen.emplace(chunk_of(i).hash, 0).second) {
+        unique.push_back(i);
+        prefixes.insert(chunk_of(i).hash.substr(0, 2));
+      }
+    }
+    if (!unique.empty()) {
+      json::object intent;
+      intent["created_ms"] = clock_->NowMillis();
+      intent["job"] = ref.job;
+      intent["step"] = ref.step;
+      intent["rank"] = ref.rank;
+      json::array hashes;
+      hashes.reserve(unique.size());
+      for (size_t i : unique) hashes.push_back(json::value(chunk_of(i).hash));
+      intent["chunks"] = std::move(hashes);
+      std::string key = intent_prefix + std::to_string(bi) + ".json";
+      Status s = blobs_->PutBytes(key, json::serialize(intent));
+      if (!s.ok()) {
+        drop_intents();
+        return s.WithContext(Describe(ref) + ": cannot record the save's intent");
+      }
+      intent_keys.push_back(key);
+      if (Status w = WaitForGarbageCollectors(ref.project); !w.ok()) {
+        drop_intents();
+        return w.WithContext(Describe(ref));
+      }
+    }
+    std::vector<char> compressed(unique.size(), 0);
+    size_t next_begin = bi + 1 < batches.size() ? batches[bi + 1].first : 0;
+    size_t next_count = bi + 1 < batches.size() ? batches[bi + 1].second - next_begin : 0;
+    pool_->ParallelFor(unique.size() + next_count, [&](size_t u, size_t worker) {
+      if (u >= unique.size()) return hash_task(next_begin + (u - unique.size()));
+      if (error.failed()) return;
+      const size_t i = unique[u];
+      const ChunkRef& c = chunk_of(i);
+      const char* bytes = bytes_of(i);
+      auto fail = [&](const Status& s) {
+        error.Set(i, s.WithContext(Describe(ref) + ": blob '" + m.blobs[tasks[i].blob].name +
+                                   "' chunk " + std::to_string(tasks[i].chunk)));
+      };
+      Result<bool> raw = blobs_->Exists(ChunkKey(ref.project, c.hash, false));
+      if (!raw.ok()) return fail(raw.status());
+      if (*raw) {
+        reused_chunks.fetch_add(1);
+        return;
+      }
+      Result<bool> zst = blobs_->Exists(ChunkKey(ref.project, c.hash, true));
+      if (!zst.ok()) return fail(zst.status());
+      if (*zst) {
+        compressed[u] = 1;
+        reused_chunks.fetch_add(1);
+        return;
+      }
+      if (options_.compression == Compression::kZstd) {
+        std::string& out = scratch[worker];
+        out.resize(ZSTD_compressBound(c.size));
+        size_t n = ZSTD_compress(out.data(), out.size(), bytes, c.size, options_.zstd_level);
+        if (!ZSTD_isError(n) &&
+            static_cast<double>(n) <= (1.0 - options_.min_compression_gain) * c.size) {
+          Status s = blobs_->PutBytes(ChunkKey(ref.project, c.hash, true), {out.data(), n});
+          if (!s.ok()) return fail(s);
+          compressed[u] = 1;
+          written_bytes.fetch_add(n);
+          written_chunks.fetch_add(1);
+          return;
+        }
+      }
+      Status s = blobs_->PutBytes(ChunkKey(ref.project, c.hash, false), {bytes, c.size});
+      if (!s.ok()) return fail(s);
+      written_bytes.fetch_add(c.size);
+      written_chunks.fetch_add(1);
+    });
+    if (error.failed()) {
+      drop_intents();
+      return error.status();
+    }
+    for (size_t u = 0; u < unique.size(); ++u) seen[chunk_of(unique[u]).hash] = compressed[u];
+  }
+  for (size_t i = 0; i < tasks.size(); ++i) chunk_of(i).compressed = seen.at(chunk_of(i).hash) != 0;
 
   // 5. Make the chunks' names durable (their bytes were fsynced by PutBytes).
   std::vector<std::string> dirs;
-  {
-    std::set<std::string> prefixes;
-    for (size_t i : unique) {
-      prefixes.insert(m.blobs[tasks[i].blob].chunks[tasks[i].chunk].hash.substr(0, 2));
-    }
-    for (const std::string& p : prefixes) dirs.push_back(project_key + "/chunks/" + p);
-    dirs.push_back(project_key + "/chunks");
-  }
+  for (const std::string& p : prefixes) dirs.push_back(project_key + "/chunks/" + p);
+  dirs.push_back(project_key + "/chunks");
   pool_->ParallelFor(dirs.size(), [&](size_t i, size_t) {
     Status s = blobs_->SyncDirectory(dirs[i]);
     if (!s.ok()) error.Set(i, s.WithContext(Describe(ref)));
   });
   if (error.failed()) {
-    drop_intent();
+    drop_intents();
     return error.status();
   }
 
@@ -495,18 +509,18 @@ Result<Manifest> CheckpointStore::RunSave(const std::shared_ptr<SaveHandle::Stat
   std::string step_key = StepKey(ref.project, ref.job, ref.step);
   Status put = blobs_->PutBytes(step_key + "/" + RankFileName(ref.rank), EncodeManifest(m));
   if (!put.ok()) {
-    drop_intent();
+    drop_intents();
     return put.WithContext(Describe(ref) + ": cannot write the manifest; nothing was committed");
   }
   std::string job_key = project_key + "/jobs/" + ref.job;
   for (const std::string& d : {step_key, job_key + "/steps", job_key, project_key + "/jobs"}) {
     if (Status s = blobs_->SyncDirectory(d); !s.ok()) {
-      drop_intent();
+      drop_intents();
       return s.WithContext(Describe(ref) +
                            ": the manifest was written but may not survive a crash");
     }
   }
-  drop_intent();
+  drop_intents();
   return m;
 }
 

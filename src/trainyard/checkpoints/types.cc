@@ -1,6 +1,10 @@
 #include "trainyard/checkpoints/types.h"
 
+#include <sys/mman.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 namespace trainyard::checkpoints {
 
@@ -42,8 +46,18 @@ size_t DTypeSize(DType dtype) {
   return 1;
 }
 
-Bytes::Bytes(size_t size)
-    : data_(size == 0 ? nullptr : std::make_unique_for_overwrite<std::byte[]>(size)), size_(size) {}
+void Bytes::Free::operator()(std::byte* p) const { std::free(p); }
+
+Bytes::Bytes(size_t size) : size_(size) {
+  if (size == 0) return;
+  constexpr size_t kHuge = 2u << 20;
+  size_t align = size >= kHuge ? kHuge : 64;
+  size_t rounded = (size + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  if (align == kHuge) ::madvise(p, rounded, MADV_HUGEPAGE);
+  data_.reset(static_cast<std::byte*>(p));
+}
 
 Bytes Bytes::CopyOf(std::string_view data) {
   Bytes b(data.size());

@@ -26,7 +26,10 @@ std::string_view DTypeName(DType dtype);  // "F32", "BF16", ...
 std::optional<DType> ParseDType(std::string_view name);
 size_t DTypeSize(DType dtype);
 
-// An owned byte buffer whose allocation is not zero-filled (a snapshot overwrites it at once).
+// An owned byte buffer whose allocation is not zero-filled (a snapshot overwrites it at
+// once). Large buffers are 2 MiB aligned and ask for transparent huge pages: filling fresh
+// memory then takes 512x fewer page faults, which decides how fast a restore or a first
+// snapshot goes.
 class Bytes {
  public:
   Bytes() = default;
@@ -39,7 +42,10 @@ class Bytes {
   std::string_view view() const { return {reinterpret_cast<const char*>(data_.get()), size_}; }
 
  private:
-  std::unique_ptr<std::byte[]> data_;
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte, Free> data_;
   size_t size_ = 0;
 };
 
