@@ -3,7 +3,8 @@
 // anything that could escape the store ("..", absolute paths, backslashes, NUL).
 //
 // Implementations are thread-safe. Writes are atomic: a reader sees the whole
-// object or none of it.
+// object or none of it. When a Put returns ok, the object's bytes are durable; that
+// its name survives a crash may additionally need SyncDirectory() (local files).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,16 @@ class BlobStore {
   // Deletes an object or, recursively, a directory. Absent keys are NotFound.
   virtual Status Delete(std::string_view key) = 0;
   virtual Result<bool> IsDirectory(std::string_view key) = 0;
+
+  // Whether an object (not a directory) exists at `key`.
+  virtual Result<bool> Exists(std::string_view key) = 0;
+  // Reads the whole object into `dst` (owned by the caller) and returns its size, so that
+  // large objects land in their final buffer without a copy. FailedPrecondition when the
+  // object is larger than `capacity`. The default goes through GetBytes.
+  virtual Result<size_t> ReadInto(std::string_view key, char* dst, size_t capacity);
+  // Makes durable the names of the objects put into or deleted from directory `dir` so
+  // far. A no-op where a Put is durable by itself (object stores).
+  virtual Status SyncDirectory(std::string_view dir) { return Status::Ok(); }
 };
 
 // Files under `root`, written to a temporary name, fsynced, then renamed into place.

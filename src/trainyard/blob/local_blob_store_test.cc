@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "trainyard/blob/blob_store.h"
@@ -37,6 +39,38 @@ TEST(LocalBlobStoreTest, PutListGetDelete) {
   EXPECT_EQ(store->List("e/r")->size(), 1u);
   EXPECT_TRUE(store->Delete("e/r/sub").IsNotFound());
   EXPECT_TRUE(store->PutBytes("../escape", "x").IsInvalidArgument());
+  std::filesystem::remove_all(root);
+}
+
+TEST(LocalBlobStoreTest, ExistsReadIntoAndSyncDirectory) {
+  std::string root = std::filesystem::temp_directory_path() / "ty-blob-test-readinto";
+  std::filesystem::remove_all(root);
+  auto store = std::move(OpenLocalBlobStore(root)).value();
+  // Large and 4 KiB-aligned: written and read with O_DIRECT, the unaligned tail buffered.
+  size_t size = (3u << 20) + 123;
+  char* src = static_cast<char*>(std::aligned_alloc(4096, 4u << 20));
+  char* dst = static_cast<char*>(std::aligned_alloc(4096, 4u << 20));
+  for (size_t i = 0; i < size; ++i) src[i] = static_cast<char>(i * 31 + 7);
+  ASSERT_TRUE(store->PutBytes("c/big", std::string_view(src, size)).ok());
+  EXPECT_TRUE(*store->Exists("c/big"));
+  EXPECT_FALSE(*store->Exists("c/none"));
+  EXPECT_FALSE(*store->Exists("c"));  // a directory is not an object
+  Result<size_t> n = store->ReadInto("c/big", dst, 4u << 20);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, size);
+  EXPECT_EQ(std::memcmp(src, dst, size), 0);
+  EXPECT_EQ(store->ReadInto("c/big", dst, size - 1).status().code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store->ReadInto("c/none", dst, 10).status().IsNotFound());
+  // Unaligned destination: the buffered path.
+  n = store->ReadInto("c/big", dst + 1, (4u << 20) - 1);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(std::memcmp(src, dst + 1, size), 0);
+  EXPECT_EQ(*store->GetBytes("c/big"), std::string(src, size));
+  EXPECT_TRUE(store->SyncDirectory("c").ok());
+  EXPECT_TRUE(store->SyncDirectory("absent").ok());
+  std::free(src);
+  std::free(dst);
   std::filesystem::remove_all(root);
 }
 
