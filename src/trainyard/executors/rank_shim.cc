@@ -140,12 +140,13 @@ int RunRankShim(int argc, char** argv) {
   }
   if (g_stop_requested) {
     // Stopping: wait for every remaining descendant (the server sends SIGKILL to the whole
-    // group when the grace period ends); the last one to exit carries the result.
+    // group when the grace period ends). When the shell died of the signal, a program of its
+    // that then exits on its own carries the workload's result.
     int other = 0;
     while (true) {
       pid_t reaped = waitpid(-1, &other, 0);
       if (reaped > 0) {
-        status = other;
+        if (WIFSIGNALED(status) && WIFEXITED(other)) status = other;
         continue;
       }
       if (errno == EINTR) continue;
