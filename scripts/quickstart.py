@@ -1,14 +1,21 @@
-"""The quickstart's journey through tracking and the registry, with the plain mlflow client.
+"""The quickstart's workload and its follow-up, with the plain mlflow client.
 
-Generates a synthetic support-ticket dataset (six intents, with noise and
-near-duplicates), trains a small bag-of-words classifier with numpy while logging
-params and per-epoch metrics, logs the dataset as an input, the model as an MLflow
-pyfunc model, registers it, points the `champion` alias at it, and loads
-`models:/support-intent-model@champion` back to classify new tickets.
+`quickstart.py train` is the command of a Trainyard job (examples/quickstart/train-intents.yaml).
+It generates a synthetic support-ticket dataset (six intents, with noise and near-duplicates),
+trains a small bag-of-words classifier with numpy while logging params and per-epoch metrics to
+the job's MLflow run, checkpoints every 10 epochs, and logs the dataset as an input and the
+model as an MLflow pyfunc model. With QUICKSTART_CRASH_AT_EPOCH it crashes once, so the job's
+recovery (restart from the latest checkpoint) can be seen.
+
+`quickstart.py register JOB_ID` registers the job's model, points the `champion` alias at it,
+and loads `models:/support-intent-model@champion` back to classify new tickets.
 """
+import json
+import os
 import random
 import sys
 import tempfile
+import urllib.request
 
 import mlflow
 import numpy as np
@@ -70,22 +77,44 @@ class BagOfWordsClassifier(mlflow.pyfunc.PythonModel):
         return [self.labels[k] for k in scores.argmax(axis=1)]
 
 
-def main():
-    train, val = make_dataset(1200, seed=1), make_dataset(300, seed=2)
-    vocab = {w: i for i, w in enumerate(sorted({w for m in train["message"] for w in m.split()}))}
+def report_checkpoint(step, path):
+    """Tells the server about a complete checkpoint (the next attempt resumes from it)."""
+    req = urllib.request.Request(
+        f"{os.environ['TRAINYARD_URL']}/api/trainyard/v1/jobs/{os.environ['TRAINYARD_JOB_ID']}"
+        "/checkpoints", data=json.dumps({"step": step, "path": path}).encode(), method="POST",
+        headers={"Authorization": f"Bearer {os.environ['TRAINYARD_TOKEN']}",
+                 "Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
+
+
+def train():
+    """Runs as the job's command: trains, checkpoints every 10 epochs, resumes after a crash."""
+    train_set, val = make_dataset(1200, seed=1), make_dataset(300, seed=2)
+    vocab = {w: i for i, w in enumerate(sorted({w for m in train_set["message"] for w in m.split()}))}
     labels = sorted(INTENTS)
-    y = np.array([labels.index(l) for l in train["label"]])
+    y = np.array([labels.index(l) for l in train_set["label"]])
     yv = np.array([labels.index(l) for l in val["label"]])
     model = BagOfWordsClassifier(vocab, labels, np.zeros((len(vocab) + 1, len(labels))))
-    x, xv = model.featurize(train["message"]), model.featurize(val["message"])
-
-    mlflow.set_experiment("support-intents")
+    x, xv = model.featurize(train_set["message"]), model.featurize(val["message"])
     params = {"model": "bag-of-words softmax", "lr": 4.0, "epochs": 60, "l2": 1e-4}
-    with mlflow.start_run(run_name="intent-baseline") as run:
-        mlflow.log_params(params)
-        mlflow.log_input(mlflow.data.from_pandas(train, name="support_tickets_train"), context="training")
-        w = model.weights
-        for epoch in range(params["epochs"]):
+    attempt = int(os.environ.get("TRAINYARD_ATTEMPT", "1"))
+    crash_at = int(os.environ.get("QUICKSTART_CRASH_AT_EPOCH", "-1"))
+    first_epoch, w = 0, model.weights
+    resume = os.environ.get("TRAINYARD_RESUME_FROM")
+    if resume:
+        with np.load(resume) as ck:
+            first_epoch, w = int(ck["epoch"]), ck["weights"]
+        print(f"attempt {attempt}: resuming from {resume} at epoch {first_epoch}", flush=True)
+    # MLFLOW_RUN_ID (set by the job) makes start_run continue the job's run.
+    with mlflow.start_run() as run:
+        if first_epoch == 0:
+            mlflow.log_params(params)
+            mlflow.log_input(mlflow.data.from_pandas(train_set, name="support_tickets_train"),
+                             context="training")
+        for epoch in range(first_epoch, params["epochs"]):
+            if epoch == crash_at and attempt == 1:
+                print(f"attempt {attempt}: simulated crash at epoch {epoch}", flush=True)
+                os._exit(1)
             logits = x @ w
             p = np.exp(logits - logits.max(axis=1, keepdims=True))
             p /= p.sum(axis=1, keepdims=True)
@@ -94,27 +123,45 @@ def main():
             w -= params["lr"] * grad
             acc = ((xv @ w).argmax(axis=1) == yv).mean()
             mlflow.log_metrics({"train_loss": float(loss), "val_accuracy": float(acc)}, step=epoch)
-            if sys.stderr.isatty():  # progress on a terminal, quiet in pipes
-                print(f"\r  epoch {epoch + 1:2d}/{params['epochs']}  loss {loss:.3f}  "
-                      f"val_accuracy {acc:.3f}", end="", file=sys.stderr, flush=True)
-        if sys.stderr.isatty():
-            print(file=sys.stderr)
+            if (epoch + 1) % 10 == 0:
+                path = os.path.join(os.environ["TRAINYARD_CHECKPOINT_DIR"], f"epoch-{epoch + 1}.npz")
+                np.savez(path + ".tmp.npz", epoch=epoch + 1, weights=w)
+                os.replace(path + ".tmp.npz", path)
+                report_checkpoint(epoch + 1, path)
+                print(f"epoch {epoch + 1:2d}/{params['epochs']}  loss {loss:.3f}  "
+                      f"val_accuracy {acc:.3f}  (checkpoint {path})", flush=True)
+        model.weights = w
         with tempfile.TemporaryDirectory() as d:
             val.to_csv(f"{d}/validation.csv", index=False)
             mlflow.log_artifact(f"{d}/validation.csv", "data")
         info = mlflow.pyfunc.log_model(name="intent_model", python_model=model,
                                        input_example=pd.DataFrame({"message": ["where is my order"]}))
-    version = mlflow.register_model(info.model_uri, "support-intent-model")
-    client = MlflowClient()
-    client.set_registered_model_alias("support-intent-model", "champion", version.version)
+        mlflow.set_tag("quickstart.model_uri", info.model_uri)
+    print(f"run {run.info.run_id}: final val_accuracy {acc:.3f}", flush=True)
 
+
+def register(job_id):
+    """After the job: registers its model, points @champion at it and uses it."""
+    s = urllib.request.Request(f"{os.environ['TRAINYARD_URL']}/api/trainyard/v1/jobs/{job_id}",
+                               headers={"Authorization": f"Bearer {os.environ['TRAINYARD_TOKEN']}"})
+    job = json.loads(urllib.request.urlopen(s, timeout=30).read())["job"]
+    client = MlflowClient()
+    run = client.get_run(job["run_id"])
+    version = mlflow.register_model(run.data.tags["quickstart.model_uri"], "support-intent-model")
+    client.set_registered_model_alias("support-intent-model", "champion", version.version)
     champion = mlflow.pyfunc.load_model("models:/support-intent-model@champion")
     tickets = ["my package never arrived", "you charged me twice this month", "i forgot my password again"]
-    print(f"\nRun {run.info.run_id}: final val_accuracy {acc:.3f}")
+    print(f"Job {job_id} trained run {run.info.run_id}: val_accuracy "
+          f"{run.data.metrics['val_accuracy']:.3f} after {job['attempts']} attempt(s)")
     print(f"Registered support-intent-model version {version.version} as @champion")
     for t, label in zip(tickets, champion.predict(pd.DataFrame({"message": tickets}))):
         print(f"  {t!r:40} -> {label}")
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) >= 2 and sys.argv[1] == "train":
+        train()
+    elif len(sys.argv) == 3 and sys.argv[1] == "register":
+        register(sys.argv[2])
+    else:
+        sys.exit("usage: quickstart.py train | register JOB_ID")

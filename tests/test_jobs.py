@@ -173,6 +173,21 @@ def test_hung_job_is_detected_and_restarted(server_factory, tmp_path):
     assert json.loads((tmp_path / "o").read_text())["step"] == 6
 
 
+def test_logged_metrics_count_as_progress(server_factory, tmp_path):
+    server = server_factory.new(["--local-cpus", "4"])
+    jobs = Jobs(server)
+    script = tmp_path / "metrics.py"
+    script.write_text("import time, mlflow\n"
+                      "with mlflow.start_run():\n"
+                      "    for step in range(24):\n"
+                      "        mlflow.log_metric('loss', 1.0 / (step + 1), step=step)\n"
+                      "        time.sleep(0.25)\n")
+    # 6 s of work, a metric every 0.25 s, no heartbeats: never hung with a 4 s timeout.
+    j = jobs.submit(job("metrics-only", f"{PY} {script}", hang_timeout="4s"))
+    done = jobs.wait_state(j["job_id"], "SUCCEEDED")
+    assert done["attempts"] == 1, done["attempt_list"]
+
+
 def test_preemption_sends_the_grace_signal_and_requeues(server_factory, tmp_path):
     server = server_factory.new(["--local-cpus", "2"])
     jobs = Jobs(server)

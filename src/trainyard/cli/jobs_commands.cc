@@ -24,7 +24,7 @@ bool Terminal(const std::string& state) {
 
 std::string Money(double usd) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, usd < 10 ? "$%.4f" : "$%.2f", usd);
+  std::snprintf(buf, sizeof buf, usd >= 10 ? "$%.2f" : usd >= 0.01 ? "$%.4f" : "$%.6f", usd);
   return buf;
 }
 

@@ -1113,7 +1113,7 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
 
   switch (next) {
     case Next::kSucceed:
-      FinishJob(r, JobState::kSucceeded, "succeeded", now);
+      FinishJob(r, JobState::kSucceeded, a.cause, now);
       break;
     case Next::kCancel:
       FinishJob(r, JobState::kCancelled, a.cause, now);
