@@ -91,21 +91,26 @@ json::value PlacementToJson(const Placement& p) {
   return out;
 }
 
+// Reads what PlacementToJson wrote; a damaged record reads as an empty placement.
 Placement PlacementFromJson(const std::string& text) {
   Placement p;
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
   if (ec || !v.is_array()) return p;
-  for (const auto& item : v.as_array()) {
-    if (!item.is_object()) continue;
-    const auto& o = item.as_object();
-    NodeAllocation a;
-    a.node = static_cast<int>(o.at("node").to_number<int64_t>());
-    for (const auto& g : o.at("gpus").as_array())
-      a.gpu_ids.push_back(static_cast<int>(g.to_number<int64_t>()));
-    a.cpus = static_cast<int>(o.at("cpus").to_number<int64_t>());
-    a.memory_bytes = o.at("memory").to_number<int64_t>();
-    p.push_back(std::move(a));
+  try {
+    for (const auto& item : v.as_array()) {
+      if (!item.is_object()) continue;
+      const auto& o = item.as_object();
+      NodeAllocation a;
+      a.node = static_cast<int>(o.at("node").to_number<int64_t>());
+      for (const auto& g : o.at("gpus").as_array())
+        a.gpu_ids.push_back(static_cast<int>(g.to_number<int64_t>()));
+      a.cpus = static_cast<int>(o.at("cpus").to_number<int64_t>());
+      a.memory_bytes = o.at("memory").to_number<int64_t>();
+      p.push_back(std::move(a));
+    }
+  } catch (const std::exception&) {
+    return {};
   }
   return p;
 }
@@ -123,13 +128,17 @@ std::vector<executors::RankProcess> ProcessesFromJson(const std::string& text) {
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
   if (ec || !v.is_array()) return out;
-  for (const auto& item : v.as_array()) {
-    executors::RankProcess p;
-    const auto& o = item.as_object();
-    p.rank = static_cast<int>(o.at("rank").to_number<int64_t>());
-    p.pid = static_cast<int>(o.at("pid").to_number<int64_t>());
-    p.start_time = o.at("start_time").to_number<int64_t>();
-    out.push_back(p);
+  try {
+    for (const auto& item : v.as_array()) {
+      executors::RankProcess p;
+      const auto& o = item.as_object();
+      p.rank = static_cast<int>(o.at("rank").to_number<int64_t>());
+      p.pid = static_cast<int>(o.at("pid").to_number<int64_t>());
+      p.start_time = o.at("start_time").to_number<int64_t>();
+      out.push_back(p);
+    }
+  } catch (const std::exception&) {
+    return {};
   }
   return out;
 }
@@ -1352,7 +1361,11 @@ Result<std::string> JobService::LogPath(const std::string& job_id, int attempt, 
   if (attempt < 1 || attempt > j.attempts) {
     return Status::InvalidArgument("attempt must be between 1 and " + std::to_string(j.attempts));
   }
-  const AttemptInfo& a = j.attempt_list.at(static_cast<size_t>(attempt - 1));
+  if (static_cast<size_t>(attempt) > j.attempt_list.size()) {
+    return Status::NotFound("attempt " + std::to_string(attempt) + " of job " + job_id +
+                            " has no record");
+  }
+  const AttemptInfo& a = j.attempt_list[static_cast<size_t>(attempt - 1)];
   if (rank < 0 || rank >= a.ranks) {
     return Status::InvalidArgument("rank must be between 0 and " + std::to_string(a.ranks - 1));
   }
