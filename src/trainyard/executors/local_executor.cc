@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "trainyard/common/log.h"
+#include "trainyard/common/net.h"
 #include "trainyard/executors/rank_shim.h"
 
 extern char** environ;
@@ -117,7 +118,7 @@ class LocalExecutor final : public Executor {
     }
     int master_port = launch.master_port;
     if (master_port == 0) {
-      TY_ASSIGN_OR_RETURN(master_port, PickFreePort());
+      TY_ASSIGN_OR_RETURN(master_port, PickFreeLocalPort());
     }
     const Key key{launch.job_id, launch.attempt};
     {
@@ -681,24 +682,6 @@ Result<int64_t> ProcessStartTime(int pid) {
   } catch (const std::exception&) {
     return Status::Internal("unexpected /proc stat start time '" + field + "'");
   }
-}
-
-Result<int> PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::IOError("cannot pick a master port: socket: " + ErrnoText(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    close(fd);
-    return Status::IOError("cannot pick a master port: " + ErrnoText(err));
-  }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 std::unique_ptr<Executor> MakeLocalExecutor(LocalExecutorOptions options) {

@@ -48,7 +48,4 @@ std::unique_ptr<Executor> MakeLocalExecutor(LocalExecutorOptions options);
 // one process. NotFound when the process does not exist.
 Result<int64_t> ProcessStartTime(int pid);
 
-// A TCP port that was free on 127.0.0.1 a moment ago (bind port 0, read it, close).
-Result<int> PickFreePort();
-
 }  // namespace trainyard::executors

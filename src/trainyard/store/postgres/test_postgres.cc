@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "trainyard/common/net.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::store {
@@ -161,24 +162,6 @@ Result<fs::path> FindServerBinaries() {
       std::string(kUrlEnv) + "=postgresql://USER@HOST:PORT/DB to use a running server");
 }
 
-Result<int> FreeLocalPort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::IOError(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    close(fd);
-    return Status::IOError(std::string("bind 127.0.0.1:0: ") + std::strerror(err));
-  }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
 // `url` with its database replaced by `dbname`; keeps user, hosts and ?params.
 Result<std::string> WithDatabase(const std::string& url, const std::string& dbname) {
   size_t scheme = url.find("://");
@@ -310,7 +293,7 @@ class TestPostgres {
                             initdb_log, as, -1));
     TY_RETURN_IF_ERROR(WaitForSuccess(initdb, (bin / "initdb").string(), initdb_log));
 
-    TY_ASSIGN_OR_RETURN(int port, FreeLocalPort());
+    TY_ASSIGN_OR_RETURN(int port, PickFreeLocalPort());
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
       return Status::IOError(std::string("pipe: ") + std::strerror(errno));
