@@ -518,7 +518,7 @@ Status JobService::Start() {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     stop_ = false;
   }
-  loop_ = std::thread([this] { Loop(); });
+  if (options_.start_loop_thread) loop_ = std::thread([this] { Loop(); });
   return Status::Ok();
 }
 

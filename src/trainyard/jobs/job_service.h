@@ -120,7 +120,8 @@ struct PoolConfig {
 struct JobServiceOptions {
   std::string data_dir;  // logs go to <data_dir>/jobs/<job>/attempt-<n>/
   int64_t fair_share_half_life_ms = int64_t{24} * 3600 * 1000;
-  int64_t max_wait_ms = 1000;  // the loop wakes at least this often
+  int64_t max_wait_ms = 1000;     // the loop wakes at least this often
+  bool start_loop_thread = true;  // false: tests drive passes with RunPassForTest()
 };
 
 struct ListJobsRequest {

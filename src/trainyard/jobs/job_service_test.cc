@@ -1,0 +1,322 @@
+// JobService's recovery policy and bookkeeping without processes: a scripted executor,
+// a fake clock, an in-memory store, and loop passes driven by the test.
+#include "trainyard/jobs/job_service.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "trainyard/common/clock.h"
+
+namespace trainyard::jobs {
+namespace {
+
+#define TY_ASSERT_OK(expr)                                      \
+  do {                                                          \
+    const ::trainyard::Status ty_s = (expr);                    \
+    ASSERT_TRUE(ty_s.ok()) << #expr << ": " << ty_s.ToString(); \
+  } while (0)
+
+// Records launches and stops; the test decides when and how attempts end.
+class ScriptedExecutor : public executors::Executor {
+ public:
+  void SetExitCallback(ExitCallback cb) override { cb_ = std::move(cb); }
+  Result<std::vector<executors::RankProcess>> Launch(
+      const executors::AttemptLaunch& launch) override {
+    launches.push_back(launch);
+    std::vector<executors::RankProcess> out;
+    for (const auto& r : launch.ranks) out.push_back({r.rank, 1000 + r.rank, 1});
+    return out;
+  }
+  Status Stop(const std::string& job_id, int attempt, std::chrono::milliseconds grace) override {
+    stops.push_back({job_id, attempt});
+    return Status::Ok();
+  }
+  Status Adopt(const std::string& job_id, int attempt, const std::filesystem::path&,
+               const std::vector<executors::RankProcess>&) override {
+    adopted.push_back({job_id, attempt});
+    return adopt_status;
+  }
+  void Shutdown() override {}
+
+  void Exit(const std::string& job_id, int attempt, int exit_code, bool stopped = false) {
+    executors::AttemptExit e;
+    e.job_id = job_id;
+    e.attempt = attempt;
+    e.success = exit_code == 0;
+    e.failed_rank = exit_code == 0 ? -1 : 0;
+    e.exit_code = exit_code;
+    e.stopped = stopped;
+    cb_(e);
+  }
+
+  std::vector<executors::AttemptLaunch> launches;
+  std::vector<std::pair<std::string, int>> stops;
+  std::vector<std::pair<std::string, int>> adopted;
+  Status adopt_status;
+
+ private:
+  ExitCallback cb_;
+};
+
+class JobServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ty-jobs-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto db = store::OpenDatabase({.url = (dir_ / "t.db").string()});
+    ASSERT_TRUE(db.ok()) << db.status().ToString();
+    db_ = std::move(*db);
+    std::vector<store::Migration> migrations = identity::IdentityService::Migrations();
+    for (auto& m : tracking::TrackingService::Migrations()) migrations.push_back(std::move(m));
+    for (auto& m : JobService::Migrations()) migrations.push_back(std::move(m));
+    TY_ASSERT_OK(store::ApplyMigrations(*db_, migrations));
+    identity_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
+    TY_ASSERT_OK(identity_->Bootstrap(dir_.string()));
+    tracking_ =
+        std::make_unique<tracking::TrackingService>(*db_, clock_, random_, "mlflow-artifacts:");
+    TY_ASSERT_OK(tracking_->Init("admin"));
+    StartService();
+  }
+
+  void StartService() {
+    PoolConfig pool;
+    pool.nodes = {{"n0", 4, 8, 0}, {"n1", 4, 8, 0}};
+    JobServiceOptions options;
+    options.data_dir = dir_.string();
+    options.start_loop_thread = false;
+    jobs_ = std::make_unique<JobService>(*db_, clock_, random_, *identity_, *tracking_, executor_,
+                                         cost::PriceCatalog(), pool, options);
+    jobs_->SetServerUrl("http://127.0.0.1:1");
+    TY_ASSERT_OK(jobs_->Start());
+  }
+
+  void TearDown() override {
+    jobs_.reset();
+    tracking_.reset();
+    identity_.reset();
+    db_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  JobSpec Spec(const std::string& name) {
+    JobSpec s;
+    s.name = name;
+    s.command = "train";
+    s.restart_backoff_ms = 1000;
+    s.restart_backoff_max_ms = 8000;
+    return s;
+  }
+
+  JobInfo Get(const std::string& id) {
+    auto j = jobs_->GetJob(id);
+    EXPECT_TRUE(j.ok()) << j.status().ToString();
+    return j.ok() ? *j : JobInfo{};
+  }
+
+  identity::Principal admin_{"admin", true, "", ""};
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  SeededRandom random_{7};
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<identity::IdentityService> identity_;
+  std::unique_ptr<tracking::TrackingService> tracking_;
+  ScriptedExecutor executor_;
+  std::unique_ptr<JobService> jobs_;
+};
+
+TEST_F(JobServiceTest, RetriesWithDoublingBackoffAndResumesFromTheLatestCheckpoint) {
+  auto job = jobs_->Submit(admin_, Spec("retry"));
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  std::string id = job->job_id;
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.launches.size(), 1u);
+  EXPECT_EQ(executor_.launches[0].env.at("TRAINYARD_RESUME_FROM"), "");
+  EXPECT_EQ(executor_.launches[0].env.at("MLFLOW_RUN_ID"), job->run_id);
+
+  TY_ASSERT_OK(jobs_->ReportCheckpoint(admin_, id, 100, "/ck/100"));
+  executor_.Exit(id, 1, 3);
+  jobs_->RunPassForTest();
+  JobInfo j = Get(id);
+  EXPECT_EQ(j.state, JobState::kPending);
+  EXPECT_EQ(j.restarts, 1);
+  EXPECT_EQ(executor_.launches.size(), 1u);  // backing off for 1 s
+
+  clock_.AdvanceMillis(999);
+  jobs_->RunPassForTest();
+  EXPECT_EQ(executor_.launches.size(), 1u);
+  clock_.AdvanceMillis(1);
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.launches.size(), 2u);
+  EXPECT_EQ(executor_.launches[1].env.at("TRAINYARD_RESUME_FROM"), "/ck/100");
+  EXPECT_EQ(executor_.launches[1].env.at("TRAINYARD_ATTEMPT"), "2");
+
+  // A failure without a new checkpoint doubles the backoff.
+  executor_.Exit(id, 2, 1);
+  jobs_->RunPassForTest();
+  clock_.AdvanceMillis(1999);
+  jobs_->RunPassForTest();
+  EXPECT_EQ(executor_.launches.size(), 2u);
+  clock_.AdvanceMillis(1);
+  jobs_->RunPassForTest();
+  EXPECT_EQ(executor_.launches.size(), 3u);
+
+  executor_.Exit(id, 3, 0);
+  jobs_->RunPassForTest();
+  j = Get(id);
+  EXPECT_EQ(j.state, JobState::kSucceeded);
+  ASSERT_EQ(j.attempt_list.size(), 3u);
+  EXPECT_EQ(j.attempt_list[0].state, "failed");
+  EXPECT_EQ(j.attempt_list[0].cause, "exit code 3 on rank 0 (node n0)");
+  EXPECT_EQ(j.attempt_list[2].state, "succeeded");
+  auto run = tracking_->GetRun(j.run_id);
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->info.status, "FINISHED");
+}
+
+TEST_F(JobServiceTest, CrashLoopGuardAndRestartLimit) {
+  JobSpec spec = Spec("loop");
+  spec.crash_loop_limit = 2;
+  spec.max_restarts = 10;
+  auto job = jobs_->Submit(admin_, spec);
+  ASSERT_TRUE(job.ok());
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    jobs_->RunPassForTest();
+    ASSERT_EQ(executor_.launches.size(), static_cast<size_t>(attempt));
+    executor_.Exit(job->job_id, attempt, 1);
+    jobs_->RunPassForTest();
+    clock_.AdvanceMillis(60000);
+  }
+  jobs_->RunPassForTest();
+  JobInfo j = Get(job->job_id);
+  EXPECT_EQ(j.state, JobState::kFailed);
+  EXPECT_NE(j.message.find("crash loop: 2 consecutive failures"), std::string::npos) << j.message;
+
+  spec = Spec("limited");
+  spec.max_restarts = 0;
+  job = jobs_->Submit(admin_, spec);
+  ASSERT_TRUE(job.ok());
+  jobs_->RunPassForTest();
+  executor_.Exit(job->job_id, 1, 2);
+  jobs_->RunPassForTest();
+  j = Get(job->job_id);
+  EXPECT_EQ(j.state, JobState::kFailed);
+  EXPECT_NE(j.message.find("gave up after 1 attempt(s)"), std::string::npos) << j.message;
+}
+
+TEST_F(JobServiceTest, PreemptionRequeuesWithoutCountingAFailure) {
+  JobSpec low = Spec("low");
+  low.preemptible = true;
+  low.resources.gpus_per_node = 4;
+  low.resources.nodes = 2;
+  auto victim = jobs_->Submit(admin_, low);
+  ASSERT_TRUE(victim.ok());
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.launches.size(), 1u);
+  EXPECT_EQ(executor_.launches[0].ranks.size(), 8u);  // one rank per GPU on 2 nodes
+  EXPECT_EQ(executor_.launches[0].ranks[5].gpu_ids, std::vector<int>{1});
+
+  JobSpec high = Spec("high");
+  high.priority = 10;
+  high.resources.gpus_per_node = 4;
+  auto urgent = jobs_->Submit(admin_, high);
+  ASSERT_TRUE(urgent.ok());
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.stops.size(), 1u);
+  EXPECT_EQ(executor_.stops[0].first, victim->job_id);
+  EXPECT_EQ(executor_.launches.size(), 1u);  // the victim still holds its GPUs
+  executor_.Exit(victim->job_id, 1, 0, /*stopped=*/true);
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.launches.size(), 2u);
+  EXPECT_EQ(executor_.launches[1].job_id, urgent->job_id);
+  JobInfo v = Get(victim->job_id);
+  EXPECT_EQ(v.state, JobState::kPending);
+  EXPECT_EQ(v.restarts, 0);
+  EXPECT_EQ(v.attempt_list[0].state, "preempted");
+  EXPECT_NE(v.attempt_list[0].cause.find(urgent->job_id), std::string::npos);
+}
+
+TEST_F(JobServiceTest, HangAndTimeLimitStopAttempts) {
+  JobSpec spec = Spec("hangs");
+  spec.hang_timeout_ms = 5000;
+  auto job = jobs_->Submit(admin_, spec);
+  ASSERT_TRUE(job.ok());
+  jobs_->RunPassForTest();
+  clock_.AdvanceMillis(4000);
+  TY_ASSERT_OK(jobs_->Heartbeat(admin_, job->job_id));
+  clock_.AdvanceMillis(4000);
+  jobs_->RunPassForTest();
+  EXPECT_TRUE(executor_.stops.empty());
+  clock_.AdvanceMillis(1001);
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.stops.size(), 1u);
+  executor_.Exit(job->job_id, 1, 143, true);
+  jobs_->RunPassForTest();
+  JobInfo j = Get(job->job_id);
+  EXPECT_EQ(j.attempt_list[0].state, "hung");
+  EXPECT_EQ(j.state, JobState::kPending);  // retried
+
+  spec = Spec("slow");
+  spec.time_limit_ms = 10000;
+  auto slow = jobs_->Submit(admin_, spec);
+  ASSERT_TRUE(slow.ok());
+  jobs_->RunPassForTest();
+  clock_.AdvanceMillis(10000);
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.stops.back().first, slow->job_id);
+  executor_.Exit(slow->job_id, 1, 143, true);
+  jobs_->RunPassForTest();
+  j = Get(slow->job_id);
+  EXPECT_EQ(j.state, JobState::kFailed);
+  EXPECT_NE(j.message.find("time limit of 10s reached"), std::string::npos) << j.message;
+}
+
+TEST_F(JobServiceTest, RestartReadoptsRunningAttemptsAndRecoversLostOnes) {
+  auto a = jobs_->Submit(admin_, Spec("a"));
+  auto b = jobs_->Submit(admin_, Spec("b"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.launches.size(), 2u);
+  jobs_.reset();  // the server stops; the attempts keep running
+  StartService();
+  ASSERT_EQ(executor_.adopted.size(), 2u);
+  EXPECT_EQ(Get(a->job_id).state, JobState::kRunning);
+  executor_.Exit(a->job_id, 1, 0);
+  jobs_->RunPassForTest();
+  EXPECT_EQ(Get(a->job_id).state, JobState::kSucceeded);
+
+  // A restart where the processes are gone: lost, and recovered like a failure.
+  jobs_.reset();
+  executor_.adopt_status = Status::NotFound("no such process");
+  StartService();
+  jobs_->RunPassForTest();
+  JobInfo j = Get(b->job_id);
+  ASSERT_GE(j.attempt_list.size(), 1u);
+  EXPECT_EQ(j.attempt_list[0].state, "lost");
+  EXPECT_EQ(j.state, JobState::kPending);
+  EXPECT_EQ(j.restarts, 1);
+}
+
+TEST_F(JobServiceTest, RejectsWhatThePoolCanNeverRun) {
+  JobSpec spec = Spec("huge");
+  spec.resources.gpus_per_node = 8;
+  auto job = jobs_->Submit(admin_, spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_TRUE(job.status().IsInvalidArgument());
+  EXPECT_NE(job.status().message().find("resources: "), std::string::npos);
+  spec = Spec("odd");
+  spec.resources.gpus_per_node = 4;
+  spec.processes_per_node = 3;
+  job = jobs_->Submit(admin_, spec);
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.status().message().find("processes_per_node (3) must divide"), std::string::npos);
+  identity::Principal scoped{"admin", false, "t", "job:j-x"};
+  EXPECT_EQ(jobs_->Submit(scoped, Spec("x")).status().code(), StatusCode::kPermissionDenied);
+}
+
+}  // namespace
+}  // namespace trainyard::jobs
