@@ -113,10 +113,8 @@ json::value ManifestToJson(const checkpoints::Manifest& m) {
     for (int64_t d : b.shape) shape.emplace_back(d);
     json::array chunks;
     for (const auto& c : b.chunks) {
-      chunks.emplace_back(json::object{{"hash", c.hash},
-                                       {"size", c.size},
-                                       {"stored", c.stored},
-                                       {"compressed", c.compressed}});
+      chunks.emplace_back(json::object{
+          {"hash", c.hash}, {"size", c.size}, {"stored", c.stored}, {"compressed", c.compressed}});
     }
     json::object o{{"name", b.name},
                    {"kind", b.kind == BlobKind::kTensor ? "tensor" : "file"},
@@ -166,8 +164,7 @@ json::array StepsToJson(const std::vector<int64_t>& steps) {
 Result<checkpoints::RetentionPolicy> RetentionFromJson(const json::object& body) {
   for (const auto& field : body) {
     std::string_view k = field.key();
-    if (k != "keep_last" && k != "keep_best" && k != "metric" && k != "mode" &&
-        k != "keep_every") {
+    if (k != "keep_last" && k != "keep_best" && k != "metric" && k != "mode" && k != "keep_every") {
       return Status::InvalidArgument("unknown retention field '" + std::string(k) +
                                      "' (expected keep_last, keep_best, metric, mode, keep_every)");
     }
@@ -179,8 +176,7 @@ Result<checkpoints::RetentionPolicy> RetentionFromJson(const json::object& body)
   p.metric = metric.value_or("");
   TY_ASSIGN_OR_RETURN(auto mode, OptionalString(body, "mode"));
   if (mode && *mode != "min" && *mode != "max") {
-    return Status::InvalidArgument("mode must be 'min' or 'max' (got '" + Abbreviate(*mode) +
-                                   "')");
+    return Status::InvalidArgument("mode must be 'min' or 'max' (got '" + Abbreviate(*mode) + "')");
   }
   p.higher_is_better = mode && *mode == "max";
   TY_ASSIGN_OR_RETURN(auto every, OptionalInt64(body, "keep_every"));
@@ -207,9 +203,8 @@ Result<http::Response> MappedFileResponse(const std::string& path) {
   http::Response r;
   r.content_type = "application/octet-stream";
   if (size > 0) {
-    std::shared_ptr<const void> owner(p, [size](const void* q) {
-      ::munmap(const_cast<void*>(q), size);
-    });
+    std::shared_ptr<const void> owner(
+        p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
     r.body_pieces.push_back({owner, std::string_view(static_cast<const char*>(p), size)});
   }
   return r;
@@ -293,9 +288,9 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
                 req.rng_state = std::move(*decoded);
               }
               TY_ASSIGN_OR_RETURN(req.blob_order, StringList(c.body, "blobs"));
-              TY_ASSIGN_OR_RETURN(auto result, cs->Commit(c.principal,
-                                                          c.request.path_params.at("upload_id"),
-                                                          std::move(req)));
+              TY_ASSIGN_OR_RETURN(
+                  auto result,
+                  cs->Commit(c.principal, c.request.path_params.at("upload_id"), std::move(req)));
               const auto& m = result.manifest;
               return json::object{{"uri", result.uri},
                                   {"step", m.ref.step},
@@ -308,12 +303,12 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
                                   {"reused_chunks", m.reused_chunks},
                                   {"deleted_steps", StepsToJson(result.deleted_steps)}};
             });
-  api.Route(Method::kDelete, kTrainyardPrefixes, "/checkpoints/uploads/{upload_id}",
-            [cs](Call& c) -> Result<json::value> {
-              TY_RETURN_IF_ERROR(
-                  cs->AbortUpload(c.principal, c.request.path_params.at("upload_id")));
-              return json::object{};
-            });
+  api.Route(
+      Method::kDelete, kTrainyardPrefixes, "/checkpoints/uploads/{upload_id}",
+      [cs](Call& c) -> Result<json::value> {
+        TY_RETURN_IF_ERROR(cs->AbortUpload(c.principal, c.request.path_params.at("upload_id")));
+        return json::object{};
+      });
 
   // --- reading
   api.Route(Method::kGet, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}",
@@ -359,28 +354,27 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
                                   {"verified_bytes", info.total_bytes()},
                                   {"verified_chunks", chunks}};
             });
-  api.RawRoute(
-      Method::kGet, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}/steps/{step}/blob",
-      [cs](Call& c) -> Result<http::Response> {
-        TY_ASSIGN_OR_RETURN(int64_t step, StepParam(c));
-        TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
-        TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 65535, 0));
-        auto blob = cs->ReadBlob(c.request.path_params.at("job_id"), step, rank, name);
-        if (!blob.ok()) return Damaged(blob.status());
-        auto owned = std::make_shared<checkpoints::Blob>(std::move(*blob));
-        http::Response r;
-        r.content_type = "application/octet-stream";
-        r.headers.emplace_back("X-Trainyard-Blob-Kind",
-                               owned->kind == BlobKind::kTensor ? "tensor" : "file");
-        if (owned->kind == BlobKind::kTensor) {
-          r.headers.emplace_back("X-Trainyard-Dtype",
-                                 std::string(checkpoints::DTypeName(owned->dtype)));
-          r.headers.emplace_back("X-Trainyard-Shape", ShapeText(owned->shape));
-        }
-        std::string_view bytes = owned->view();
-        if (!bytes.empty()) r.body_pieces.push_back({owned, bytes});
-        return r;
-      });
+  api.RawRoute(Method::kGet, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}/steps/{step}/blob",
+               [cs](Call& c) -> Result<http::Response> {
+                 TY_ASSIGN_OR_RETURN(int64_t step, StepParam(c));
+                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                 TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 65535, 0));
+                 auto blob = cs->ReadBlob(c.request.path_params.at("job_id"), step, rank, name);
+                 if (!blob.ok()) return Damaged(blob.status());
+                 auto owned = std::make_shared<checkpoints::Blob>(std::move(*blob));
+                 http::Response r;
+                 r.content_type = "application/octet-stream";
+                 r.headers.emplace_back("X-Trainyard-Blob-Kind",
+                                        owned->kind == BlobKind::kTensor ? "tensor" : "file");
+                 if (owned->kind == BlobKind::kTensor) {
+                   r.headers.emplace_back("X-Trainyard-Dtype",
+                                          std::string(checkpoints::DTypeName(owned->dtype)));
+                   r.headers.emplace_back("X-Trainyard-Shape", ShapeText(owned->shape));
+                 }
+                 std::string_view bytes = owned->view();
+                 if (!bytes.empty()) r.body_pieces.push_back({owned, bytes});
+                 return r;
+               });
   api.RawRoute(Method::kGet, kTrainyardPrefixes,
                "/checkpoints/jobs/{job_id}/steps/{step}/safetensors",
                [cs](Call& c) -> Result<http::Response> {
@@ -395,8 +389,7 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
   api.Route(Method::kDelete, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}/steps/{step}",
             [cs](Call& c) -> Result<json::value> {
               TY_ASSIGN_OR_RETURN(int64_t step, StepParam(c));
-              TY_RETURN_IF_ERROR(
-                  cs->Delete(c.principal, c.request.path_params.at("job_id"), step));
+              TY_RETURN_IF_ERROR(cs->Delete(c.principal, c.request.path_params.at("job_id"), step));
               return json::object{};
             });
   api.Route(Method::kGet, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}/retention",
@@ -412,25 +405,23 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
               return json::object{{"retention", RetentionToJson(policy)},
                                   {"deleted_steps", StepsToJson(deleted)}};
             });
-  api.Route(Method::kPost, kTrainyardPrefixes, "/checkpoints/gc",
-            [cs](Call& c) -> Result<json::value> {
-              TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
-              TY_ASSIGN_OR_RETURN(auto reports,
-                                  cs->CollectGarbage(c.principal, project.value_or("")));
-              json::array out;
-              for (const auto& r : reports) {
-                out.emplace_back(json::object{{"project", r.project},
-                                              {"manifests_read", r.stats.manifests_read},
-                                              {"intents_live", r.stats.intents_live},
-                                              {"chunks_scanned", r.stats.chunks_scanned},
-                                              {"chunks_live", r.stats.chunks_live},
-                                              {"chunks_deleted", r.stats.chunks_deleted},
-                                              {"bytes_deleted", r.stats.bytes_deleted},
-                                              {"staged_uploads_removed",
-                                               r.staged_uploads_removed}});
-              }
-              return json::object{{"projects", std::move(out)}};
-            });
+  api.Route(
+      Method::kPost, kTrainyardPrefixes, "/checkpoints/gc", [cs](Call& c) -> Result<json::value> {
+        TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
+        TY_ASSIGN_OR_RETURN(auto reports, cs->CollectGarbage(c.principal, project.value_or("")));
+        json::array out;
+        for (const auto& r : reports) {
+          out.emplace_back(json::object{{"project", r.project},
+                                        {"manifests_read", r.stats.manifests_read},
+                                        {"intents_live", r.stats.intents_live},
+                                        {"chunks_scanned", r.stats.chunks_scanned},
+                                        {"chunks_live", r.stats.chunks_live},
+                                        {"chunks_deleted", r.stats.chunks_deleted},
+                                        {"bytes_deleted", r.stats.bytes_deleted},
+                                        {"staged_uploads_removed", r.staged_uploads_removed}});
+        }
+        return json::object{{"projects", std::move(out)}};
+      });
 }
 
 }  // namespace trainyard::api

@@ -66,8 +66,9 @@ Result<Bytes> ReadIntoBytes(const fs::path& path, uint64_t size) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       ::close(fd);
-      return Status::IOError("cannot read " + path.string() + ": " +
-                             (n == 0 ? std::string("shorter than recorded") : std::strerror(errno)));
+      return Status::IOError(
+          "cannot read " + path.string() + ": " +
+          (n == 0 ? std::string("shorter than recorded") : std::strerror(errno)));
     }
     done += static_cast<uint64_t>(n);
   }
@@ -160,8 +161,7 @@ std::vector<store::Migration> CheckpointService::Migrations() {
             "NULL, keep_every_steps BIGINT NOT NULL, updated_at BIGINT NOT NULL)"}}};
 }
 
-Status CheckpointService::AuthorizeWrite(const identity::Principal& who,
-                                         const jobs::JobInfo& job) {
+Status CheckpointService::AuthorizeWrite(const identity::Principal& who, const jobs::JobInfo& job) {
   if (!who.scope.empty() && who.scope != "job:" + job.job_id) {
     return Status::PermissionDenied("a token scoped to " + who.scope +
                                     " may not write checkpoints of job " + job.job_id);
@@ -177,8 +177,8 @@ Result<std::string> CheckpointService::ProjectOf(const std::string& job_id) {
 // --- uploads
 
 Result<UploadInfo> CheckpointService::BeginUpload(const identity::Principal& who,
-                                                  const std::string& job_id, int64_t step,
-                                                  int rank, int world_size) {
+                                                  const std::string& job_id, int64_t step, int rank,
+                                                  int world_size) {
   if (step < 0) return Status::InvalidArgument("step must be a non-negative integer");
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return Status::InvalidArgument("world_size must be between 1 and " +
@@ -215,7 +215,8 @@ Result<UploadInfo> CheckpointService::BeginUpload(const identity::Principal& who
 
 Result<CheckpointService::Session> CheckpointService::LoadSession(const std::string& upload_id) {
   bool valid = upload_id.size() > 2 && upload_id.size() <= 64 && StartsWith(upload_id, "u-");
-  for (char c : upload_id) valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '-');
+  for (char c : upload_id)
+    valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '-');
   auto missing = [&] {
     return Status::NotFound("upload '" + Abbreviate(upload_id) +
                             "' does not exist (it was committed, aborted or expired); begin a "

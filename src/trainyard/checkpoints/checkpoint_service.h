@@ -79,10 +79,10 @@ struct CommitRequest {
 };
 
 struct CommitResult {
-  Manifest manifest;  // this rank's
-  bool complete = false;        // every rank has committed
-  std::string uri;              // trainyard-checkpoint://...
-  bool registered = false;      // reported to the job (complete and the job is active)
+  Manifest manifest;                   // this rank's
+  bool complete = false;               // every rank has committed
+  std::string uri;                     // trainyard-checkpoint://...
+  bool registered = false;             // reported to the job (complete and the job is active)
   std::vector<int64_t> deleted_steps;  // by the retention policy
 };
 
@@ -122,8 +122,7 @@ class CheckpointService {
   Result<std::optional<CheckpointInfo>> Latest(const std::string& job_id);
   Result<CheckpointInfo> Get(const std::string& job_id, int64_t step);
   Status Verify(const std::string& job_id, int64_t step);
-  Result<Blob> ReadBlob(const std::string& job_id, int64_t step, int rank,
-                        const std::string& name);
+  Result<Blob> ReadBlob(const std::string& job_id, int64_t step, int rank, const std::string& name);
   // Writes rank `rank`'s tensors as safetensors to a new temporary file, returned; the
   // caller deletes it.
   Result<std::string> ExportSafetensors(const std::string& job_id, int64_t step, int rank);

@@ -720,8 +720,8 @@ Result<CheckpointData> CheckpointStore::Load(std::string_view project, std::stri
   return out;
 }
 
-Result<Blob> CheckpointStore::LoadBlob(std::string_view project, std::string_view job,
-                                      int64_t step, int rank, std::string_view name) {
+Result<Blob> CheckpointStore::LoadBlob(std::string_view project, std::string_view job, int64_t step,
+                                       int rank, std::string_view name) {
   TY_ASSIGN_OR_RETURN(CheckpointInfo info, Get(project, job, step));
   if (rank < 0 || rank >= info.world_size) {
     return Status::NotFound("checkpoint " + std::string(project) + "/" + std::string(job) +
@@ -756,8 +756,9 @@ Result<Blob> CheckpointStore::LoadBlob(std::string_view project, std::string_vie
     if (!s.ok()) error.Set(i, std::move(s));
   });
   if (error.failed()) return error.status();
-  return b.kind == BlobKind::kTensor ? Blob::OwnedTensor(b.name, b.dtype, b.shape, std::move(buffer))
-                                     : Blob::OwnedFile(b.name, std::move(buffer));
+  return b.kind == BlobKind::kTensor
+             ? Blob::OwnedTensor(b.name, b.dtype, b.shape, std::move(buffer))
+             : Blob::OwnedFile(b.name, std::move(buffer));
 }
 
 Status CheckpointStore::Verify(std::string_view project, std::string_view job, int64_t step) {

@@ -76,8 +76,8 @@ int List(Client& client, const std::string& job_id) {
     std::cout << "Job " << job_id << " has no complete checkpoints.\n";
   } else {
     PrintTable(std::cout,
-               {"STEP", "CREATED", "ATTEMPT", "RANKS", "BLOBS", "SIZE", "WRITTEN", "METRICS"},
-               rows, 60);
+               {"STEP", "CREATED", "ATTEMPT", "RANKS", "BLOBS", "SIZE", "WRITTEN", "METRICS"}, rows,
+               60);
   }
   std::string incomplete;
   for (const auto& s : Arr(*r, "incomplete_steps")) {
@@ -113,12 +113,12 @@ int Show(Client& client, const std::string& job_id, int64_t step) {
   for (const auto& rank : Arr(c, "ranks")) {
     const json::value& meta = rank.as_object().at("metadata");
     if (!meta.is_null()) {
-      std::cout << "  metadata (rank " << Str(rank, "rank") << "): " << Abbreviate(Str(rank, "metadata"), 200)
-                << "\n";
+      std::cout << "  metadata (rank " << Str(rank, "rank")
+                << "): " << Abbreviate(Str(rank, "metadata"), 200) << "\n";
     }
     for (const auto& b : Arr(rank, "blobs")) {
-      rows.push_back({Str(rank, "rank"), Str(b, "name"), Str(b, "kind"), Str(b, "dtype"),
-                      Shape(b), Bytes(Num(b, "size")), std::to_string(Arr(b, "chunks").size())});
+      rows.push_back({Str(rank, "rank"), Str(b, "name"), Str(b, "kind"), Str(b, "dtype"), Shape(b),
+                      Bytes(Num(b, "size")), std::to_string(Arr(b, "chunks").size())});
     }
   }
   std::cout << "\n";
@@ -174,8 +174,8 @@ Status Restore(Client& client, const std::string& job_id, int64_t step, const fs
         has_tensors = has_tensors || Str(b, "kind") == "tensor";
       }
       if (has_tensors) {
-        TY_ASSIGN_OR_RETURN(auto st, client.GetRaw(StepPath(job_id, step, "/safetensors"),
-                                                   {{"rank", rank_id}}));
+        TY_ASSIGN_OR_RETURN(
+            auto st, client.GetRaw(StepPath(job_id, step, "/safetensors"), {{"rank", rank_id}}));
         fs::path rel = dir / "model.safetensors";
         TY_RETURN_IF_ERROR(WriteFile(tmp / rel, st.body));
         written.push_back(rel);
@@ -186,7 +186,8 @@ Status Restore(Client& client, const std::string& job_id, int64_t step, const fs
       std::error_code mec;
       fs::create_directories((to / rel).parent_path(), mec);
       fs::rename(tmp / rel, to / rel, mec);
-      if (mec) return Status::IOError("cannot move into " + (to / rel).string() + ": " + mec.message());
+      if (mec)
+        return Status::IOError("cannot move into " + (to / rel).string() + ": " + mec.message());
     }
     return Status::Ok();
   }();
@@ -194,8 +195,8 @@ Status Restore(Client& client, const std::string& job_id, int64_t step, const fs
   if (!s.ok()) {
     return Status(s.code(), s.message() + "\nnothing was restored into " + to.string());
   }
-  std::cout << "Restored " << written.size() << " file(s) of checkpoint step " << step
-            << " into " << to.string() << "\n";
+  std::cout << "Restored " << written.size() << " file(s) of checkpoint step " << step << " into "
+            << to.string() << "\n";
   return Status::Ok();
 }
 
@@ -226,8 +227,8 @@ struct Options {
   int keep_last = -1, keep_best = -1;
   int64_t keep_every = -1;
   std::string metric, mode;
-  CLI::App *list = nullptr, *show = nullptr, *verify = nullptr, *restore = nullptr,
-           *gc = nullptr, *retention = nullptr;
+  CLI::App *list = nullptr, *show = nullptr, *verify = nullptr, *restore = nullptr, *gc = nullptr,
+           *retention = nullptr;
 };
 
 int Retention(Client& client, const Options& o) {
@@ -280,8 +281,8 @@ std::function<std::optional<int>(Client&)> AddCheckpointCommands(
   job_step(o->show);
   o->verify = cmd->add_subcommand("verify", "read every chunk and check it against its hash");
   job_step(o->verify);
-  o->restore = cmd->add_subcommand(
-      "restore", "write each blob to a file (tensors also as model.safetensors)");
+  o->restore = cmd->add_subcommand("restore",
+                                   "write each blob to a file (tensors also as model.safetensors)");
   job_step(o->restore);
   o->restore->add_option("--to", o->to, "directory to write into")->required();
   o->gc = cmd->add_subcommand("gc", "delete chunks no checkpoint uses (admins; safe during saves)");

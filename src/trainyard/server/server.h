@@ -35,8 +35,8 @@ struct ServerConfig {
   std::string data_dir = ".trainyard";
   std::string host = "127.0.0.1";
   int port = 5000;
-  std::string db;         // "" → SQLite at <data_dir>/trainyard.db
-  std::string artifacts;  // "" → <data_dir>/artifacts
+  std::string db;           // "" → SQLite at <data_dir>/trainyard.db
+  std::string artifacts;    // "" → <data_dir>/artifacts
   std::string checkpoints;  // "" → <data_dir>/checkpoints
   bool sqlite_sync_full = false;
   int io_threads = 2;
