@@ -11,6 +11,8 @@
 // Uploads are staged as files under `staging_dir/<upload id>/` (so they survive a server
 // restart and need no memory until the commit); the commit reads one rank's blobs into
 // memory and saves them. Staged uploads untouched for a day are removed by CollectGarbage.
+// The store has one save in flight at a time, so commits (of all jobs) run one after another;
+// disk bandwidth, not the queue, is what limits them on one machine.
 //
 // Authorization: writes need the job's own scoped token, or EDIT on the job (owner, admin, a
 // grant); a token scoped to another job is refused. Reads are open to every authenticated
