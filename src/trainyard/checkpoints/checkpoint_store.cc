@@ -187,6 +187,7 @@ CheckpointStore::~CheckpointStore() {
 }
 
 std::string CheckpointStore::ProjectKey(std::string_view project) const {
+  if (options_.root.empty()) return std::string(project);
   return options_.root + "/" + std::string(project);
 }
 
@@ -558,6 +559,15 @@ Result<std::vector<int64_t>> CheckpointStore::ListSteps(std::string_view project
   return steps;
 }
 
+Result<std::vector<std::string>> CheckpointStore::ListProjects() {
+  TY_ASSIGN_OR_RETURN(std::vector<blob::BlobEntry> entries, blobs_->List(options_.root));
+  std::vector<std::string> projects;
+  for (const blob::BlobEntry& e : entries) {
+    if (e.is_dir && ValidateCheckpointName("project", e.name).ok()) projects.push_back(e.name);
+  }
+  return projects;
+}
+
 Result<std::vector<std::string>> CheckpointStore::ListJobs(std::string_view project) {
   TY_RETURN_IF_ERROR(ValidateCheckpointName("project", project));
   TY_ASSIGN_OR_RETURN(std::vector<blob::BlobEntry> entries,
@@ -708,6 +718,47 @@ Result<CheckpointData> CheckpointStore::Load(std::string_view project, std::stri
   out.rng_state = m.rng_state;
   out.user_metadata = m.user_metadata;
   return out;
+}
+
+Result<Blob> CheckpointStore::LoadBlob(std::string_view project, std::string_view job, int64_t step,
+                                       int rank, std::string_view name) {
+  TY_ASSIGN_OR_RETURN(CheckpointInfo info, Get(project, job, step));
+  if (rank < 0 || rank >= info.world_size) {
+    return Status::NotFound("checkpoint " + std::string(project) + "/" + std::string(job) +
+                            " step " + std::to_string(step) + " has no rank " +
+                            std::to_string(rank) + " (world_size " +
+                            std::to_string(info.world_size) + ")");
+  }
+  const Manifest& m = info.ranks[static_cast<size_t>(rank)];
+  size_t index = m.blobs.size();
+  for (size_t i = 0; i < m.blobs.size(); ++i) {
+    if (m.blobs[i].name == name) index = i;
+  }
+  if (index == m.blobs.size()) {
+    return Status::NotFound("checkpoint " + std::string(project) + "/" + std::string(job) +
+                            " step " + std::to_string(step) + " rank " + std::to_string(rank) +
+                            " has no blob named '" + std::string(name) + "'");
+  }
+  const BlobManifest& b = m.blobs[index];
+  Bytes buffer(b.size);
+  std::vector<uint64_t> offsets;
+  uint64_t off = 0;
+  for (const ChunkRef& c : b.chunks) {
+    offsets.push_back(off);
+    off += c.size;
+  }
+  std::vector<std::string> scratch(pool_->Concurrency());
+  ErrorSlot error;
+  pool_->ParallelFor(b.chunks.size(), [&](size_t i, size_t worker) {
+    if (error.failed()) return;
+    char* dst = reinterpret_cast<char*>(buffer.data()) + offsets[i];
+    Status s = ReadChunk(m, index, i, offsets[i], dst, scratch[worker]);
+    if (!s.ok()) error.Set(i, std::move(s));
+  });
+  if (error.failed()) return error.status();
+  return b.kind == BlobKind::kTensor
+             ? Blob::OwnedTensor(b.name, b.dtype, b.shape, std::move(buffer))
+             : Blob::OwnedFile(b.name, std::move(buffer));
 }
 
 Status CheckpointStore::Verify(std::string_view project, std::string_view job, int64_t step) {

@@ -46,7 +46,8 @@ class ThreadPool;
 enum class Compression { kNone, kZstd };
 
 struct CheckpointStoreOptions {
-  std::string root = "checkpoints";  // key prefix inside the BlobStore
+  // Key prefix inside the BlobStore; "" puts projects at its top (a BlobStore of their own).
+  std::string root = "checkpoints";
   // Chunking: every blob is cut into chunks of this size from its own start (the last one
   // shorter). Part of a chunk's identity only through its bytes.
   uint64_t chunk_size = 4ull << 20;
@@ -117,12 +118,18 @@ class CheckpointStore {
   Result<std::optional<CheckpointInfo>> Latest(std::string_view project, std::string_view job);
   // NotFound when the checkpoint is absent or not complete.
   Result<CheckpointInfo> Get(std::string_view project, std::string_view job, int64_t step);
+  // Projects that have saved anything.
+  Result<std::vector<std::string>> ListProjects();
   // Jobs of a project that have saved anything.
   Result<std::vector<std::string>> ListJobs(std::string_view project);
 
   // One rank's data, every chunk verified. An error names the blob and chunk that failed.
   Result<CheckpointData> Load(std::string_view project, std::string_view job, int64_t step,
                               int rank = 0);
+  // One blob of one rank, every chunk verified (for serving a blob without loading the rest).
+  // NotFound when the rank has no blob of that name.
+  Result<Blob> LoadBlob(std::string_view project, std::string_view job, int64_t step, int rank,
+                        std::string_view name);
   // Reads and verifies every chunk of every rank (Ok, or an error naming blob and chunk).
   Status Verify(std::string_view project, std::string_view job, int64_t step);
   // Removes a checkpoint, complete or not (it stops being visible first). Chunks stay until

@@ -286,6 +286,18 @@ TEST_F(CheckpointStoreTest, FlippedByteIsNamedByVerifyAndLoad) {
   ASSERT_FALSE(l.ok());
   EXPECT_NE(l.status().message().find("blob 't1' chunk 3 "), std::string::npos);
 
+  Result<Blob> bad = store->LoadBlob("proj", "job1", 5, 0, "t1");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("blob 't1' chunk 3 "), std::string::npos);
+  // The undamaged blob still loads on its own.
+  Result<Blob> good = store->LoadBlob("proj", "job1", 5, 0, "t0");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->view(), AsString(a));
+  EXPECT_EQ(good->kind, BlobKind::kTensor);
+  EXPECT_EQ(good->shape, std::vector<int64_t>{50'000});
+  EXPECT_TRUE(store->LoadBlob("proj", "job1", 5, 0, "nope").status().IsNotFound());
+  EXPECT_TRUE(store->LoadBlob("proj", "job1", 5, 1, "t0").status().IsNotFound());
+
   // A missing chunk is named too.
   fs::remove(ChunkPath(m->blobs[0].chunks[0]));
   Status missing = store->Verify("proj", "job1", 5);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "trainyard/cli/checkpoint_commands.h"
 #include "trainyard/cli/client.h"
 #include "trainyard/cli/jobs_commands.h"
 #include "trainyard/cli/table.h"
@@ -297,6 +298,8 @@ int Main(int argc, char** argv) {
                          "postgresql://user@host:port/db");
   server_cmd->add_option("--artifacts", config.artifacts,
                          "artifact store directory (default <data-dir>/artifacts)");
+  server_cmd->add_option("--checkpoints", config.checkpoints,
+                         "checkpoint store directory (default <data-dir>/checkpoints)");
   server_cmd->add_flag("--sync-full", config.sqlite_sync_full,
                        "SQLite: fsync every commit (survives power loss, slower)");
   server_cmd->add_option("--workers", config.worker_threads, "request worker threads")
@@ -409,6 +412,7 @@ int Main(int argc, char** argv) {
   add_client_options(cancel);
   auto* cluster = app.add_subcommand("cluster", "show the compute pool's nodes and their use");
   add_client_options(cluster);
+  auto run_checkpoints = AddCheckpointCommands(app, add_client_options);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -420,6 +424,7 @@ int Main(int argc, char** argv) {
   if (logs->parsed()) return JobLogs(client, job_id, job_follow, job_attempt, job_rank);
   if (cancel->parsed()) return CancelJob(client, job_id);
   if (cluster->parsed()) return ShowCluster(client);
+  if (auto rc = run_checkpoints(client)) return *rc;
   if (exp_list->parsed()) return ExperimentsList(client, all_experiments);
   if (exp_show->parsed()) return ExperimentsShow(client, exp_id);
   if (runs_list->parsed()) return RunsList(client, run_experiment, run_filter, run_max);

@@ -4,11 +4,13 @@
 
 #include <filesystem>
 
+#include "trainyard/api/checkpoints_api.h"
 #include "trainyard/api/identity_api.h"
 #include "trainyard/api/jobs_api.h"
 #include "trainyard/api/mlflow_artifacts_api.h"
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
+#include "trainyard/checkpoints/checkpoint_service.h"
 #include "trainyard/executors/host_resources.h"
 #include "trainyard/executors/local_executor.h"
 #include "trainyard/jobs/job_service.h"
@@ -35,6 +37,7 @@ Status Server::InitStore() {
   for (auto& m : tracking::TrackingService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : registry::RegistryService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : jobs::JobService::Migrations()) migrations.push_back(std::move(m));
+  for (auto& m : checkpoints::CheckpointService::Migrations()) migrations.push_back(std::move(m));
   TY_RETURN_IF_ERROR(store::ApplyMigrations(*db_, migrations));
   spdlog::info("metadata store: {} ({})", db_->Backend(),
                db_->Backend() == "sqlite" ? options.url : "postgresql");
@@ -91,6 +94,23 @@ Status Server::InitJobs() {
   return Status::Ok();
 }
 
+Status Server::InitCheckpoints() {
+  std::string root =
+      config_.checkpoints.empty() ? config_.data_dir + "/checkpoints" : config_.checkpoints;
+  TY_ASSIGN_OR_RETURN(std::unique_ptr<blob::BlobStore> blobs, blob::OpenLocalBlobStore(root));
+  checkpoints::CheckpointStoreOptions options;
+  options.root = "";  // the BlobStore is the checkpoints' own
+  // The server hands owned buffers to the store: no snapshot buffers to keep.
+  options.reuse_snapshot_buffers = false;
+  auto store = std::make_shared<checkpoints::CheckpointStore>(
+      std::shared_ptr<blob::BlobStore>(std::move(blobs)), options);
+  checkpoints_ = std::make_unique<checkpoints::CheckpointService>(
+      *db_, clock_, random_, *identity_, *jobs_, std::move(store),
+      config_.data_dir + "/checkpoint-staging");
+  spdlog::info("checkpoint store: {}", root);
+  return Status::Ok();
+}
+
 void Server::InitApi() {
   api_ = std::make_unique<api::Api>(router_, *identity_, clock_);
   router_.SetErrorRenderer(api::TransportErrorResponse);
@@ -99,6 +119,7 @@ void Server::InitApi() {
   api::RegisterArtifactRoutes(*api_, *blobs_, *tracking_);
   api::RegisterRegistryRoutes(*api_, *registry_);
   api::RegisterJobRoutes(*api_, *jobs_);
+  api::RegisterCheckpointRoutes(*api_, *checkpoints_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
@@ -110,6 +131,7 @@ Status Server::Start() {
   TY_RETURN_IF_ERROR(InitBlobs());
   TY_RETURN_IF_ERROR(InitServices());
   TY_RETURN_IF_ERROR(InitJobs());
+  TY_RETURN_IF_ERROR(InitCheckpoints());
   InitApi();
   http::ServerOptions options;
   options.host = config_.host;
@@ -118,7 +140,9 @@ Status Server::Start() {
   options.worker_threads = config_.worker_threads;
   options.max_body_bytes = config_.max_body_bytes;
   options.upload_dir = config_.data_dir + "/uploads";
-  options.stream_body_to_file = api::IsArtifactUpload;
+  options.stream_body_to_file = [](http::Method method, std::string_view path) {
+    return api::IsArtifactUpload(method, path) || api::IsCheckpointBlobUpload(method, path);
+  };
   options.render_error = api::TransportErrorResponse;
   http_ = std::make_unique<http::HttpServer>(
       options, [this](http::Request& r) { return router_.Dispatch(r); });

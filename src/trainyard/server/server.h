@@ -25,6 +25,9 @@ class Executor;
 namespace trainyard::jobs {
 class JobService;
 }
+namespace trainyard::checkpoints {
+class CheckpointService;
+}
 
 namespace trainyard::server {
 
@@ -32,8 +35,9 @@ struct ServerConfig {
   std::string data_dir = ".trainyard";
   std::string host = "127.0.0.1";
   int port = 5000;
-  std::string db;         // "" → SQLite at <data_dir>/trainyard.db
-  std::string artifacts;  // "" → <data_dir>/artifacts
+  std::string db;           // "" → SQLite at <data_dir>/trainyard.db
+  std::string artifacts;    // "" → <data_dir>/artifacts
+  std::string checkpoints;  // "" → <data_dir>/checkpoints
   bool sqlite_sync_full = false;
   int io_threads = 2;
   int worker_threads = 16;
@@ -66,6 +70,7 @@ class Server {
   Status InitBlobs();
   Status InitServices();
   Status InitJobs();
+  Status InitCheckpoints();
   void InitApi();
 
   ServerConfig config_;
@@ -78,6 +83,7 @@ class Server {
   std::unique_ptr<registry::RegistryService> registry_;
   std::unique_ptr<executors::Executor> executor_;
   std::unique_ptr<jobs::JobService> jobs_;
+  std::unique_ptr<checkpoints::CheckpointService> checkpoints_;
   http::Router router_;
   std::unique_ptr<api::Api> api_;
   std::unique_ptr<http::HttpServer> http_;
