@@ -494,3 +494,36 @@ def parse_scontrol_record(text: str) -> dict[str, str]:
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
         out[m.group(1)] = line[m.end():end].strip()
     return out
+
+
+def _serve(argv: list[str]) -> int:
+    """`python3 tests/slurm_cluster.py [--nodes N]`: starts a cluster, prints one JSON line
+    (slurm_conf, shared_dir, nodes, node_addrs), and stops it when stdin reaches end of file.
+    For tests in other languages (the C++ Slurm executor's)."""
+    import argparse
+    import json
+    import sys
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nodes", type=int, default=2)
+    args = parser.parse_args(argv)
+    cluster = SlurmCluster(nodes=args.nodes)
+    try:
+        cluster.start()
+    except SlurmClusterError as e:
+        print(json.dumps({"error": str(e)}), flush=True)
+        return 1
+    try:
+        print(json.dumps({"slurm_conf": str(cluster.conf_path),
+                          "shared_dir": str(cluster.shared_dir),
+                          "nodes": cluster.node_names,
+                          "node_addrs": cluster.node_addrs}), flush=True)
+        for _ in sys.stdin:
+            pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(_serve(sys.argv[1:]))
