@@ -38,6 +38,18 @@ struct RankLaunch {
   std::vector<int> gpu_ids;  // becomes CUDA_VISIBLE_DEVICES
 };
 
+// What a cluster executor (Slurm) asks its scheduler for, beyond the ranks; the local
+// executor ignores it. Zero/empty = no request (the cluster's defaults).
+struct ClusterRequest {
+  int cpus_per_rank = 0;
+  int64_t memory_mb_per_node = 0;
+  std::chrono::seconds time_limit{0};
+  // How long before the end of the time limit (or a preemption, where the cluster sends
+  // it) the ranks get SIGTERM to checkpoint.
+  std::chrono::seconds term_grace{0};
+  std::vector<std::string> exclude_nodes;  // e.g. nodes that failed an earlier attempt
+};
+
 struct AttemptLaunch {
   std::string job_id;
   int attempt = 0;
@@ -52,12 +64,13 @@ struct AttemptLaunch {
   // Created if absent. Rank R writes stdout+stderr to log_dir/"rank-R.log" (appended) and
   // its result to log_dir/"rank-R.exit".
   std::filesystem::path log_dir;
+  ClusterRequest cluster;
 };
 
 // What the caller persists to Adopt a running attempt later.
 struct RankProcess {
   int rank = 0;
-  int pid = 0;             // the rank's shim; also its process group id
+  int pid = 0;             // the rank's shim; also its process group id (Slurm: the job id)
   int64_t start_time = 0;  // /proc/<pid>/stat field 22; guards against pid reuse
 };
 
@@ -79,6 +92,10 @@ struct AttemptExit {
   bool lost = false;            // of failed_rank
   bool stopped = false;         // Stop() was called for this attempt before it ended
   std::vector<RankExit> ranks;  // ordered by rank
+  // Cluster executors: the node whose failure ended the attempt ("" if none or unknown),
+  // and the cluster's own words for how it ended (e.g. "NODE_FAIL NodeDown").
+  std::string failed_node;
+  std::string cluster_state;
 };
 
 class Executor {
