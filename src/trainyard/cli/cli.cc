@@ -320,9 +320,20 @@ int Main(int argc, char** argv) {
                          "CPUs per local node (default: this machine's)");
   server_cmd->add_option("--price-catalog", config.price_catalog,
                          "YAML prices per compute pool (see examples/prices-2026.yaml)");
-  server_cmd
-      ->add_option("--pool-name", config.pool_name, "name of the local pool (its price entry)")
+  server_cmd->add_option("--pool-name", config.pool_name,
+                         "name of the compute pool (its price entry; default: the executor's)");
+  server_cmd->add_option("--executor", config.executor, "where jobs run: local or slurm")
+      ->check(CLI::IsMember({"local", "slurm"}))
       ->capture_default_str();
+  server_cmd->add_option("--slurm-partition", config.slurm_partition, "Slurm partition for jobs");
+  server_cmd->add_option("--slurm-account", config.slurm_account, "Slurm account (sbatch -A)");
+  server_cmd->add_option("--slurm-qos", config.slurm_qos, "Slurm QoS (sbatch --qos)");
+  server_cmd->add_option("--slurm-conf", config.slurm_conf,
+                         "slurm.conf for the Slurm commands (SLURM_CONF)");
+  server_cmd->add_option("--slurm-sbatch-arg", config.slurm_sbatch_args,
+                         "extra sbatch argument, e.g. --constraint=a100 (repeatable)");
+  server_cmd->add_option("--advertise-url", config.advertise_url,
+                         "URL workloads use to reach this server (default http://HOST:PORT)");
   server_cmd->add_option("--log-format", log_format, "text, or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

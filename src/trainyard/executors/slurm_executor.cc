@@ -818,4 +818,59 @@ std::unique_ptr<Executor> MakeSlurmExecutor(SlurmExecutorOptions options) {
   return std::make_unique<SlurmExecutor>(std::move(options));
 }
 
+std::vector<SlurmNode> ParseSinfoNodes(const std::string& text) {
+  std::vector<SlurmNode> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    size_t start = 0;
+    while (true) {
+      size_t bar = line.find('|', start);
+      f.push_back(line.substr(start, bar == std::string::npos ? std::string::npos : bar - start));
+      if (bar == std::string::npos) break;
+      start = bar + 1;
+    }
+    if (f.size() < 4 || f[0].empty()) continue;
+    SlurmNode n;
+    n.name = f[0];
+    n.cpus = static_cast<int>(std::strtol(f[1].c_str(), nullptr, 10));
+    n.memory_bytes = std::strtoll(f[2].c_str(), nullptr, 10) * 1024 * 1024;
+    // gres: comma-separated "gpu[:type]:count[(S:...)]" entries.
+    std::istringstream gres(f[3]);
+    std::string entry;
+    while (std::getline(gres, entry, ',')) {
+      if (entry.rfind("gpu", 0) != 0) continue;
+      std::string count = entry.substr(0, entry.find('('));
+      size_t colon = count.rfind(':');
+      if (colon != std::string::npos) {
+        n.gpus += static_cast<int>(std::strtol(count.c_str() + colon + 1, nullptr, 10));
+      }
+    }
+    bool seen = false;
+    for (const auto& o : out) seen = seen || o.name == n.name;
+    if (!seen) out.push_back(std::move(n));
+  }
+  return out;
+}
+
+Result<std::vector<SlurmNode>> DiscoverSlurmNodes(const SlurmPoolConfig& pool) {
+  std::vector<std::string> argv = {
+      pool.bin_dir.empty() ? "sinfo" : (fs::path(pool.bin_dir) / "sinfo").string(), "-N", "-h",
+      "-o", "%N|%c|%m|%G"};
+  if (!pool.partition.empty()) argv.push_back("--partition=" + pool.partition);
+  TY_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv, pool.client_env));
+  if (out.exit_code != 0) {
+    return Status::Unavailable("sinfo failed (exit " + std::to_string(out.exit_code) +
+                               "): " + out.err + " — is slurmctld reachable, and munge running?");
+  }
+  std::vector<SlurmNode> nodes = ParseSinfoNodes(out.out);
+  if (nodes.empty()) {
+    return Status::InvalidArgument(
+        "sinfo lists no nodes" +
+        (pool.partition.empty() ? std::string() : " in partition '" + pool.partition + "'"));
+  }
+  return nodes;
+}
+
 }  // namespace trainyard::executors

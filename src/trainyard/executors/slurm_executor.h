@@ -70,6 +70,19 @@ struct SlurmExecutorOptions {
 
 std::unique_ptr<Executor> MakeSlurmExecutor(SlurmExecutorOptions options);
 
+// A node of the pool's partition as Slurm describes it (what the job scheduler plans with).
+struct SlurmNode {
+  std::string name;
+  int cpus = 0;
+  int64_t memory_bytes = 0;
+  int gpus = 0;  // from its gres, e.g. "gpu:a100:4" or "gpu:4"
+};
+// Asks `sinfo` for the nodes of the pool's partition. An error names the command and what it
+// printed (e.g. munge or slurmctld unreachable).
+Result<std::vector<SlurmNode>> DiscoverSlurmNodes(const SlurmPoolConfig& pool);
+// Parses `sinfo -N -h -o "%N|%c|%m|%G"` output (exposed for tests); duplicates are merged.
+std::vector<SlurmNode> ParseSinfoNodes(const std::string& text);
+
 // --- Exposed for tests.
 
 // `sbatch` arguments (without the program name) that submit `launch` with `script`.

@@ -188,6 +188,22 @@ SlurmJobState Job(std::string state, std::string reason, int code = 0, int sig =
   return j;
 }
 
+TEST(SlurmExecutorUnitTest, ParsesSinfoNodesWithTheirGpus) {
+  auto nodes = ParseSinfoNodes(
+      "node1|64|512000|gpu:a100:8(S:0-1)\n"
+      "node2|64|512000|gpu:4,shard:8\n"
+      "node2|64|512000|gpu:4,shard:8\n"  // listed again for a second partition
+      "cpu1|32|128000|(null)\n"
+      "garbage\n");
+  ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].name, "node1");
+  EXPECT_EQ(nodes[0].gpus, 8);
+  EXPECT_EQ(nodes[0].cpus, 64);
+  EXPECT_EQ(nodes[0].memory_bytes, int64_t{512000} * 1024 * 1024);
+  EXPECT_EQ(nodes[1].gpus, 4);
+  EXPECT_EQ(nodes[2].gpus, 0);
+}
+
 TEST(SlurmExecutorUnitTest, ParsesScontrolJobLines) {
   const std::string line =
       "JobId=3 JobName=ty-a b-a1 UserId=root(0) JobState=NODE_FAIL Reason=NodeDown "

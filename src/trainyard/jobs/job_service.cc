@@ -893,6 +893,12 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   launch.master_addr = pool_.master_addr;
   launch.master_port = 0;
   launch.log_dir = log_dir;
+  // For cluster executors (Slurm): what to ask the cluster's scheduler for.
+  launch.cluster.cpus_per_rank = std::max(1, spec.resources.cpus_per_node / ppn);
+  launch.cluster.memory_mb_per_node = spec.resources.memory_bytes / (1024 * 1024);
+  launch.cluster.time_limit = std::chrono::seconds((spec.time_limit_ms + 999) / 1000);
+  launch.cluster.term_grace = std::chrono::seconds((spec.preemption_grace_ms + 999) / 1000);
+  launch.cluster.exclude_nodes = j.excluded_nodes;
   for (size_t n = 0; n < placement.size(); ++n) {
     const NodeAllocation& alloc = placement[n];
     for (int l = 0; l < ppn; ++l) {
@@ -1066,6 +1072,25 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
     next = Next::kRetry;
   }
 
+  if (next == Next::kRetry && !exit.failed_node.empty()) {
+    // The cluster says a node failed under the attempt: run the next one elsewhere.
+    a.cause += " (node " + exit.failed_node +
+               (exit.cluster_state.empty() ? "" : ": " + exit.cluster_state) + ")";
+    std::vector<std::string> excluded = r.job.excluded_nodes;
+    if (std::find(excluded.begin(), excluded.end(), exit.failed_node) == excluded.end()) {
+      excluded.push_back(exit.failed_node);
+    }
+    std::vector<NodeInfo> remaining;
+    for (const auto& n : pool_.nodes) {
+      if (std::find(excluded.begin(), excluded.end(), n.name) == excluded.end()) {
+        remaining.push_back(n);
+      }
+    }
+    if (CheckFeasible(remaining, ToRequest(r.job.spec)).ok()) {
+      r.job.excluded_nodes = excluded;
+      a.cause += "; node " + exit.failed_node + " excluded";
+    }
+  }
   if (next == Next::kRetry) {
     bool new_checkpoint = r.job.latest_checkpoint && r.job.latest_checkpoint->attempt == a.attempt;
     r.job.consecutive_failures = new_checkpoint ? 1 : r.job.consecutive_failures + 1;

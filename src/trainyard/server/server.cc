@@ -13,6 +13,7 @@
 #include "trainyard/checkpoints/checkpoint_service.h"
 #include "trainyard/executors/host_resources.h"
 #include "trainyard/executors/local_executor.h"
+#include "trainyard/executors/slurm_executor.h"
 #include "trainyard/jobs/job_service.h"
 #include "trainyard/registry/registry_service.h"
 
@@ -63,28 +64,46 @@ Status Server::InitServices() {
 }
 
 Status Server::InitJobs() {
-  executors::HostResources host = executors::DetectHostResources();
   jobs::PoolConfig pool;
-  pool.name = config_.pool_name;
-  if (config_.local_nodes < 1 || config_.local_nodes > 10000) {
-    return Status::InvalidArgument("--local-nodes must be between 1 and 10000");
-  }
-  for (int i = 0; i < config_.local_nodes; ++i) {
-    jobs::NodeInfo node;
-    node.name = config_.local_nodes == 1 ? host.hostname : host.hostname + "-" + std::to_string(i);
-    node.gpus = config_.local_gpus >= 0 ? config_.local_gpus : static_cast<int>(host.gpus.size());
-    node.cpus = config_.local_cpus >= 0 ? config_.local_cpus : host.cpus;
-    node.memory_bytes =
-        config_.local_memory_bytes >= 0 ? config_.local_memory_bytes : host.memory_bytes;
-    pool.nodes.push_back(node);
+  pool.name = config_.pool_name.empty() ? config_.executor : config_.pool_name;
+  if (config_.executor == "slurm") {
+    executors::SlurmPoolConfig slurm;
+    slurm.partition = config_.slurm_partition;
+    slurm.account = config_.slurm_account;
+    slurm.qos = config_.slurm_qos;
+    slurm.extra_sbatch_args = config_.slurm_sbatch_args;
+    if (!config_.slurm_conf.empty()) slurm.client_env["SLURM_CONF"] = config_.slurm_conf;
+    TY_ASSIGN_OR_RETURN(auto nodes, executors::DiscoverSlurmNodes(slurm));
+    for (const auto& n : nodes) pool.nodes.push_back({n.name, n.gpus, n.cpus, n.memory_bytes});
+    pool.master_addr = "";  // the batch script takes the allocation's first node
+    executor_ = executors::MakeSlurmExecutor({slurm, std::chrono::milliseconds(500)});
+  } else if (config_.executor == "local") {
+    executors::HostResources host = executors::DetectHostResources();
+    if (config_.local_nodes < 1 || config_.local_nodes > 10000) {
+      return Status::InvalidArgument("--local-nodes must be between 1 and 10000");
+    }
+    for (int i = 0; i < config_.local_nodes; ++i) {
+      jobs::NodeInfo node;
+      node.name =
+          config_.local_nodes == 1 ? host.hostname : host.hostname + "-" + std::to_string(i);
+      node.gpus = config_.local_gpus >= 0 ? config_.local_gpus : static_cast<int>(host.gpus.size());
+      node.cpus = config_.local_cpus >= 0 ? config_.local_cpus : host.cpus;
+      node.memory_bytes =
+          config_.local_memory_bytes >= 0 ? config_.local_memory_bytes : host.memory_bytes;
+      pool.nodes.push_back(node);
+    }
+    executor_ = executors::MakeLocalExecutor({});
+  } else {
+    return Status::InvalidArgument("--executor must be local or slurm (got '" + config_.executor +
+                                   "')");
   }
   cost::PriceCatalog prices;
   if (!config_.price_catalog.empty()) {
     TY_ASSIGN_OR_RETURN(prices, cost::PriceCatalog::Load(config_.price_catalog));
   }
-  executor_ = executors::MakeLocalExecutor({});
   jobs::JobServiceOptions options;
-  options.data_dir = config_.data_dir;
+  // Absolute: cluster nodes write logs there from their own working directories.
+  options.data_dir = std::filesystem::absolute(config_.data_dir).string();
   spdlog::info("compute pool '{}': {} node(s) with {} GPU(s), {} CPU(s), {:.1f} GiB each",
                pool.name, pool.nodes.size(), pool.nodes[0].gpus, pool.nodes[0].cpus,
                static_cast<double>(pool.nodes[0].memory_bytes) / (1 << 30));
@@ -151,7 +170,9 @@ Status Server::Start() {
   std::string url_host = config_.host == "0.0.0.0" || config_.host == "::" || config_.host.empty()
                              ? "127.0.0.1"
                              : config_.host;
-  jobs_->SetServerUrl("http://" + url_host + ":" + std::to_string(http_->port()));
+  jobs_->SetServerUrl(config_.advertise_url.empty()
+                          ? "http://" + url_host + ":" + std::to_string(http_->port())
+                          : config_.advertise_url);
   TY_RETURN_IF_ERROR(jobs_->Start());
   spdlog::info("trainyard server listening on http://{}:{}", config_.host, http_->port());
   return Status::Ok();

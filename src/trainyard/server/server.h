@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trainyard/api/api.h"
 #include "trainyard/blob/blob_store.h"
@@ -49,7 +50,18 @@ struct ServerConfig {
   int local_cpus = -1;  // per node
   int64_t local_memory_bytes = -1;
   std::string price_catalog;  // YAML file; "" = no prices (cost 0)
-  std::string pool_name = "local";
+  std::string pool_name;      // "" → the executor's name ("local" or "slurm")
+  // Where jobs run: "local" (this machine) or "slurm" (sbatch/srun on a Slurm cluster; the
+  // data directory must be on a filesystem the cluster's nodes share).
+  std::string executor = "local";
+  std::string slurm_partition;
+  std::string slurm_account;
+  std::string slurm_qos;
+  std::string slurm_conf;  // SLURM_CONF for the Slurm commands; "" = their default
+  std::vector<std::string> slurm_sbatch_args;
+  // The URL workloads use to reach this server; "" → http://<host>:<port> (127.0.0.1 when
+  // listening on all addresses). Set it when jobs run on other machines.
+  std::string advertise_url;
 };
 
 class Server {

@@ -1,0 +1,117 @@
+"""Trainyard jobs on a real Slurm cluster (tests/slurm_cluster.py: munged, slurmctld and two
+slurmd in network namespaces): `trainyard server --executor slurm` runs a 2-node gang job whose
+ranks see the torchrun environment and all-reduce through Gloo, recovers a job from its
+checkpoint on the other node when its node is taken down, and cancels.
+
+Needs root and Debian's slurm-wlm and munge (scripts/install-deps); fails, not skips, otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TrainyardServer
+from slurm_cluster import SlurmCluster
+from test_jobs import COUNTER, Jobs, job
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-torch
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = SlurmCluster(nodes=2)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def slurm_server(cluster, tmp_path):
+    # The nodes reach the server on the bridge's host address, not on their own loopback.
+    with socket.socket() as s:
+        s.bind((cluster.controller_addr, 0))
+        port = s.getsockname()[1]
+    data_dir = cluster.shared_dir / f"server-{tmp_path.name}"
+    server = TrainyardServer(
+        data_dir=data_dir, backend="sqlite",
+        extra_args=["--executor", "slurm", "--slurm-conf", str(cluster.conf_path),
+                    "--host", "0.0.0.0", "--advertise-url",
+                    f"http://{cluster.controller_addr}:{port}"])
+    server.extra_args += ["--port", str(port)]
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None:
+            server.stop()
+
+
+def test_two_node_gang_job_allreduces_through_gloo(cluster, slurm_server):
+    jobs = Jobs(slurm_server)
+    script = cluster.shared_dir / "allreduce.py"
+    script.write_text(
+        "import os, socket, torch, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"  # env:// from MASTER_ADDR/PORT, RANK, WORLD_SIZE
+        "t = torch.tensor([float(int(os.environ['RANK']) + 1)])\n"
+        "dist.all_reduce(t)\n"
+        "print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'node',\n"
+        "      os.environ['NODE_RANK'], socket.gethostname(), 'sum', int(t.item()),\n"
+        "      'run', os.environ['MLFLOW_RUN_ID'], flush=True)\n"
+        "dist.destroy_process_group()\n")
+    j = jobs.submit(job("gang2", f"{SYSTEM_PYTHON} {script}", working_dir=str(cluster.shared_dir),
+                        resources={"nodes": 2, "cpus_per_node": 1}))
+    done = jobs.wait_state(j["job_id"], "SUCCEEDED", timeout=120)
+    assert sorted(done["attempt_list"][0]["nodes"]) != []
+    logs = [jobs.logs(j["job_id"], rank=r) for r in range(2)]
+    for r, text in enumerate(logs):
+        assert f"rank {r} of 2" in text and "sum 3" in text, text
+        assert f"run {j['run_id']}" in text
+    hosts = {text.split(" node ")[1].split()[1] for text in logs}
+    assert hosts == set(cluster.node_names)
+
+
+def test_node_failure_recovers_from_checkpoint_on_the_other_node(cluster, slurm_server, tmp_path):
+    jobs = Jobs(slurm_server)
+    out = cluster.shared_dir / f"out-{tmp_path.name}"
+    j = jobs.submit(job("survives-node-loss", COUNTER, working_dir=str(cluster.shared_dir),
+                        restart_backoff="200ms",
+                        env={"STEPS": "60", "STEP_SECONDS": "0.1", "OUT": str(out)}))
+    running = jobs.wait(j["job_id"], lambda x: x["latest_checkpoint"] is not None
+                        if "latest_checkpoint" in x else False, "a first checkpoint", timeout=90)
+    node = running["attempt_list"][0]["nodes"]
+    assert running["state"] == "RUNNING"
+    # Which node Slurm picked: the rank records it in its log's first line via hostname.
+    log = jobs.logs(j["job_id"])
+    assert "starts at step 0" in log
+    victim = [n for n in cluster.node_names
+              if cluster.node(n).get("State", "").startswith(("ALLOCATED", "MIXED"))]
+    assert len(victim) == 1, (victim, node)
+    cluster.take_down(victim[0], how="scontrol")
+    done = jobs.wait_state(j["job_id"], "SUCCEEDED", timeout=180)
+    first, second = done["attempt_list"][0], done["attempt_list"][-1]
+    assert first["state"] == "lost", first
+    assert victim[0] in first["cause"]
+    assert victim[0] in done["excluded_nodes"]
+    assert second["resumed_from"] != ""
+    assert json.loads(out.read_text())["step"] == 60
+    cluster.restore(victim[0])
+
+
+def test_cancel_reaches_the_ranks_on_slurm(cluster, slurm_server):
+    jobs = Jobs(slurm_server)
+    j = jobs.submit(job("to-cancel", "trap 'echo got TERM; exit 0' TERM; echo up; "
+                        "while true; do sleep 0.1; done", working_dir=str(cluster.shared_dir),
+                        preemption_grace="5s"))
+    jobs.wait(j["job_id"], lambda x: "up" in (jobs.logs(x["job_id"]) if x["attempts"] else ""),
+              "the rank running", timeout=90)
+    jobs.cancel(j["job_id"])
+    done = jobs.wait_state(j["job_id"], "CANCELLED", timeout=60)
+    assert done["attempt_list"][0]["state"] == "cancelled"
+    assert "got TERM" in jobs.logs(j["job_id"])
