@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
-from pathlib import Path
+import subprocess
 
 import pytest
 
-from conftest import TrainyardServer
+from conftest import TRAINYARD_BIN, TrainyardServer
 from slurm_cluster import SlurmCluster
 from test_jobs import COUNTER, Jobs, job
 
@@ -115,3 +114,22 @@ def test_cancel_reaches_the_ranks_on_slurm(cluster, slurm_server):
     done = jobs.wait_state(j["job_id"], "CANCELLED", timeout=60)
     assert done["attempt_list"][0]["state"] == "cancelled"
     assert "got TERM" in jobs.logs(j["job_id"])
+
+
+def test_pending_reason_from_slurm_is_shown(cluster, slurm_server):
+    jobs = Jobs(slurm_server)
+    down = cluster.node_names[1]
+    cluster.take_down(down, how="scontrol")
+    try:
+        j = jobs.submit(job("needs-both", "echo ran", working_dir=str(cluster.shared_dir),
+                            resources={"nodes": 2, "cpus_per_node": 1}))
+        waiting = jobs.wait(j["job_id"], lambda x: "queued in the cluster" in x["message"],
+                            "Slurm's pending reason", timeout=60)
+        assert "PENDING" in waiting["message"], waiting["message"]
+        out = subprocess.run([str(TRAINYARD_BIN), "jobs", "--url", slurm_server.url, "--token",
+                              slurm_server.token], capture_output=True, text=True,
+                             check=True).stdout
+        assert "queued in the cluster" in out
+    finally:
+        cluster.restore(down)
+    jobs.wait_state(j["job_id"], "SUCCEEDED", timeout=120)

@@ -125,6 +125,10 @@ class Executor {
   // the processes keep running (they can be adopted later). Idempotent; the destructor
   // calls it.
   virtual void Shutdown() = 0;
+
+  // How the cluster sees a running attempt right now, for people (e.g. "PENDING (Resources)"
+  // while Slurm has not started it); "" when the executor has nothing to add.
+  virtual std::string ClusterStatus(const std::string& job_id, int attempt) { return ""; }
 };
 
 }  // namespace trainyard::executors

@@ -239,6 +239,7 @@ struct Watched {
   bool stopped = false;
   std::optional<SteadyTime> cancel_at;  // the hard scancel after a Stop's grace
   int node_fail_polls = 0;              // polls spent looking for the node a NODE_FAIL names
+  std::string cluster_status;           // squeue's state and reason at the last poll
 };
 
 constexpr int kNodeFailPolls = 5;
@@ -407,28 +408,35 @@ class SlurmExecutor final : public Executor {
     return Status::Ok();
   }
 
-  // Squeue's view of every watched job: id -> state. Jobs it does not list are absent.
-  std::map<int64_t, std::string> PollStates(const std::vector<int64_t>& ids) {
-    std::map<int64_t, std::string> states;
+  // Squeue's view of every watched job: id -> (state, reason). Jobs it does not list are absent.
+  std::map<int64_t, std::pair<std::string, std::string>> PollStates(
+      const std::vector<int64_t>& ids) {
+    std::map<int64_t, std::pair<std::string, std::string>> states;
     std::vector<std::string> id_strings;
     for (auto id : ids) id_strings.push_back(std::to_string(id));
-    auto out = RunCommand({Bin("squeue"), "--noheader", "--states=all", "--format=%i|%T",
+    auto out = RunCommand({Bin("squeue"), "--noheader", "--states=all", "--format=%i|%T|%r",
                            "--jobs=" + Join(id_strings, ",")},
                           options_.pool.client_env);
     if (out.ok() && out->exit_code == 0) {
       for (const auto& line : SplitString(out->out, '\n')) {
         auto parts = SplitString(Trim(line), '|');
-        if (parts.size() != 2) continue;
-        if (auto id = ParseInt64(parts[0])) states[*id] = parts[1];
+        if (parts.size() != 3) continue;
+        if (auto id = ParseInt64(parts[0])) states[*id] = {parts[1], parts[2]};
       }
       return states;
     }
     // squeue fails the whole request when one id is unknown; ask about each job instead.
     for (auto id : ids) {
       auto job = QueryJob(id);
-      if (job.ok() && job->has_value()) states[id] = (*job)->state;
+      if (job.ok() && job->has_value()) states[id] = {(*job)->state, (*job)->reason};
     }
     return states;
+  }
+
+  std::string ClusterStatus(const std::string& job_id, int attempt) override {
+    std::lock_guard lock(mu_);
+    auto it = watched_.find(Key(job_id, attempt));
+    return it == watched_.end() ? "" : it->second.cluster_status;
   }
 
   // nullopt when the controller does not know the job (any more).
@@ -547,7 +555,17 @@ class SlurmExecutor final : public Executor {
         std::optional<SlurmJobState> job;
         if (it != states.end()) {
           SlurmJobState s;
-          s.state = it->second;
+          s.state = it->second.first;
+          {
+            std::lock_guard relock(mu_);
+            auto cur = watched_.find(Key(w.job_id, w.attempt));
+            if (cur != watched_.end()) {
+              const std::string& reason = it->second.second;
+              cur->second.cluster_status =
+                  "Slurm job " + std::to_string(w.slurm_id) + " " + s.state +
+                  (reason.empty() || reason == "None" ? "" : " (" + reason + ")");
+            }
+          }
           if (!s.ended()) continue;
         }
         auto q = QueryJob(w.slurm_id);

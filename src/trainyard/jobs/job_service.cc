@@ -1213,6 +1213,12 @@ void JobService::Derive(const Record& r, JobInfo& out, int64_t now) const {
   if (out.state == JobState::kPending && !r.pending_reason.empty()) {
     out.message = r.pending_reason;
   }
+  if (r.running && !r.running->stopping) {
+    // A cluster executor may still be queueing the attempt (e.g. Slurm: PENDING (Resources)).
+    std::string status = executor_.ClusterStatus(r.job.job_id, r.running->attempt.attempt);
+    if (status.find(" PENDING") != std::string::npos)
+      out.message = "queued in the cluster: " + status;
+  }
   double cost = r.past_cost, paid = r.past_paid, productive = r.past_productive;
   if (r.running) {
     AttemptInfo a = r.running->attempt;
