@@ -44,7 +44,7 @@ Status Server::InitStore() {
 Status Server::InitBlobs() {
   std::string root =
       config_.artifacts.empty() ? config_.data_dir + "/artifacts" : config_.artifacts;
-  TY_ASSIGN_OR_RETURN(blobs_, blob::OpenLocalBlobStore(root));
+  TY_ASSIGN_OR_RETURN(blobs_, blob::OpenBlobStore(root, config_.data_dir + "/s3-cache"));
   spdlog::info("artifact store: {}", root);
   return Status::Ok();
 }
