@@ -426,21 +426,11 @@ class S3BlobStore : public BlobStore {
       return Status::IOError("cannot create the S3 download cache " + config_.cache_dir + ": " +
                              ec.message());
     }
-    BodySink sink;
-    std::string ignored;
-    sink.str = &ignored;
-    TY_ASSIGN_OR_RETURN(Response r, Call("HEAD", "", {}, {}, "", sink));
-    if (r.status == 404) {
-      return Status::NotFound("S3 bucket '" + config_.bucket + "' does not exist at " +
-                              EndpointName() + "; create it or fix the s3:// location");
-    }
-    if (r.status == 403) {
-      return Status::PermissionDenied("S3 refused access to bucket '" + config_.bucket + "' at " +
-                                      EndpointName() +
-                                      " (HTTP 403); check AWS_ACCESS_KEY_ID, "
-                                      "AWS_SECRET_ACCESS_KEY and the bucket's policy");
-    }
-    if (r.status < 200 || r.status >= 300) return ErrorStatus("HEAD", "bucket", r);
+    // A one-key listing: it needs the permission an artifact store needs anyway, and (unlike
+    // HEAD) a refusal comes with S3's error code.
+    Result<ListPage> page = List(DirPrefix(""), /*delimited=*/true, "", 1);
+    if (!page.ok())
+      return page.status().WithContext("cannot open s3://" + config_.bucket + "/" + config_.prefix);
     return Status::Ok();
   }
 
@@ -654,8 +644,10 @@ class S3BlobStore : public BlobStore {
   Status GetObject(std::string_view key, const std::string& full, BodySink& sink) {
     TY_ASSIGN_OR_RETURN(Response r, Call("GET", full, {}, {}, "", sink));
     if (r.status == 404 && XmlText(r.body, "Code") != "NoSuchBucket") {
+      std::string code = XmlText(r.body, "Code");
       return Status::NotFound("artifact '" + std::string(key) + "' does not exist (" +
-                              ObjectName(full) + ")");
+                              ObjectName(full) + ": HTTP 404" + (code.empty() ? "" : " " + code) +
+                              ")");
     }
     if (r.status < 200 || r.status >= 300) return ErrorStatus("GET", ObjectName(full), r);
     return Status::Ok();
