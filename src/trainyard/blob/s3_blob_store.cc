@@ -20,6 +20,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "trainyard/common/strings.h"
@@ -859,8 +860,10 @@ class S3BlobStore : public BlobStore {
     sreq.payload_sha256 = Sha256Hex(body);
 
     Status last;
+    bool stale_retried = false, skip_backoff = false;
     for (int attempt = 0; attempt < std::max(config_.max_attempts, 1); ++attempt) {
-      if (attempt > 0) Backoff(attempt);
+      bool skip = std::exchange(skip_backoff, false);
+      if (attempt > 0 && !skip) Backoff(attempt);
       sink.Reset();
       if (config_.inject_failure_for_test) {
         if (auto injected = config_.inject_failure_for_test(method, target)) {
@@ -893,6 +896,7 @@ class S3BlobStore : public BlobStore {
       headers.emplace_back("User-Agent", "trainyard");
 
       std::unique_ptr<Connection> conn = TakeConnection(connect_host);
+      bool reused = conn != nullptr;
       if (!conn) {
         conn =
             std::make_unique<Connection>(&tls_ctx_, std::chrono::seconds(config_.timeout_seconds));
@@ -907,6 +911,13 @@ class S3BlobStore : public BlobStore {
       if (!r.ok()) {
         if (r.status().code() != StatusCode::kUnavailable) return r.status();
         last = r.status();
+        if (reused && !stale_retried) {
+          // The server may have closed an idle kept-alive connection: once per request, try
+          // again at once on a new one, without counting an attempt.
+          stale_retried = skip_backoff = true;
+          --attempt;
+          DropIdleConnections(connect_host);
+        }
         continue;
       }
       if (conn->reusable()) ReturnConnection(connect_host, std::move(conn));
@@ -944,6 +955,11 @@ class S3BlobStore : public BlobStore {
     auto c = std::move(idle.back());
     idle.pop_back();
     return c;
+  }
+
+  void DropIdleConnections(const std::string& host) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    idle_[host].clear();
   }
 
   void ReturnConnection(const std::string& host, std::unique_ptr<Connection> c) {

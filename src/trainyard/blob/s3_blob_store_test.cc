@@ -35,7 +35,12 @@ class MotoServer {
  public:
   // Empty when it could not be started; `error()` then says why.
   static MotoServer& Get() {
-    static MotoServer* server = new MotoServer();  // left to die with the process's pipes
+    static MotoServer* server = new MotoServer(false);  // left to die with the process's pipes
+    return *server;
+  }
+  // One serving HTTPS with a self-signed certificate (its file is `ca_file()`).
+  static MotoServer& GetTls() {
+    static MotoServer* server = new MotoServer(true);
     return *server;
   }
 
@@ -49,6 +54,7 @@ class MotoServer {
     c.bucket = bucket_;
     c.prefix = prefix;
     c.credentials = {access_key_, secret_key_, ""};
+    c.ca_file = ca_file_;
     c.retry_base_millis = 1;
     c.retry_max_millis = 10;
     c.cache_dir =
@@ -57,9 +63,9 @@ class MotoServer {
   }
 
  private:
-  MotoServer() { error_ = Start(); }
+  explicit MotoServer(bool tls) { error_ = Start(tls); }
 
-  std::string Start() {
+  std::string Start(bool tls) {
     std::error_code ec;
     fs::path root = fs::canonical("/proc/self/exe", ec).parent_path().parent_path();
     fs::path script = root / "tests" / "moto_s3.py";
@@ -77,6 +83,10 @@ class MotoServer {
     posix_spawn_file_actions_adddup2(&fa, out[1], 1);
     std::string bucket = "trainyard-unit-" + std::to_string(::getpid());
     std::vector<std::string> args = {python, script.string(), "--bucket", bucket};
+    if (tls) {
+      args.push_back("--tls-dir");
+      args.push_back(fs::temp_directory_path() / ("ty-s3-tls-" + std::to_string(::getpid())));
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -107,6 +117,7 @@ class MotoServer {
       bucket_ = std::string(info.at("bucket").as_string());
       access_key_ = std::string(info.at("access_key_id").as_string());
       secret_key_ = std::string(info.at("secret_access_key").as_string());
+      if (tls) ca_file_ = std::string(info.at("ca_file").as_string());
     } catch (const std::exception& e) {
       return std::string("bad line from moto_s3.py: ") + e.what() + ": " + line;
     }
@@ -115,7 +126,7 @@ class MotoServer {
 
   pid_t pid_ = -1;
   int stdin_fd_ = -1;
-  std::string error_, endpoint_, region_, bucket_, access_key_, secret_key_;
+  std::string error_, endpoint_, region_, bucket_, access_key_, secret_key_, ca_file_;
 };
 
 std::string TestPrefix() {
@@ -397,6 +408,34 @@ TEST_F(S3BlobStoreTest, RetriesTransientFailuresButNotClientErrors) {
   EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
   EXPECT_NE(s.message().find("InvalidArgument"), std::string::npos) << s.message();
   EXPECT_FALSE(*store->Exists("r/bad.txt"));
+}
+
+TEST_F(S3BlobStoreTest, HttpsVerifiesTheServerCertificate) {
+  MotoServer& tls = MotoServer::GetTls();
+  ASSERT_TRUE(tls.ok()) << tls.error();
+  S3Config config = tls.Config(TestPrefix());
+  ASSERT_EQ(config.endpoint.rfind("https://", 0), 0u) << config.endpoint;
+  auto store = Open(config);
+  ASSERT_TRUE(store);
+  std::string data = Pattern((9u << 20) + 7, 4);  // multipart, parts on parallel TLS connections
+  ASSERT_TRUE(store->PutBytes("tls/big.bin", data).ok());
+  ASSERT_TRUE(store->PutBytes("tls/small.txt", "over TLS").ok());
+  EXPECT_EQ(*store->GetBytes("tls/small.txt"), "over TLS");
+  EXPECT_TRUE(*store->GetBytes("tls/big.bin") == data);
+
+  // Without the self-signed certificate among the trusted ones, the handshake fails...
+  config.ca_file.clear();
+  config.max_attempts = 1;
+  auto refused = OpenS3BlobStore(config);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("TLS handshake"), std::string::npos)
+      << refused.status().message();
+  // ...unless verification is switched off.
+  config.verify_tls = false;
+  auto unverified = OpenS3BlobStore(config);
+  ASSERT_TRUE(unverified.ok()) << unverified.status().ToString();
+  EXPECT_EQ(*(*unverified)->GetBytes("tls/small.txt"), "over TLS");
 }
 
 TEST(S3BlobStoreOfflineTest, UnreachableEndpointIsUnavailableAfterRetries) {
