@@ -301,11 +301,19 @@ class Connection {
           "the object has " + std::to_string(*parser.content_length()) + " bytes, more than the " +
           std::to_string(sink.cap) + " expected");
     }
+    // A string sink with a known length is read in place, like a buffer.
+    bool in_place_string =
+        to_sink && sink.kind == BodySink::Kind::kString && parser.content_length().has_value();
+    if (in_place_string) sink.str->resize(static_cast<size_t>(*parser.content_length()));
     std::vector<char> chunk;
     while (!parser.is_done()) {
       char* dst;
       size_t avail;
-      if (to_sink && sink.kind == BodySink::Kind::kBuffer) {
+      if (in_place_string) {
+        dst = sink.str->data() + sink.written;
+        avail = sink.str->size() - sink.written;
+        if (avail == 0) return Status::Unavailable("the response body is longer than announced");
+      } else if (to_sink && sink.kind == BodySink::Kind::kBuffer) {
         dst = sink.buf + sink.written;
         avail = sink.cap - sink.written;
         if (avail == 0) {
@@ -313,7 +321,7 @@ class Connection {
                                             std::to_string(sink.cap) + " bytes expected");
         }
       } else {
-        chunk.resize(1 << 20);
+        chunk.resize(256 << 10);
         dst = chunk.data();
         avail = chunk.size();
       }
@@ -327,7 +335,7 @@ class Connection {
       size_t got = avail - parser.get().body().size;
       if (!to_sink) {
         out.body.append(dst, got);
-      } else if (sink.kind == BodySink::Kind::kBuffer) {
+      } else if (in_place_string || sink.kind == BodySink::Kind::kBuffer) {
         sink.written += got;
       } else if (sink.kind == BodySink::Kind::kString) {
         sink.str->append(dst, got);
