@@ -76,6 +76,7 @@ def test_mlflow_artifacts_go_to_s3(moto_s3, server_factory, monkeypatch, tmp_pat
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
     server = server_factory.new(extra_args=["--artifacts", f"s3://{BUCKET}/{PREFIX}"])
     point_mlflow_at(server, monkeypatch)
 
@@ -128,7 +129,8 @@ def test_mlflow_artifacts_go_to_s3(moto_s3, server_factory, monkeypatch, tmp_pat
 
 def test_server_refuses_to_start_with_a_wrong_secret(moto_s3, tmp_path):
     env = {**os.environ, **s3_env(moto_s3, secret="wrong-" + moto_s3["secret_access_key"])}
-    env.pop("AWS_ENDPOINT_URL", None)
+    for name in ("AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_CA_BUNDLE"):
+        env.pop(name, None)
     proc = subprocess.run(
         [str(TRAINYARD_BIN), "server", "--data-dir", str(tmp_path / "data"), "--port", "0",
          "--log-level", LOG_LEVEL, "--artifacts", f"s3://{BUCKET}/{PREFIX}"],

@@ -423,12 +423,20 @@ class S3BlobStore : public BlobStore {
     if (endpoint_.tls) {
       boost::system::error_code ec;
       tls_ctx_.set_default_verify_paths(ec);
-      if (!config_.ca_file.empty()) tls_ctx_.load_verify_file(config_.ca_file, ec);
+      if (!config_.ca_file.empty()) {
+        tls_ctx_.load_verify_file(config_.ca_file, ec);
+        if (ec) {
+          tls_error_ =
+              Status::InvalidArgument("cannot load the CA certificates in " + config_.ca_file +
+                                      " (AWS_CA_BUNDLE): " + ec.message());
+        }
+      }
       tls_ctx_.set_verify_mode(config_.verify_tls ? ssl::verify_peer : ssl::verify_none, ec);
     }
   }
 
   Status Init() {
+    TY_RETURN_IF_ERROR(tls_error_);
     std::error_code ec;
     fs::create_directories(config_.cache_dir, ec);
     if (ec) {
@@ -438,8 +446,9 @@ class S3BlobStore : public BlobStore {
     // A one-key listing: it needs the permission an artifact store needs anyway, and (unlike
     // HEAD) a refusal comes with S3's error code.
     Result<ListPage> page = List(DirPrefix(""), /*delimited=*/true, "", 1);
-    if (!page.ok())
+    if (!page.ok()) {
       return page.status().WithContext("cannot open s3://" + config_.bucket + "/" + config_.prefix);
+    }
     return Status::Ok();
   }
 
@@ -1004,6 +1013,7 @@ class S3BlobStore : public BlobStore {
   S3Config config_;
   const Endpoint endpoint_;
   ssl::context tls_ctx_;
+  Status tls_error_;
   SystemClock system_clock_;
   std::mutex jitter_mu_;
   std::mt19937_64 jitter_;

@@ -431,6 +431,9 @@ TEST_F(S3BlobStoreTest, HttpsVerifiesTheServerCertificate) {
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status().ToString();
   EXPECT_NE(refused.status().message().find("TLS handshake"), std::string::npos)
       << refused.status().message();
+  config.ca_file = "/nonexistent/ca.pem";
+  EXPECT_TRUE(OpenS3BlobStore(config).status().IsInvalidArgument());
+  config.ca_file.clear();
   // ...unless verification is switched off.
   config.verify_tls = false;
   auto unverified = OpenS3BlobStore(config);
