@@ -57,13 +57,25 @@ class MotoServer {
     c.ca_file = ca_file_;
     c.retry_base_millis = 1;
     c.retry_max_millis = 10;
-    c.cache_dir =
-        (fs::temp_directory_path() / ("ty-s3-test-cache-" + std::to_string(::getpid()))).string();
+    c.cache_dir = TempDir("cache").string();
     return c;
   }
 
  private:
-  explicit MotoServer(bool tls) { error_ = Start(tls); }
+  explicit MotoServer(bool tls) {
+    static std::once_flag cleanup;
+    std::call_once(cleanup, [] { std::atexit(RemoveTempDirs); });
+    error_ = Start(tls);
+  }
+
+  static fs::path TempDir(const std::string& what) {
+    return fs::temp_directory_path() / ("ty-s3-" + what + "-" + std::to_string(::getpid()));
+  }
+  static void RemoveTempDirs() {
+    std::error_code ec;
+    fs::remove_all(TempDir("cache"), ec);
+    fs::remove_all(TempDir("tls"), ec);
+  }
 
   std::string Start(bool tls) {
     std::error_code ec;
@@ -85,7 +97,7 @@ class MotoServer {
     std::vector<std::string> args = {python, script.string(), "--bucket", bucket};
     if (tls) {
       args.push_back("--tls-dir");
-      args.push_back(fs::temp_directory_path() / ("ty-s3-tls-" + std::to_string(::getpid())));
+      args.push_back(TempDir("tls"));
     }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
