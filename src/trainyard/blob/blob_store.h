@@ -57,4 +57,10 @@ class BlobStore {
 // Files under `root`, written to a temporary name, fsynced, then renamed into place.
 Result<std::unique_ptr<BlobStore>> OpenLocalBlobStore(const std::string& root);
 
+// The store a location names: "s3://bucket[/prefix]" is S3 (see s3_blob_store.h for the
+// environment variables it reads; downloads for LocalPathForRead are cached in `cache_dir`,
+// "" for a temporary directory), anything else a local directory.
+Result<std::unique_ptr<BlobStore>> OpenBlobStore(const std::string& location,
+                                                 const std::string& cache_dir = "");
+
 }  // namespace trainyard::blob

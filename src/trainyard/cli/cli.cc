@@ -297,9 +297,11 @@ int Main(int argc, char** argv) {
                          "metadata store: a SQLite path (default <data-dir>/trainyard.db) or "
                          "postgresql://user@host:port/db");
   server_cmd->add_option("--artifacts", config.artifacts,
-                         "artifact store directory (default <data-dir>/artifacts)");
+                         "artifact store: a directory (default <data-dir>/artifacts) or "
+                         "s3://BUCKET/PREFIX (credentials from AWS_* variables)");
   server_cmd->add_option("--checkpoints", config.checkpoints,
-                         "checkpoint store directory (default <data-dir>/checkpoints)");
+                         "checkpoint store: a directory (default <data-dir>/checkpoints) or "
+                         "s3://BUCKET/PREFIX");
   server_cmd->add_flag("--sync-full", config.sqlite_sync_full,
                        "SQLite: fsync every commit (survives power loss, slower)");
   server_cmd->add_option("--workers", config.worker_threads, "request worker threads")

@@ -48,7 +48,7 @@ Status Server::InitStore() {
 Status Server::InitBlobs() {
   std::string root =
       config_.artifacts.empty() ? config_.data_dir + "/artifacts" : config_.artifacts;
-  TY_ASSIGN_OR_RETURN(blobs_, blob::OpenLocalBlobStore(root));
+  TY_ASSIGN_OR_RETURN(blobs_, blob::OpenBlobStore(root, config_.data_dir + "/s3-cache"));
   spdlog::info("artifact store: {}", root);
   return Status::Ok();
 }
@@ -116,7 +116,8 @@ Status Server::InitJobs() {
 Status Server::InitCheckpoints() {
   std::string root =
       config_.checkpoints.empty() ? config_.data_dir + "/checkpoints" : config_.checkpoints;
-  TY_ASSIGN_OR_RETURN(std::unique_ptr<blob::BlobStore> blobs, blob::OpenLocalBlobStore(root));
+  TY_ASSIGN_OR_RETURN(std::unique_ptr<blob::BlobStore> blobs,
+                      blob::OpenBlobStore(root, config_.data_dir + "/s3-cache"));
   checkpoints::CheckpointStoreOptions options;
   options.root = "";  // the BlobStore is the checkpoints' own
   // The server hands owned buffers to the store: no snapshot buffers to keep.

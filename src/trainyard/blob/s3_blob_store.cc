@@ -1,0 +1,1105 @@
+#include "trainyard/blob/s3_blob_store.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "trainyard/common/strings.h"
+
+namespace trainyard::blob {
+namespace {
+
+namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace fs = std::filesystem;
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// ---------------------------------------------------------------------------------------------
+// Small XML helpers: S3's answers are flat enough that finding elements by tag suffices.
+
+std::string XmlUnescape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '&') {
+      out.push_back(s[i]);
+      continue;
+    }
+    size_t semi = s.find(';', i);
+    if (semi == std::string_view::npos) {
+      out.push_back('&');
+      continue;
+    }
+    std::string_view ent = s.substr(i + 1, semi - i - 1);
+    if (ent == "amp") {
+      out.push_back('&');
+    } else if (ent == "lt") {
+      out.push_back('<');
+    } else if (ent == "gt") {
+      out.push_back('>');
+    } else if (ent == "quot") {
+      out.push_back('"');
+    } else if (ent == "apos") {
+      out.push_back('\'');
+    } else if (!ent.empty() && ent[0] == '#') {
+      bool hex = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X');
+      unsigned long cp =
+          std::strtoul(std::string(ent.substr(hex ? 2 : 1)).c_str(), nullptr, hex ? 16 : 10);
+      // UTF-8 encode.
+      if (cp < 0x80) {
+        out.push_back(static_cast<char>(cp));
+      } else if (cp < 0x800) {
+        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      } else if (cp < 0x10000) {
+        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      } else {
+        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+      }
+    } else {
+      out.append(s.substr(i, semi - i + 1));
+    }
+    i = semi;
+  }
+  return out;
+}
+
+std::string XmlEscape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// The raw inner text of every <tag>...</tag> (not nested in itself).
+std::vector<std::string_view> XmlElements(std::string_view xml, std::string_view tag) {
+  std::vector<std::string_view> out;
+  std::string open = "<" + std::string(tag) + ">", close = "</" + std::string(tag) + ">";
+  size_t pos = 0;
+  while ((pos = xml.find(open, pos)) != std::string_view::npos) {
+    size_t start = pos + open.size();
+    size_t end = xml.find(close, start);
+    if (end == std::string_view::npos) break;
+    out.push_back(xml.substr(start, end - start));
+    pos = end + close.size();
+  }
+  return out;
+}
+
+std::string XmlText(std::string_view xml, std::string_view tag) {
+  auto all = XmlElements(xml, tag);
+  return all.empty() ? std::string() : XmlUnescape(all.front());
+}
+
+std::string Base64Md5(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  unsigned char out[64];
+  int n = EVP_EncodeBlock(out, md, static_cast<int>(len));
+  return std::string(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+}
+
+std::string TrimSlashes(std::string_view s) {
+  while (!s.empty() && s.back() == '/') s.remove_suffix(1);
+  while (!s.empty() && s.front() == '/') s.remove_prefix(1);
+  return std::string(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP: one kept-alive connection, driven synchronously for its caller.
+
+struct Endpoint {
+  bool tls = false;
+  std::string host;         // to connect to and, for TLS, to verify
+  std::string port;         // "80"
+  std::string host_header;  // "host" or "host:port"
+};
+
+Result<Endpoint> ParseEndpoint(std::string_view url) {
+  Endpoint ep;
+  std::string_view rest;
+  if (StartsWith(url, "http://")) {
+    rest = url.substr(7);
+    ep.port = "80";
+  } else if (StartsWith(url, "https://")) {
+    rest = url.substr(8);
+    ep.tls = true;
+    ep.port = "443";
+  } else {
+    return Status::InvalidArgument("S3 endpoint must start with http:// or https:// (got '" +
+                                   Abbreviate(url) + "')");
+  }
+  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.empty() || rest.find('/') != std::string_view::npos) {
+    return Status::InvalidArgument("S3 endpoint must be scheme://host[:port] (got '" +
+                                   Abbreviate(url) + "')");
+  }
+  ep.host_header = std::string(rest);
+  size_t colon = rest.rfind(':');
+  size_t bracket = rest.rfind(']');
+  if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
+    ep.host = std::string(rest.substr(0, colon));
+    ep.port = std::string(rest.substr(colon + 1));
+    if (!ParseInt64(ep.port)) {
+      return Status::InvalidArgument("S3 endpoint has a bad port (got '" + Abbreviate(url) + "')");
+    }
+  } else {
+    ep.host = std::string(rest);
+  }
+  if (!ep.host.empty() && ep.host.front() == '[') ep.host = ep.host.substr(1, ep.host.size() - 2);
+  return ep;
+}
+
+// Where a response body goes.
+struct BodySink {
+  enum class Kind { kString, kBuffer, kFile };
+  Kind kind = Kind::kString;
+  std::string* str = nullptr;
+  char* buf = nullptr;
+  size_t cap = 0;
+  int fd = -1;
+  std::string file_name;  // for messages
+  size_t written = 0;
+
+  void Reset() {
+    written = 0;
+    if (kind == Kind::kString && str) str->clear();
+    if (kind == Kind::kFile && fd >= 0) {
+      (void)::ftruncate(fd, 0);
+      ::lseek(fd, 0, SEEK_SET);
+    }
+  }
+};
+
+struct Response {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lowercased names
+  std::string body;                            // error answers (and string sinks' bodies)
+};
+
+class Connection {
+ public:
+  Connection(ssl::context* tls, std::chrono::seconds timeout) : tls_ctx_(tls), timeout_(timeout) {}
+
+  // Connects to `host` (the endpoint's, or bucket.endpoint for virtual-hosted style).
+  Status Open(const Endpoint& ep, const std::string& host) {
+    boost::system::error_code ec;
+    asio::ip::tcp::resolver resolver(io_);
+    auto results = resolver.resolve(host, ep.port, ec);
+    if (ec) return Status::Unavailable("cannot resolve " + host + ": " + ec.message());
+    if (ep.tls) {
+      tls_.emplace(io_, *tls_ctx_);
+      if (!SSL_set_tlsext_host_name(tls_->native_handle(), host.c_str())) {
+        return Status::Unavailable("cannot set TLS server name " + host);
+      }
+      if (verify_) tls_->set_verify_callback(ssl::host_name_verification(host));
+    } else {
+      tcp_.emplace(io_);
+    }
+    ec = Run([&](auto handler) { Lowest().async_connect(results, handler); });
+    if (ec) {
+      return Status::Unavailable("cannot connect to " + host + ":" + ep.port + ": " + ec.message());
+    }
+    Lowest().socket().set_option(asio::ip::tcp::no_delay(true), ec);
+    if (tls_) {
+      ec = Run([&](auto handler) { tls_->async_handshake(ssl::stream_base::client, handler); });
+      if (ec) return Status::Unavailable("TLS handshake with " + host + " failed: " + ec.message());
+    }
+    return Status::Ok();
+  }
+
+  void set_verify(bool verify) { verify_ = verify; }
+  bool reusable() const { return reusable_; }
+
+  // Sends one request and reads its answer; 2xx bodies go to `sink`. Unavailable means the
+  // connection failed (retryable); the connection is then not reusable.
+  Result<Response> Exchange(const std::string& method, const std::string& target,
+                            const Headers& headers, std::string_view body, BodySink& sink) {
+    reusable_ = false;
+    bhttp::request<bhttp::empty_body> req;
+    req.method_string(method);
+    req.target(target);
+    req.version(11);
+    for (const auto& [name, value] : headers) req.set(name, value);
+    if (!body.empty() || method == "PUT" || method == "POST") req.content_length(body.size());
+    bhttp::request_serializer<bhttp::empty_body> sr(req);
+    boost::system::error_code ec = WithStream([&](auto& stream) {
+      return Run([&](auto handler) { bhttp::async_write_header(stream, sr, handler); });
+    });
+    if (!ec && !body.empty()) {
+      ec = WithStream([&](auto& stream) {
+        return Run([&](auto handler) {
+          asio::async_write(stream, asio::buffer(body.data(), body.size()), handler);
+        });
+      });
+    }
+    if (ec) return Status::Unavailable("sending the request failed: " + ec.message());
+
+    bhttp::response_parser<bhttp::buffer_body> parser;
+    parser.body_limit(boost::none);
+    if (method == "HEAD") parser.skip(true);
+    ec = WithStream([&](auto& stream) {
+      return Run([&](auto handler) { bhttp::async_read_header(stream, buffer_, parser, handler); });
+    });
+    if (ec) return Status::Unavailable("reading the response failed: " + ec.message());
+    Response out;
+    out.status = static_cast<int>(parser.get().result_int());
+    for (const auto& f : parser.get()) {
+      out.headers[ToLower(std::string_view(f.name_string()))] = std::string(f.value());
+    }
+    bool to_sink = out.status >= 200 && out.status < 300;
+    if (to_sink && sink.kind == BodySink::Kind::kBuffer && parser.content_length() &&
+        *parser.content_length() > sink.cap) {
+      return Status::FailedPrecondition(
+          "the object has " + std::to_string(*parser.content_length()) + " bytes, more than the " +
+          std::to_string(sink.cap) + " expected");
+    }
+    // A string sink with a known length is read in place, like a buffer.
+    bool in_place_string =
+        to_sink && sink.kind == BodySink::Kind::kString && parser.content_length().has_value();
+    if (in_place_string) sink.str->resize(static_cast<size_t>(*parser.content_length()));
+    std::vector<char> chunk;
+    while (!parser.is_done()) {
+      char* dst;
+      size_t avail;
+      if (in_place_string) {
+        dst = sink.str->data() + sink.written;
+        avail = sink.str->size() - sink.written;
+        if (avail == 0) return Status::Unavailable("the response body is longer than announced");
+      } else if (to_sink && sink.kind == BodySink::Kind::kBuffer) {
+        dst = sink.buf + sink.written;
+        avail = sink.cap - sink.written;
+        if (avail == 0) {
+          return Status::FailedPrecondition("the object has more than the " +
+                                            std::to_string(sink.cap) + " bytes expected");
+        }
+      } else {
+        chunk.resize(256 << 10);
+        dst = chunk.data();
+        avail = chunk.size();
+      }
+      parser.get().body().data = dst;
+      parser.get().body().size = avail;
+      ec = WithStream([&](auto& stream) {
+        return Run([&](auto handler) { bhttp::async_read(stream, buffer_, parser, handler); });
+      });
+      if (ec == bhttp::error::need_buffer) ec = {};
+      if (ec) return Status::Unavailable("reading the response body failed: " + ec.message());
+      size_t got = avail - parser.get().body().size;
+      if (!to_sink) {
+        out.body.append(dst, got);
+      } else if (in_place_string || sink.kind == BodySink::Kind::kBuffer) {
+        sink.written += got;
+      } else if (sink.kind == BodySink::Kind::kString) {
+        sink.str->append(dst, got);
+        sink.written += got;
+      } else {
+        size_t off = 0;
+        while (off < got) {
+          ssize_t n = ::write(sink.fd, dst + off, got - off);
+          if (n < 0 && errno == EINTR) continue;
+          if (n < 0) {
+            int e = errno;
+            std::string msg = "cannot write " + sink.file_name + ": " + std::strerror(e);
+            if (e == ENOSPC || e == EDQUOT) return Status::ResourceExhausted("disk full: " + msg);
+            return Status::IOError(msg);
+          }
+          off += static_cast<size_t>(n);
+        }
+        sink.written += got;
+      }
+    }
+    reusable_ = parser.get().keep_alive();
+    return out;
+  }
+
+ private:
+  beast::tcp_stream& Lowest() { return tls_ ? beast::get_lowest_layer(*tls_) : *tcp_; }
+
+  template <class F>
+  boost::system::error_code WithStream(F&& f) {
+    if (tls_) return f(*tls_);
+    return f(*tcp_);
+  }
+
+  // Starts one asynchronous operation and runs it to completion or to the timeout (Beast's
+  // synchronous calls cannot time out; tcp_stream's expiry bounds asynchronous ones).
+  template <class Start>
+  boost::system::error_code Run(Start&& start) {
+    boost::system::error_code result = asio::error::would_block;
+    Lowest().expires_after(timeout_);
+    start([&result](boost::system::error_code ec, auto&&...) { result = ec; });
+    io_.restart();
+    io_.run();
+    return result;
+  }
+
+  ssl::context* tls_ctx_;
+  std::chrono::seconds timeout_;
+  bool verify_ = true;
+  bool reusable_ = false;
+  asio::io_context io_;
+  std::optional<beast::tcp_stream> tcp_;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+  beast::flat_buffer buffer_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The store.
+
+bool RetryableAnswer(int status, std::string_view code) {
+  return status >= 500 || status == 429 || code == "SlowDown" || code == "RequestTimeout" ||
+         code == "InternalError" || code == "ServiceUnavailable";
+}
+
+struct ListPage {
+  std::vector<std::pair<std::string, int64_t>> objects;  // full keys and sizes
+  std::vector<std::string> prefixes;                     // full prefixes, ending in '/'
+  std::string next_token;
+};
+
+std::atomic<uint64_t> g_tmp_counter{0};
+
+class S3BlobStore : public BlobStore {
+ public:
+  S3BlobStore(S3Config config, Endpoint endpoint)
+      : config_(std::move(config)),
+        endpoint_(std::move(endpoint)),
+        tls_ctx_(ssl::context::tls_client),
+        jitter_(std::random_device{}()) {
+    if (!config_.clock) config_.clock = &system_clock_;
+    if (config_.cache_dir.empty()) {
+      config_.cache_dir =
+          (fs::temp_directory_path() / ("trainyard-s3-cache-" + std::to_string(::getuid())))
+              .string();
+    }
+    if (endpoint_.tls) {
+      boost::system::error_code ec;
+      tls_ctx_.set_default_verify_paths(ec);
+      if (!config_.ca_file.empty()) {
+        tls_ctx_.load_verify_file(config_.ca_file, ec);
+        if (ec) {
+          tls_error_ =
+              Status::InvalidArgument("cannot load the CA certificates in " + config_.ca_file +
+                                      " (AWS_CA_BUNDLE): " + ec.message());
+        }
+      }
+      tls_ctx_.set_verify_mode(config_.verify_tls ? ssl::verify_peer : ssl::verify_none, ec);
+    }
+  }
+
+  Status Init() {
+    TY_RETURN_IF_ERROR(tls_error_);
+    std::error_code ec;
+    fs::create_directories(config_.cache_dir, ec);
+    if (ec) {
+      return Status::IOError("cannot create the S3 download cache " + config_.cache_dir + ": " +
+                             ec.message());
+    }
+    // A one-key listing: it needs the permission an artifact store needs anyway, and (unlike
+    // HEAD) a refusal comes with S3's error code.
+    Result<ListPage> page = List(DirPrefix(""), /*delimited=*/true, "", 1);
+    if (!page.ok()) {
+      return page.status().WithContext("cannot open s3://" + config_.bucket + "/" + config_.prefix);
+    }
+    return Status::Ok();
+  }
+
+  Status PutBytes(std::string_view key, std::string_view data) override {
+    TY_RETURN_IF_ERROR(ValidateKey(key));
+    std::string full = FullKey(key);
+    if (data.size() > config_.part_size) {
+      return Multipart(full, data.size(), [&](size_t off, size_t len, std::string&) {
+        return Result<std::string_view>(data.substr(off, len));
+      });
+    }
+    return PutObject(full, data);
+  }
+
+  Status PutFile(std::string_view key, const std::string& local_path) override {
+    TY_RETURN_IF_ERROR(ValidateKey(key));
+    std::string full = FullKey(key);
+    int fd = ::open(local_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::IOError("cannot open " + local_path + ": " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return Status::IOError("cannot stat " + local_path + ": " + std::strerror(errno));
+    }
+    auto size = static_cast<size_t>(st.st_size);
+    auto read_part = [&](size_t off, size_t len, std::string& buf) -> Result<std::string_view> {
+      buf.resize(len);
+      size_t got = 0;
+      while (got < len) {
+        ssize_t n = ::pread(fd, buf.data() + got, len - got, static_cast<off_t>(off + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0)
+          return Status::IOError("cannot read " + local_path + ": " + std::strerror(errno));
+        if (n == 0) return Status::IOError(local_path + " shrank while it was being uploaded");
+        got += static_cast<size_t>(n);
+      }
+      return std::string_view(buf);
+    };
+    Status s;
+    if (size > config_.part_size) {
+      s = Multipart(full, size, read_part);
+    } else {
+      std::string buf;
+      Result<std::string_view> data = read_part(0, size, buf);
+      s = data.ok() ? PutObject(full, *data) : data.status();
+    }
+    ::close(fd);
+    // The store takes the file, as the local backend (which moves it) does.
+    if (s.ok()) ::unlink(local_path.c_str());
+    return s;
+  }
+
+  Result<std::string> LocalPathForRead(std::string_view key) override {
+    TY_RETURN_IF_ERROR(ValidateKey(key));
+    std::string full = FullKey(key);
+    std::string name = Sha256Hex(config_.bucket + "/" + full);
+    std::string path = config_.cache_dir + "/" + name;
+    std::string tmp = config_.cache_dir + "/.tmp-" + name + "-" + std::to_string(::getpid()) + "-" +
+                      std::to_string(g_tmp_counter.fetch_add(1));
+    BodySink sink;
+    sink.kind = BodySink::Kind::kFile;
+    sink.file_name = tmp;
+    sink.fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (sink.fd < 0) return Status::IOError("cannot create " + tmp + ": " + std::strerror(errno));
+    Status s = GetObject(key, full, sink);
+    ::close(sink.fd);
+    if (s.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+      s = Status::IOError("cannot rename into " + path + ": " + std::strerror(errno));
+    }
+    if (!s.ok()) {
+      ::unlink(tmp.c_str());
+      return s;
+    }
+    if (cache_bytes_since_prune_.fetch_add(sink.written) + sink.written >
+        config_.cache_max_bytes / 4) {
+      cache_bytes_since_prune_ = 0;
+      PruneCache(path);
+    }
+    return path;
+  }
+
+  Result<std::string> GetBytes(std::string_view key) override {
+    TY_RETURN_IF_ERROR(ValidateKey(key));
+    std::string out;
+    BodySink sink;
+    sink.str = &out;
+    TY_RETURN_IF_ERROR(GetObject(key, FullKey(key), sink));
+    return out;
+  }
+
+  Result<size_t> ReadInto(std::string_view key, char* dst, size_t capacity) override {
+    TY_RETURN_IF_ERROR(ValidateKey(key));
+    BodySink sink;
+    sink.kind = BodySink::Kind::kBuffer;
+    sink.buf = dst;
+    sink.cap = capacity;
+    Status s = GetObject(key, FullKey(key), sink);
+    if (s.code() == StatusCode::kFailedPrecondition) {
+      return Status::FailedPrecondition("object '" + std::string(key) + "' (" +
+                                        ObjectName(FullKey(key)) + "): " + s.message());
+    }
+    TY_RETURN_IF_ERROR(s);
+    return sink.written;
+  }
+
+  Result<bool> Exists(std::string_view key) override {
+    TY_RETURN_IF_ERROR(ValidateKey(key));
+    std::string full = FullKey(key);
+    std::string ignored;
+    BodySink sink;
+    sink.str = &ignored;
+    TY_ASSIGN_OR_RETURN(Response r, Call("HEAD", full, {}, {}, "", sink));
+    if (r.status == 404) return false;
+    if (r.status < 200 || r.status >= 300) return ErrorStatus("HEAD", ObjectName(full), r);
+    return true;
+  }
+
+  Result<std::vector<BlobEntry>> List(std::string_view prefix) override {
+    std::string dir = TrimSlashes(prefix);
+    TY_RETURN_IF_ERROR(ValidateKey(dir, /*allow_empty=*/true));
+    std::string p = DirPrefix(dir);
+    std::vector<BlobEntry> out;
+    std::string token;
+    do {
+      TY_ASSIGN_OR_RETURN(ListPage page,
+                          List(p, /*delimited=*/true, token, config_.list_page_size));
+      for (auto& [key, size] : page.objects) {
+        std::string name = key.substr(p.size());
+        if (name.empty()) continue;  // a "directory marker" object
+        out.push_back(BlobEntry{std::move(name), false, size});
+      }
+      for (auto& sub : page.prefixes) {
+        std::string name = sub.substr(p.size());
+        while (!name.empty() && name.back() == '/') name.pop_back();
+        if (name.empty()) continue;
+        out.push_back(BlobEntry{std::move(name), true, 0});
+      }
+      token = std::move(page.next_token);
+    } while (!token.empty());
+    std::sort(out.begin(), out.end(), [](const BlobEntry& a, const BlobEntry& b) {
+      return a.name != b.name ? a.name < b.name : a.is_dir < b.is_dir;
+    });
+    return out;
+  }
+
+  Status Delete(std::string_view key) override {
+    std::string k = TrimSlashes(key);
+    TY_RETURN_IF_ERROR(ValidateKey(k));
+    std::string full = FullKey(k);
+    TY_ASSIGN_OR_RETURN(bool object, Exists(k));
+    // Everything under the directory `k`, in batches of up to 1000 keys (DeleteObjects' limit).
+    std::string p = full + "/";
+    bool any = object;
+    std::string token;
+    do {
+      TY_ASSIGN_OR_RETURN(ListPage page, List(p, /*delimited=*/false, token, 1000));
+      std::vector<std::string> keys;
+      for (auto& [sub, size] : page.objects) keys.push_back(std::move(sub));
+      if (!keys.empty()) {
+        any = true;
+        TY_RETURN_IF_ERROR(DeleteObjects(keys));
+      }
+      token = std::move(page.next_token);
+    } while (!token.empty());
+    if (object) {
+      BodySink sink;
+      std::string ignored;
+      sink.str = &ignored;
+      TY_ASSIGN_OR_RETURN(Response r, Call("DELETE", full, {}, {}, "", sink));
+      if ((r.status < 200 || r.status >= 300) && r.status != 404) {
+        return ErrorStatus("DELETE", ObjectName(full), r);
+      }
+    }
+    if (!any) return Status::NotFound("artifact '" + k + "' does not exist");
+    return Status::Ok();
+  }
+
+  Result<bool> IsDirectory(std::string_view key) override {
+    std::string k = TrimSlashes(key);
+    TY_RETURN_IF_ERROR(ValidateKey(k, true));
+    if (k.empty()) return true;  // the root, as the local backend's
+    TY_ASSIGN_OR_RETURN(ListPage page, List(DirPrefix(k), /*delimited=*/true, "", 1));
+    return !page.objects.empty() || !page.prefixes.empty();
+  }
+
+ private:
+  std::string FullKey(std::string_view key) const {
+    return config_.prefix.empty() ? std::string(key) : config_.prefix + "/" + std::string(key);
+  }
+  // The listing prefix of directory `dir` ("" is the root).
+  std::string DirPrefix(const std::string& dir) const {
+    if (dir.empty()) return config_.prefix.empty() ? "" : config_.prefix + "/";
+    return FullKey(dir) + "/";
+  }
+  std::string ObjectName(const std::string& full) const {
+    return "s3://" + config_.bucket + "/" + full;
+  }
+  std::string EndpointName() const {
+    return (endpoint_.tls ? "https://" : "http://") + endpoint_.host_header;
+  }
+
+  Status PutObject(const std::string& full, std::string_view data) {
+    std::string ignored;
+    BodySink sink;
+    sink.str = &ignored;
+    TY_ASSIGN_OR_RETURN(Response r, Call("PUT", full, {}, {}, data, sink));
+    if (r.status < 200 || r.status >= 300) return ErrorStatus("PUT", ObjectName(full), r);
+    return Status::Ok();
+  }
+
+  Status GetObject(std::string_view key, const std::string& full, BodySink& sink) {
+    TY_ASSIGN_OR_RETURN(Response r, Call("GET", full, {}, {}, "", sink));
+    if (r.status == 404 && XmlText(r.body, "Code") != "NoSuchBucket") {
+      std::string code = XmlText(r.body, "Code");
+      return Status::NotFound("artifact '" + std::string(key) + "' does not exist (" +
+                              ObjectName(full) + ": HTTP 404" + (code.empty() ? "" : " " + code) +
+                              ")");
+    }
+    if (r.status < 200 || r.status >= 300) return ErrorStatus("GET", ObjectName(full), r);
+    return Status::Ok();
+  }
+
+  // Reads part [off, off+len) of the source; may use `buf` for storage.
+  using PartReader =
+      std::function<Result<std::string_view>(size_t off, size_t len, std::string& buf)>;
+
+  Status Multipart(const std::string& full, size_t size, const PartReader& read_part) {
+    std::string name = ObjectName(full);
+    // S3 allows 10,000 parts: grow the part size for very large objects.
+    size_t part_size = std::max(config_.part_size, (size + 9999) / 10000);
+    size_t parts = (size + part_size - 1) / part_size;
+    std::string body;
+    BodySink sink;
+    sink.str = &body;
+    TY_ASSIGN_OR_RETURN(Response created, Call("POST", full, {{"uploads", ""}}, {}, "", sink));
+    if (created.status < 200 || created.status >= 300) {
+      return ErrorStatus("CreateMultipartUpload", name, created);
+    }
+    std::string upload_id = XmlText(body, "UploadId");
+    if (upload_id.empty()) {
+      return Status::Internal("S3 CreateMultipartUpload " + name + " answered without an UploadId");
+    }
+
+    std::vector<std::string> etags(parts);
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex error_mu;
+    Status first_error;
+    auto worker = [&]() {
+      std::string buf;
+      while (!failed) {
+        size_t i = next.fetch_add(1);
+        if (i >= parts) break;
+        size_t off = i * part_size, len = std::min(part_size, size - off);
+        Status s;
+        Result<std::string_view> data = read_part(off, len, buf);
+        if (!data.ok()) {
+          s = data.status();
+        } else {
+          std::string ignored;
+          BodySink part_sink;
+          part_sink.str = &ignored;
+          Result<Response> r =
+              Call("PUT", full, {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}},
+                   {}, *data, part_sink);
+          if (!r.ok()) {
+            s = r.status();
+          } else if (r->status < 200 || r->status >= 300) {
+            s = ErrorStatus("UploadPart", name, *r);
+          } else {
+            etags[i] = r->headers["etag"];
+          }
+        }
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (first_error.ok()) {
+            first_error =
+                s.WithContext("part " + std::to_string(i + 1) + " of " + std::to_string(parts));
+          }
+          failed = true;
+        }
+      }
+    };
+    size_t threads = std::min<size_t>(std::max(config_.upload_threads, 1), parts);
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+
+    Status result = first_error;
+    if (result.ok()) {
+      std::string xml = "<CompleteMultipartUpload>";
+      for (size_t i = 0; i < parts; ++i) {
+        xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" +
+               XmlEscape(etags[i]) + "</ETag></Part>";
+      }
+      xml += "</CompleteMultipartUpload>";
+      body.clear();
+      Result<Response> r = Call("POST", full, {{"uploadId", upload_id}},
+                                {{"Content-Type", "application/xml"}}, xml, sink);
+      if (!r.ok()) {
+        result = r.status();
+      } else if (r->status < 200 || r->status >= 300) {
+        result = ErrorStatus("CompleteMultipartUpload", name, *r);
+      } else if (body.find("<Error>") != std::string::npos) {
+        // S3 may answer 200 and report the failure in the body.
+        Response err = *r;
+        err.body = body;
+        result = ErrorStatus("CompleteMultipartUpload", name, err);
+      }
+    }
+    if (!result.ok()) {
+      std::string ignored;
+      BodySink abort_sink;
+      abort_sink.str = &ignored;
+      Result<Response> r = Call("DELETE", full, {{"uploadId", upload_id}}, {}, "", abort_sink);
+      if (!r.ok() || r->status < 200 || r->status >= 300) {
+        spdlog::warn(
+            "could not abort the multipart upload {} of {}; a lifecycle rule should "
+            "remove its parts",
+            upload_id, name);
+      }
+      return result.WithContext("multipart upload of " + name + " (aborted)");
+    }
+    return Status::Ok();
+  }
+
+  Status DeleteObjects(const std::vector<std::string>& keys) {
+    std::string xml = "<Delete><Quiet>true</Quiet>";
+    for (const auto& k : keys) xml += "<Object><Key>" + XmlEscape(k) + "</Key></Object>";
+    xml += "</Delete>";
+    std::string body;
+    BodySink sink;
+    sink.str = &body;
+    TY_ASSIGN_OR_RETURN(
+        Response r,
+        Call("POST", "", {{"delete", ""}},
+             {{"Content-MD5", Base64Md5(xml)}, {"Content-Type", "application/xml"}}, xml, sink));
+    if (r.status < 200 || r.status >= 300) {
+      return ErrorStatus("DeleteObjects", "s3://" + config_.bucket, r);
+    }
+    auto errors = XmlElements(body, "Error");
+    if (!errors.empty()) {
+      Response err = r;
+      err.body = "<Error>" + std::string(errors.front()) + "</Error>";
+      return ErrorStatus("DeleteObjects",
+                         "s3://" + config_.bucket + "/" + XmlText(errors.front(), "Key"), err);
+    }
+    return Status::Ok();
+  }
+
+  Result<ListPage> List(const std::string& prefix, bool delimited, const std::string& token,
+                        int max_keys) {
+    std::vector<std::pair<std::string, std::string>> query = {
+        {"list-type", "2"}, {"prefix", prefix}, {"max-keys", std::to_string(max_keys)}};
+    if (delimited) query.emplace_back("delimiter", "/");
+    if (!token.empty()) query.emplace_back("continuation-token", token);
+    std::string body;
+    BodySink sink;
+    sink.str = &body;
+    TY_ASSIGN_OR_RETURN(Response r, Call("GET", "", query, {}, "", sink));
+    if (r.status < 200 || r.status >= 300) {
+      return ErrorStatus("ListObjectsV2", "s3://" + config_.bucket + "/" + prefix, r);
+    }
+    ListPage page;
+    for (std::string_view c : XmlElements(body, "Contents")) {
+      auto size = ParseInt64(XmlText(c, "Size"));
+      page.objects.emplace_back(XmlText(c, "Key"), size.value_or(0));
+    }
+    for (std::string_view c : XmlElements(body, "CommonPrefixes")) {
+      page.prefixes.push_back(XmlText(c, "Prefix"));
+    }
+    if (XmlText(body, "IsTruncated") == "true") {
+      page.next_token = XmlText(body, "NextContinuationToken");
+      if (page.next_token.empty()) {
+        return Status::Internal("S3 ListObjectsV2 of s3://" + config_.bucket + "/" + prefix +
+                                " was truncated without a continuation token");
+      }
+    }
+    return page;
+  }
+
+  Status ErrorStatus(std::string_view op, const std::string& what, const Response& r) const {
+    std::string code = XmlText(r.body, "Code"), message = XmlText(r.body, "Message");
+    std::string detail = "HTTP " + std::to_string(r.status) + (code.empty() ? "" : " " + code) +
+                         (message.empty() ? "" : ": " + message);
+    std::string where = std::string(op) + " " + what + " at " + EndpointName();
+    if (code == "NoSuchBucket") {
+      return Status::NotFound("S3 bucket '" + config_.bucket + "' does not exist (" + where + ": " +
+                              detail + "); create it or fix the s3:// location");
+    }
+    if (r.status == 404 || code == "NoSuchKey") {
+      return Status::NotFound(what + " does not exist (" + detail + ")");
+    }
+    if (r.status == 403 || r.status == 401) {
+      return Status::PermissionDenied(
+          "S3 refused " + where + ": " + detail +
+          "; check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), the "
+          "region and the bucket's policy");
+    }
+    if (RetryableAnswer(r.status, code)) {
+      return Status::Unavailable("S3 " + where + " failed after " +
+                                 std::to_string(config_.max_attempts) + " attempts: " + detail);
+    }
+    return Status::Internal("S3 " + where + " failed: " + detail);
+  }
+
+  // One signed request with retries. `key` is the full object key ("" for the bucket). The
+  // answer is returned whatever its status (unless retries ran out on a transport error);
+  // 2xx bodies go to `sink`.
+  Result<Response> Call(const std::string& method, const std::string& key,
+                        const std::vector<std::pair<std::string, std::string>>& query,
+                        const Headers& extra_headers, std::string_view body, BodySink& sink) {
+    sigv4::Request sreq;
+    sreq.method = method;
+    std::string path = config_.path_style ? "/" + config_.bucket : "";
+    if (!key.empty() || !config_.path_style) path += "/" + sigv4::UriEncode(key, true);
+    sreq.canonical_uri = path;
+    sreq.query = query;
+    std::string qs = sigv4::CanonicalQueryString(sreq);
+    std::string target = qs.empty() ? path : path + "?" + qs;
+    std::string connect_host =
+        config_.path_style ? endpoint_.host : config_.bucket + "." + endpoint_.host;
+    std::string host_header =
+        config_.path_style ? endpoint_.host_header : config_.bucket + "." + endpoint_.host_header;
+    sreq.payload_sha256 = Sha256Hex(body);
+
+    Status last;
+    bool stale_retried = false, skip_backoff = false;
+    for (int attempt = 0; attempt < std::max(config_.max_attempts, 1); ++attempt) {
+      bool skip = std::exchange(skip_backoff, false);
+      if (attempt > 0 && !skip) Backoff(attempt);
+      sink.Reset();
+      if (config_.inject_failure_for_test) {
+        if (auto injected = config_.inject_failure_for_test(method, target)) {
+          Response r;
+          r.status = injected->http_status;
+          r.body = "<Error><Code>" + injected->code + "</Code><Message>injected</Message></Error>";
+          if (r.status == 0) {
+            last = Status::Unavailable("injected connection failure");
+            continue;
+          }
+          if (RetryableAnswer(r.status, injected->code) && attempt + 1 < config_.max_attempts) {
+            last = Status::Unavailable("HTTP " + std::to_string(r.status) + " " + injected->code);
+            continue;
+          }
+          return r;
+        }
+      }
+      std::string amz_date = sigv4::AmzDate(config_.clock->NowMillis());
+      sreq.headers = {{"host", host_header},
+                      {"x-amz-date", amz_date},
+                      {"x-amz-content-sha256", sreq.payload_sha256}};
+      if (!config_.credentials.session_token.empty()) {
+        sreq.headers.emplace_back("x-amz-security-token", config_.credentials.session_token);
+      }
+      for (const auto& h : extra_headers) sreq.headers.push_back(h);
+      Headers headers = sreq.headers;
+      headers.emplace_back(
+          "Authorization",
+          sigv4::AuthorizationHeader(sreq, config_.credentials, amz_date, config_.region, "s3"));
+      headers.emplace_back("User-Agent", "trainyard");
+
+      std::unique_ptr<Connection> conn = TakeConnection(connect_host);
+      bool reused = conn != nullptr;
+      if (!conn) {
+        conn =
+            std::make_unique<Connection>(&tls_ctx_, std::chrono::seconds(config_.timeout_seconds));
+        conn->set_verify(config_.verify_tls);
+        Status s = conn->Open(endpoint_, connect_host);
+        if (!s.ok()) {
+          last = s;
+          continue;
+        }
+      }
+      Result<Response> r = conn->Exchange(method, target, headers, body, sink);
+      if (!r.ok()) {
+        if (r.status().code() != StatusCode::kUnavailable) return r.status();
+        last = r.status();
+        if (reused && !stale_retried) {
+          // The server may have closed an idle kept-alive connection: once per request, try
+          // again at once on a new one, without counting an attempt.
+          stale_retried = skip_backoff = true;
+          --attempt;
+          DropIdleConnections(connect_host);
+        }
+        continue;
+      }
+      if (conn->reusable()) ReturnConnection(connect_host, std::move(conn));
+      if (RetryableAnswer(r->status, XmlText(r->body, "Code")) &&
+          attempt + 1 < config_.max_attempts) {
+        last = Status::Unavailable("HTTP " + std::to_string(r->status) + " " +
+                                   XmlText(r->body, "Code"));
+        continue;
+      }
+      return r;
+    }
+    std::string what = key.empty() ? "s3://" + config_.bucket : ObjectName(key);
+    return Status::Unavailable("S3 " + method + " " + what + " at " + EndpointName() +
+                               " failed after " + std::to_string(config_.max_attempts) +
+                               " attempts: " + last.message() +
+                               "; check that the endpoint (AWS_ENDPOINT_URL) is reachable");
+  }
+
+  void Backoff(int retry) {
+    int64_t cap = std::min<int64_t>(config_.retry_max_millis,
+                                    int64_t{config_.retry_base_millis} << std::min(retry - 1, 20));
+    int64_t delay;
+    {
+      std::lock_guard<std::mutex> lock(jitter_mu_);
+      // "Equal jitter": half the backoff, plus a random part of the other half.
+      delay = cap / 2 + static_cast<int64_t>(jitter_() % static_cast<uint64_t>(cap / 2 + 1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+  }
+
+  std::unique_ptr<Connection> TakeConnection(const std::string& host) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto& idle = idle_[host];
+    if (idle.empty()) return nullptr;
+    auto c = std::move(idle.back());
+    idle.pop_back();
+    return c;
+  }
+
+  void DropIdleConnections(const std::string& host) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    idle_[host].clear();
+  }
+
+  void ReturnConnection(const std::string& host, std::unique_ptr<Connection> c) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto& idle = idle_[host];
+    if (idle.size() < 32) idle.push_back(std::move(c));
+  }
+
+  // Removes the oldest downloads until the cache fits, sparing `keep` and files younger than a
+  // minute (a response may be about to stream them).
+  void PruneCache(const std::string& keep) {
+    std::vector<std::pair<fs::file_time_type, fs::path>> files;
+    uint64_t total = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(config_.cache_dir, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      std::error_code fec;
+      if (!it->is_regular_file(fec)) continue;
+      total += it->file_size(fec);
+      files.emplace_back(it->last_write_time(fec), it->path());
+    }
+    if (total <= config_.cache_max_bytes) return;
+    std::sort(files.begin(), files.end());
+    auto young = fs::file_time_type::clock::now() - std::chrono::minutes(1);
+    for (const auto& [mtime, path] : files) {
+      if (total <= config_.cache_max_bytes || mtime > young) break;
+      if (path == keep) continue;
+      std::error_code fec;
+      uint64_t size = fs::file_size(path, fec);
+      if (fs::remove(path, fec)) total -= size;
+    }
+  }
+
+  S3Config config_;
+  const Endpoint endpoint_;
+  ssl::context tls_ctx_;
+  Status tls_error_;
+  SystemClock system_clock_;
+  std::mutex jitter_mu_;
+  std::mt19937_64 jitter_;
+  std::mutex pool_mu_;
+  std::map<std::string, std::vector<std::unique_ptr<Connection>>> idle_;
+  std::atomic<uint64_t> cache_bytes_since_prune_{0};
+};
+
+}  // namespace
+
+Result<S3Config> S3ConfigFromUrl(
+    std::string_view url, const std::function<std::optional<std::string>(const char*)>& getenv) {
+  auto env = [&](const char* name) -> std::string {
+    if (getenv) return getenv(name).value_or("");
+    const char* v = std::getenv(name);
+    return v ? v : "";
+  };
+  if (!StartsWith(url, "s3://")) {
+    return Status::InvalidArgument("an S3 location must look like s3://bucket/prefix (got '" +
+                                   Abbreviate(url) + "')");
+  }
+  std::string_view rest = url.substr(5);
+  size_t slash = rest.find('/');
+  S3Config c;
+  c.bucket = std::string(rest.substr(0, slash));
+  if (slash != std::string_view::npos) c.prefix = TrimSlashes(rest.substr(slash + 1));
+  if (c.bucket.empty()) {
+    return Status::InvalidArgument("the S3 location '" + Abbreviate(url) +
+                                   "' names no bucket; use s3://bucket/prefix");
+  }
+  if (!c.prefix.empty()) {
+    Status s = ValidateKey(c.prefix);
+    if (!s.ok())
+      return Status::InvalidArgument("bad prefix in '" + Abbreviate(url) + "': " + s.message());
+  }
+  c.credentials.access_key_id = env("AWS_ACCESS_KEY_ID");
+  c.credentials.secret_access_key = env("AWS_SECRET_ACCESS_KEY");
+  c.credentials.session_token = env("AWS_SESSION_TOKEN");
+  if (c.credentials.access_key_id.empty() || c.credentials.secret_access_key.empty()) {
+    return Status::InvalidArgument("S3 location '" + Abbreviate(url) +
+                                   "' needs credentials: set AWS_ACCESS_KEY_ID and "
+                                   "AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary "
+                                   "ones)");
+  }
+  c.region = env("AWS_REGION");
+  if (c.region.empty()) c.region = env("AWS_DEFAULT_REGION");
+  if (c.region.empty()) c.region = "us-east-1";
+  c.endpoint = env("AWS_ENDPOINT_URL_S3");
+  if (c.endpoint.empty()) c.endpoint = env("AWS_ENDPOINT_URL");
+  if (c.endpoint.empty()) {
+    c.endpoint = "https://s3." + c.region + ".amazonaws.com";
+    // Bucket names with dots do not match AWS's wildcard certificate as host names.
+    c.path_style = c.bucket.find('.') != std::string::npos;
+  } else {
+    c.path_style = true;
+  }
+  c.ca_file = env("AWS_CA_BUNDLE");
+  return c;
+}
+
+Result<std::unique_ptr<BlobStore>> OpenS3BlobStore(S3Config config) {
+  if (config.bucket.empty()) return Status::InvalidArgument("S3 bucket must not be empty");
+  if (config.endpoint.empty()) config.endpoint = "https://s3." + config.region + ".amazonaws.com";
+  if (config.part_size < (size_t{5} << 20)) {
+    return Status::InvalidArgument("S3 part size must be at least 5 MiB (S3's minimum)");
+  }
+  config.prefix = TrimSlashes(config.prefix);
+  TY_ASSIGN_OR_RETURN(Endpoint ep, ParseEndpoint(config.endpoint));
+  auto store = std::make_unique<S3BlobStore>(std::move(config), std::move(ep));
+  TY_RETURN_IF_ERROR(store->Init());
+  return std::unique_ptr<BlobStore>(std::move(store));
+}
+
+Result<std::unique_ptr<BlobStore>> OpenBlobStore(const std::string& location,
+                                                 const std::string& cache_dir) {
+  if (StartsWith(location, "s3://")) {
+    TY_ASSIGN_OR_RETURN(S3Config config, S3ConfigFromUrl(location));
+    if (!cache_dir.empty()) config.cache_dir = cache_dir;
+    return OpenS3BlobStore(std::move(config));
+  }
+  if (StartsWith(location, "file://")) return OpenLocalBlobStore(location.substr(7));
+  if (location.find("://") != std::string::npos) {
+    return Status::InvalidArgument("unsupported artifact location '" + Abbreviate(location) +
+                                   "': use a directory or s3://bucket/prefix");
+  }
+  return OpenLocalBlobStore(location);
+}
+
+}  // namespace trainyard::blob
