@@ -139,3 +139,31 @@ def test_server_refuses_to_start_with_a_wrong_secret(moto_s3, tmp_path):
     out = proc.stdout + proc.stderr
     assert "SignatureDoesNotMatch" in out, out
     assert BUCKET in out and "AWS_SECRET_ACCESS_KEY" in out, out
+
+
+def test_checkpoints_on_s3_resume_a_crashed_job(moto_s3, server_factory, monkeypatch, tmp_path):
+    """`--checkpoints s3://...`: the SDK's saves land in the bucket as chunks and manifests, a
+    crashed job resumes from them, and verify reads them back."""
+    from test_checkpoints import PY, WORKLOADS, Jobs
+
+    for name, value in s3_env(moto_s3).items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    server = server_factory.new(extra_args=["--checkpoints", f"s3://{BUCKET}/ckpt",
+                                            "--local-cpus", "4"])
+    jobs = Jobs(server)
+    cmd = f"{PY} {WORKLOADS / 'sdk_counter_train.py'}"
+    j = jobs.submit("s3-crashy", cmd, restart_backoff="200ms",
+                    env={"STEPS": "8", "CHECKPOINT_EVERY": "1", "CRASH_AT_STEP": "4",
+                         "OUT": str(tmp_path / "out")})
+    done = jobs.wait_state(j["job_id"], "SUCCEEDED", timeout=120)
+    assert [a["state"] for a in done["attempt_list"]] == ["failed", "succeeded"]
+    assert done["attempt_list"][1]["resumed_from"].endswith(f"/{j['job_id']}/4")
+    assert json.loads((tmp_path / "out").read_text())["step"] == 8
+    r = jobs.s.post(server.api(f"/api/trainyard/v1/checkpoints/jobs/{j['job_id']}/steps/8/verify"))
+    assert r.status_code == 200, r.text
+    keys = [o["Key"] for o in boto3_s3(moto_s3).list_objects_v2(
+        Bucket=BUCKET, Prefix="ckpt/").get("Contents", [])]
+    assert any("/chunks/" in k or "chunks" in k for k in keys), keys[:20]
+    assert any(j["job_id"] in k for k in keys), keys[:20]
