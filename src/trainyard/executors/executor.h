@@ -80,6 +80,7 @@ struct RankExit {
   int exit_code = -1;
   int signal = 0;     // the signal that ended the workload, 0 if it exited
   bool lost = false;  // the process vanished without leaving a result (only after Adopt)
+  std::string node;   // where the rank ran, when the executor knows (cluster executors)
 };
 
 struct AttemptExit {

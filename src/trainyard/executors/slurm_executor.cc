@@ -490,7 +490,7 @@ class SlurmExecutor final : public Executor {
       auto& e = ev[static_cast<size_t>(r)];
       auto ex = ReadShimExitFile(RankFile(w.log_dir, r, ".exit"));
       if (ex.ok()) {
-        e.exit = RankExit{r, ex->exit_code, ex->signal, false};
+        e.exit = RankExit{r, ex->exit_code, ex->signal, false, ""};
         struct stat st {};
         if (stat(RankFile(w.log_dir, r, ".exit").c_str(), &st) == 0) {
           e.exit_time_ns =
@@ -778,6 +778,7 @@ AttemptExit ResolveAttemptExit(const std::string& job_id, int attempt, const Slu
       x.signal = job.exit_signal;
     }
     x.rank = static_cast<int>(i);
+    x.node = e.node;
     out.ranks.push_back(x);
   }
   // The first failure: a lost rank (its node's failure ended the attempt), else the rank

@@ -226,7 +226,7 @@ TEST(SlurmExecutorUnitTest, ParsesScontrolJobLines) {
 }
 
 RankEvidence Exited(int code, int sig, const std::string& node, int64_t t) {
-  return {RankExit{0, code, sig, false}, node, t};
+  return {RankExit{0, code, sig, false, ""}, node, t};
 }
 
 TEST(SlurmExecutorUnitTest, ResolvesSuccessCrashNodeFailureAndStop) {
@@ -521,10 +521,16 @@ TEST_F(SlurmExecutorClusterTest, OneRankCrashingStopsTheOther) {
 
 TEST_F(SlurmExecutorClusterTest, StopSendsTermToTheRanksThenCancels) {
   ASSERT_TRUE(Launch(Attempt("stop",
-                             "trap 'echo got-term; exit 143' TERM; "
+                             "trap 'echo got-term; exit 143' TERM; echo trap-set; "
                              "while :; do sleep 0.2; done"))
                   .ok());
-  ASSERT_TRUE(PollUntil([&] { return Started(2); }, seconds(60)));
+  // Both traps are in place before the stop (a rank's start is recorded before its command).
+  ASSERT_TRUE(PollUntil(
+      [&] {
+        return ReadFile(Log(0)).find("trap-set") != std::string::npos &&
+               ReadFile(Log(1)).find("trap-set") != std::string::npos;
+      },
+      seconds(60)));
   ASSERT_TRUE(executor_->Stop("stop", 1, seconds(5)).ok());
   auto exit = exits_.WaitFor("stop", 1, seconds(60));
   ASSERT_TRUE(exit.has_value());

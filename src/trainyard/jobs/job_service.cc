@@ -1022,6 +1022,14 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
   } else if (exit.success) {
     a.exit_code = 0;
   }
+  // A cluster executor knows where the ranks really ran (Slurm picks the nodes).
+  std::vector<std::string> ran_on;
+  for (const auto& rank : exit.ranks) {
+    if (!rank.node.empty() && std::find(ran_on.begin(), ran_on.end(), rank.node) == ran_on.end()) {
+      ran_on.push_back(rank.node);
+    }
+  }
+  if (!ran_on.empty()) a.nodes = ran_on;
   identity::Principal system{"admin", true, "", ""};
   if (!run.token_id.empty()) {
     Status s = identity_.RevokeToken(system, run.token_id);
@@ -1032,7 +1040,12 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
     failure = a.cause.empty() ? "lost: the attempt's processes disappeared without an exit status"
                               : a.cause;
   } else if (exit.failed_rank >= 0) {
-    std::string node = exit.failed_rank < a.ranks && !a.nodes.empty()
+    std::string rank_node;
+    for (const auto& rank : exit.ranks) {
+      if (rank.rank == exit.failed_rank) rank_node = rank.node;
+    }
+    std::string node = !rank_node.empty() ? rank_node
+                       : exit.failed_rank < a.ranks && !a.nodes.empty()
                            ? a.nodes[static_cast<size_t>(exit.failed_rank) * a.nodes.size() /
                                      static_cast<size_t>(std::max(a.ranks, 1))]
                            : "";
