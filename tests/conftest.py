@@ -313,3 +313,18 @@ def client(mlflow_env):
 def unique():
     """A short unique suffix for names inside a shared module server."""
     return uuid.uuid4().hex[:8]
+
+
+# --- Slurm: a real two-node cluster (tests/slurm_cluster.py), one per test module that asks
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from slurm_cluster import SlurmCluster
+
+    c = SlurmCluster(nodes=2)
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()

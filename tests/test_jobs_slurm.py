@@ -15,20 +15,9 @@ import subprocess
 import pytest
 
 from conftest import TRAINYARD_BIN, TrainyardServer
-from slurm_cluster import SlurmCluster
 from test_jobs import COUNTER, Jobs, job
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-torch
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    c = SlurmCluster(nodes=2)
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture

@@ -34,16 +34,6 @@ dist.destroy_process_group()
 """
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = SlurmCluster(nodes=2)
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
 @pytest.fixture
 def workdir(cluster) -> Path:
     d = cluster.shared_dir / uuid.uuid4().hex[:8]

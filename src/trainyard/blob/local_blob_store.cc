@@ -128,7 +128,13 @@ class LocalBlobStore : public BlobStore {
     return p.string();
   }
 
-  Result<std::string> GetBytes(std::string_view key) override {
+  // An open descriptor of the regular file at `key`, and its size. The caller closes it.
+  struct OpenFile {
+    int fd = -1;
+    size_t size = 0;
+    fs::path path;
+  };
+  Result<OpenFile> OpenRegular(std::string_view key) {
     TY_RETURN_IF_ERROR(ValidateKey(key));
     fs::path p = root_ / std::string(key);
     int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
@@ -138,7 +144,14 @@ class LocalBlobStore : public BlobStore {
       ::close(fd);
       return Status::NotFound("artifact '" + std::string(key) + "' does not exist");
     }
-    std::string out(static_cast<size_t>(st.st_size), '\0');
+    return OpenFile{fd, static_cast<size_t>(st.st_size), p};
+  }
+
+  Result<std::string> GetBytes(std::string_view key) override {
+    TY_ASSIGN_OR_RETURN(OpenFile f, OpenRegular(key));
+    int fd = f.fd;
+    const fs::path& p = f.path;
+    std::string out(f.size, '\0');
     Result<size_t> n = ReadAll(fd, out.data(), out.size(), p);
     ::close(fd);
     if (!n.ok()) return n.status();
@@ -147,22 +160,16 @@ class LocalBlobStore : public BlobStore {
   }
 
   Result<size_t> ReadInto(std::string_view key, char* dst, size_t capacity) override {
-    TY_RETURN_IF_ERROR(ValidateKey(key));
-    fs::path p = root_ / std::string(key);
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return OpenForReadError(key, p);
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Status::NotFound("artifact '" + std::string(key) + "' does not exist");
-    }
-    if (static_cast<uint64_t>(st.st_size) > capacity) {
+    TY_ASSIGN_OR_RETURN(OpenFile f, OpenRegular(key));
+    int fd = f.fd;
+    const fs::path& p = f.path;
+    if (f.size > capacity) {
       ::close(fd);
       return Status::FailedPrecondition("object '" + std::string(key) + "' has " +
-                                        std::to_string(st.st_size) + " bytes, more than the " +
+                                        std::to_string(f.size) + " bytes, more than the " +
                                         std::to_string(capacity) + " expected");
     }
-    size_t size = static_cast<size_t>(st.st_size), off = 0;
+    size_t size = f.size, off = 0;
     if (UseDirectIo(dst, size) && ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_DIRECT) == 0) {
       // The aligned body straight from the disk into the caller's buffer (no cache copy).
       size_t body = size / kDirectAlign * kDirectAlign;

@@ -91,28 +91,37 @@ json::value PlacementToJson(const Placement& p) {
   return out;
 }
 
-// Reads what PlacementToJson wrote; a damaged record reads as an empty placement.
-Placement PlacementFromJson(const std::string& text) {
-  Placement p;
+// Calls `fn` on each object of a JSON array this service wrote; a damaged record (not JSON,
+// missing fields) reads as empty rather than failing the caller.
+template <typename T, typename Fn>
+std::vector<T> ReadRecordArray(const std::string& text, Fn fn) {
+  std::vector<T> out;
   boost::system::error_code ec;
   json::value v = json::parse(text, ec);
-  if (ec || !v.is_array()) return p;
+  if (ec || !v.is_array()) return out;
   try {
-    for (const auto& item : v.as_array()) {
-      if (!item.is_object()) continue;
-      const auto& o = item.as_object();
-      NodeAllocation a;
-      a.node = static_cast<int>(o.at("node").to_number<int64_t>());
-      for (const auto& g : o.at("gpus").as_array())
-        a.gpu_ids.push_back(static_cast<int>(g.to_number<int64_t>()));
-      a.cpus = static_cast<int>(o.at("cpus").to_number<int64_t>());
-      a.memory_bytes = o.at("memory").to_number<int64_t>();
-      p.push_back(std::move(a));
-    }
+    for (const auto& item : v.as_array()) out.push_back(fn(item.as_object()));
   } catch (const std::exception&) {
     return {};
   }
-  return p;
+  return out;
+}
+
+int IntAt(const json::object& o, std::string_view key) {
+  return static_cast<int>(o.at(key).to_number<int64_t>());
+}
+
+Placement PlacementFromJson(const std::string& text) {
+  return ReadRecordArray<NodeAllocation>(text, [](const json::object& o) {
+    NodeAllocation a;
+    a.node = IntAt(o, "node");
+    for (const auto& g : o.at("gpus").as_array()) {
+      a.gpu_ids.push_back(static_cast<int>(g.to_number<int64_t>()));
+    }
+    a.cpus = IntAt(o, "cpus");
+    a.memory_bytes = o.at("memory").to_number<int64_t>();
+    return a;
+  });
 }
 
 std::string ProcessesToJson(const std::vector<executors::RankProcess>& ps) {
@@ -124,23 +133,10 @@ std::string ProcessesToJson(const std::vector<executors::RankProcess>& ps) {
 }
 
 std::vector<executors::RankProcess> ProcessesFromJson(const std::string& text) {
-  std::vector<executors::RankProcess> out;
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec || !v.is_array()) return out;
-  try {
-    for (const auto& item : v.as_array()) {
-      executors::RankProcess p;
-      const auto& o = item.as_object();
-      p.rank = static_cast<int>(o.at("rank").to_number<int64_t>());
-      p.pid = static_cast<int>(o.at("pid").to_number<int64_t>());
-      p.start_time = o.at("start_time").to_number<int64_t>();
-      out.push_back(p);
-    }
-  } catch (const std::exception&) {
-    return {};
-  }
-  return out;
+  return ReadRecordArray<executors::RankProcess>(text, [](const json::object& o) {
+    return executors::RankProcess{IntAt(o, "rank"), IntAt(o, "pid"),
+                                  o.at("start_time").to_number<int64_t>()};
+  });
 }
 
 std::string StringsToJson(const std::vector<std::string>& v) {
