@@ -122,3 +122,28 @@ def test_pending_reason_from_slurm_is_shown(cluster, slurm_server):
     finally:
         cluster.restore(down)
     jobs.wait_state(j["job_id"], "SUCCEEDED", timeout=120)
+
+
+def test_preemption_on_slurm_signals_the_ranks_and_requeues(cluster, slurm_server, tmp_path):
+    jobs = Jobs(slurm_server)
+    cpus = cluster.cpus_per_node
+    low = jobs.submit(job("low-on-slurm", COUNTER, working_dir=str(cluster.shared_dir),
+                          preemptible=True, preemption_grace="10s",
+                          resources={"nodes": 2, "cpus_per_node": cpus},
+                          env={"STEPS": "2000", "STEP_SECONDS": "0.05",
+                               "CHECKPOINT_EVERY": "1000",
+                               "OUT": str(cluster.shared_dir / f"low-{tmp_path.name}")}))
+    jobs.wait(low["job_id"], lambda x: x["attempts"] >= 1 and
+              "starts at step" in jobs.logs(x["job_id"]), "the low job running", timeout=90)
+    high = jobs.submit(job("high-on-slurm", "echo urgent", working_dir=str(cluster.shared_dir),
+                           priority=10, resources={"nodes": 2, "cpus_per_node": cpus}))
+    jobs.wait_state(high["job_id"], "SUCCEEDED", timeout=120)
+    victim = jobs.wait(low["job_id"], lambda x: len(x["attempt_list"]) >= 2, "a second attempt",
+                       timeout=120)
+    first = victim["attempt_list"][0]
+    assert first["state"] == "preempted" and high["job_id"] in first["cause"]
+    assert "got SIGTERM" in jobs.logs(low["job_id"], attempt=1)
+    assert victim["attempt_list"][1]["resumed_from"] != ""
+    assert victim["restarts"] == 0
+    jobs.cancel(low["job_id"])
+    jobs.wait_state(low["job_id"], "CANCELLED", timeout=60)

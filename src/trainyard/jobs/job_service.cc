@@ -743,7 +743,13 @@ void JobService::CheckHealth(int64_t now) {
     Record& r = *rec;
     if (!r.running || r.running->stopping) continue;
     const JobSpec& spec = r.job.spec;
-    const AttemptInfo& a = r.running->attempt;
+    AttemptInfo& a = r.running->attempt;
+    if (executor_.ClusterStatus(r.job.job_id, a.attempt).find(" PENDING") != std::string::npos) {
+      // Still queued by the cluster (Slurm): nothing runs, nothing is paid, nothing can hang.
+      a.started_at = now;
+      r.running->last_progress = now;
+      continue;
+    }
     if (spec.time_limit_ms > 0 && now - a.started_at >= spec.time_limit_ms) {
       StopAttempt(r, "timed_out",
                   "time limit of " + FormatDuration(spec.time_limit_ms) + " reached",
@@ -1066,6 +1072,11 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
     a.cause = run.stop_cause;
     next = Next::kFail;
     message = run.stop_cause;
+  } else if (!run.stopping && exit.cluster_state.rfind("PREEMPTED", 0) == 0) {
+    // The cluster preempted it (e.g. Slurm's partition priorities): requeue, not a failure.
+    a.state = "preempted";
+    a.cause = "preempted by the cluster (" + exit.cluster_state + ")";
+    next = Next::kRequeue;
   } else if (exit.success && !run.stopping) {
     a.state = "succeeded";
     a.cause = "all " + std::to_string(a.ranks) + " rank(s) exited 0";

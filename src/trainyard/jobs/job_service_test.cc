@@ -40,8 +40,14 @@ class ScriptedExecutor : public executors::Executor {
   }
   void Shutdown() override {}
 
-  void Exit(const std::string& job_id, int attempt, int exit_code, bool stopped = false) {
+  std::string ClusterStatus(const std::string& job_id, int attempt) override {
+    return cluster_status;
+  }
+
+  void Exit(const std::string& job_id, int attempt, int exit_code, bool stopped = false,
+            const std::string& cluster_state = "") {
     executors::AttemptExit e;
+    e.cluster_state = cluster_state;
     e.job_id = job_id;
     e.attempt = attempt;
     e.success = exit_code == 0;
@@ -55,6 +61,7 @@ class ScriptedExecutor : public executors::Executor {
   std::vector<std::pair<std::string, int>> stops;
   std::vector<std::pair<std::string, int>> adopted;
   Status adopt_status;
+  std::string cluster_status;
 
  private:
   ExitCallback cb_;
@@ -273,6 +280,39 @@ TEST_F(JobServiceTest, HangAndTimeLimitStopAttempts) {
   j = Get(slow->job_id);
   EXPECT_EQ(j.state, JobState::kFailed);
   EXPECT_NE(j.message.find("time limit of 10s reached"), std::string::npos) << j.message;
+}
+
+TEST_F(JobServiceTest, ClusterQueueingAndClusterPreemption) {
+  JobSpec spec = Spec("queued-in-slurm");
+  spec.hang_timeout_ms = 5000;
+  spec.time_limit_ms = 8000;
+  auto job = jobs_->Submit(admin_, spec);
+  ASSERT_TRUE(job.ok());
+  executor_.cluster_status = "Slurm job 12 PENDING (Resources)";
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.launches.size(), 1u);
+  // Queued by the cluster for longer than the hang timeout and the time limit: not stopped.
+  for (int i = 0; i < 10; ++i) {
+    clock_.AdvanceMillis(1000);
+    jobs_->RunPassForTest();
+  }
+  EXPECT_TRUE(executor_.stops.empty());
+  JobInfo j = Get(job->job_id);
+  EXPECT_NE(j.message.find("queued in the cluster: Slurm job 12 PENDING (Resources)"),
+            std::string::npos)
+      << j.message;
+  EXPECT_EQ(j.cost_usd, 0);
+  executor_.cluster_status = "Slurm job 12 RUNNING";
+  clock_.AdvanceMillis(4000);
+  jobs_->RunPassForTest();
+  EXPECT_TRUE(executor_.stops.empty());  // 4 s since it really started
+  // The cluster preempts it: requeued, not counted as a failure.
+  executor_.Exit(job->job_id, 1, 143, false, "PREEMPTED None");
+  jobs_->RunPassForTest();
+  j = Get(job->job_id);
+  EXPECT_EQ(j.attempt_list[0].state, "preempted");
+  EXPECT_EQ(j.restarts, 0);
+  EXPECT_EQ(executor_.launches.size(), 2u);
 }
 
 TEST_F(JobServiceTest, RestartReadoptsRunningAttemptsAndRecoversLostOnes) {
