@@ -65,7 +65,11 @@ def test_two_node_gang_job_allreduces_through_gloo(cluster, slurm_server):
     assert hosts == set(cluster.node_names)
 
 
-def test_node_failure_recovers_from_checkpoint_on_the_other_node(cluster, slurm_server, tmp_path):
+@pytest.mark.parametrize("how", ["scontrol", "kill"])
+def test_node_failure_recovers_from_checkpoint_on_the_other_node(cluster, slurm_server, tmp_path,
+                                                                 how):
+    """The node is set DOWN by an admin, or its slurmd and the job's processes are killed
+    (Slurm notices after SlurmdTimeout)."""
     jobs = Jobs(slurm_server)
     out = cluster.shared_dir / f"out-{tmp_path.name}"
     j = jobs.submit(job("survives-node-loss", COUNTER, working_dir=str(cluster.shared_dir),
@@ -81,7 +85,7 @@ def test_node_failure_recovers_from_checkpoint_on_the_other_node(cluster, slurm_
     victim = [n for n in cluster.node_names
               if cluster.node(n).get("State", "").startswith(("ALLOCATED", "MIXED"))]
     assert len(victim) == 1, (victim, node)
-    cluster.take_down(victim[0], how="scontrol")
+    cluster.take_down(victim[0], how=how)
     done = jobs.wait_state(j["job_id"], "SUCCEEDED", timeout=180)
     first, second = done["attempt_list"][0], done["attempt_list"][-1]
     assert first["state"] == "lost", first
