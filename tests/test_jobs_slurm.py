@@ -151,3 +151,4 @@ def test_preemption_on_slurm_signals_the_ranks_and_requeues(cluster, slurm_serve
     assert victim["restarts"] == 0
     jobs.cancel(low["job_id"])
     jobs.wait_state(low["job_id"], "CANCELLED", timeout=60)
+

@@ -1055,6 +1055,9 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
                                : "exit code " + std::to_string(exit.exit_code)) +
               " on rank " + std::to_string(exit.failed_rank) +
               (node.empty() ? "" : " (node " + node + ")");
+    if (!exit.cluster_state.empty() && exit.failed_node.empty()) {
+      failure += "; cluster: " + exit.cluster_state;
+    }
   }
 
   enum class Next { kSucceed, kCancel, kRequeue, kFail, kRetry } next;
