@@ -30,11 +30,13 @@ namespaces give each node its own (docs/slurm-test-cluster.md).
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import re
 import shutil
 import signal
 import socket
+import string
 import subprocess
 import tempfile
 import time
@@ -69,6 +71,8 @@ while read -r -u "$fd" _; do :; done
 class SlurmClusterError(RuntimeError):
     pass
 
+
+_CLUSTER_SERIAL = itertools.count()
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -136,7 +140,9 @@ class SlurmCluster:
         self.cpus_per_node = cpus_per_node or os.cpu_count() or 1
         self.real_memory_mb = real_memory_mb
         self.extra_conf = extra_conf
-        tag = f"{os.getpid() % 100000}"
+        # Unique per process and per cluster (several may run at once in one test process);
+        # interface names must stay within 15 characters.
+        tag = f"{os.getpid() % 100000}{string.ascii_lowercase[next(_CLUSTER_SERIAL) % 26]}"
         self.node_names = [f"node{i + 1}" for i in range(nodes)]
         self.netns = {n: f"ty{tag}-{n}" for n in self.node_names}
         self.bridge = f"tyb{tag}"

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from conftest import TRAINYARD_BIN, TrainyardServer
+from slurm_cluster import SlurmCluster
 from test_jobs import COUNTER, Jobs, job
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-torch
@@ -152,3 +153,55 @@ def test_preemption_on_slurm_signals_the_ranks_and_requeues(cluster, slurm_serve
     jobs.cancel(low["job_id"])
     jobs.wait_state(low["job_id"], "CANCELLED", timeout=60)
 
+
+
+PREEMPTION_CONF = """\
+PreemptType=preempt/partition_prio
+PreemptMode=CANCEL
+PartitionName=low Nodes=ALL PriorityTier=1 GraceTime=10 MaxTime=INFINITE State=UP
+PartitionName=urgent Nodes=ALL PriorityTier=10 MaxTime=INFINITE State=UP
+"""
+
+
+def test_slurm_preempting_a_job_requeues_it_from_its_checkpoint(tmp_path):
+    """Slurm itself preempts (partition priorities, PreemptMode=CANCEL with a grace time): the
+    ranks get SIGTERM and checkpoint; Trainyard sees scontrol's PreemptTime, requeues the job
+    without counting a failure, and it resumes from that checkpoint when Slurm lets it run."""
+    c = SlurmCluster(nodes=2, extra_conf=PREEMPTION_CONF)
+    c.start()
+    try:
+        with socket.socket() as s:
+            s.bind((c.controller_addr, 0))
+            port = s.getsockname()[1]
+        server = TrainyardServer(
+            data_dir=c.shared_dir / "server", backend="sqlite",
+            extra_args=["--executor", "slurm", "--slurm-conf", str(c.conf_path),
+                        "--slurm-partition", "low", "--host", "0.0.0.0", "--port", str(port),
+                        "--advertise-url", f"http://{c.controller_addr}:{port}"])
+        server.start()
+        try:
+            jobs = Jobs(server)
+            out = c.shared_dir / "out"
+            j = jobs.submit(job("preempted-by-slurm", COUNTER, working_dir=str(c.shared_dir),
+                                resources={"nodes": 2, "cpus_per_node": c.cpus_per_node},
+                                env={"STEPS": "150", "STEP_SECONDS": "0.05",
+                                     "CHECKPOINT_EVERY": "1000", "OUT": str(out)}))
+            jobs.wait(j["job_id"], lambda x: x["attempts"] >= 1 and
+                      "starts at step" in jobs.logs(x["job_id"]), "running", timeout=90)
+            urgent = c.shared_dir / "urgent.sh"
+            urgent.write_text("#!/bin/sh\nsleep 3\n")
+            c.run("sbatch", "--parsable", "-p", "urgent", "-N2",
+                  f"--ntasks-per-node={c.cpus_per_node}", f"--output={c.shared_dir}/urgent.log",
+                  str(urgent))
+            done = jobs.wait_state(j["job_id"], "SUCCEEDED", timeout=180)
+            first = done["attempt_list"][0]
+            assert first["state"] == "preempted", first
+            assert "PREEMPTED at" in first["cause"]
+            assert done["restarts"] == 0
+            assert "got SIGTERM" in jobs.logs(j["job_id"], attempt=1)
+            assert done["attempt_list"][1]["resumed_from"] != ""
+            assert json.loads(out.read_text())["step"] == 150
+        finally:
+            server.stop()
+    finally:
+        c.stop()

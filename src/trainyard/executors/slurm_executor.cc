@@ -652,6 +652,9 @@ Result<SlurmJobState> ParseSlurmJob(const std::string& line) {
   s.state = rec["JobState"];
   s.reason = rec["Reason"];
   s.node_list = rec["NodeList"];
+  if (rec.count("PreemptTime") && rec["PreemptTime"] != "None" && !rec["PreemptTime"].empty()) {
+    s.preempt_time = rec["PreemptTime"];
+  }
   auto parts = SplitString(rec["ExitCode"], ':');
   if (parts.size() == 2) {
     s.exit_code = static_cast<int>(ParseInt64(parts[0]).value_or(0));
@@ -750,6 +753,10 @@ AttemptExit ResolveAttemptExit(const std::string& job_id, int attempt, const Slu
   out.attempt = attempt;
   out.stopped = stopped;
   out.cluster_state = Trim(job.state + " " + job.reason);
+  if (!job.preempt_time.empty() && job.state != "PREEMPTED") {
+    // Preempted with a grace time: the ranks exited on SIGTERM before the kill.
+    out.cluster_state = "PREEMPTED at " + job.preempt_time + " (ended " + out.cluster_state + ")";
+  }
   std::set<std::string> failed(failed_nodes.begin(), failed_nodes.end());
   bool node_fail = job.state == "NODE_FAIL";
   bool forgotten = job.state == "UNKNOWN";

@@ -104,7 +104,10 @@ struct SlurmJobState {
   int exit_code = 0;   // of the batch script
   int exit_signal = 0;
   std::string node_list;  // hostlist expression, e.g. node[1-2]
-  bool ended() const;     // a final state: the job will not run (again) under this id
+  // When Slurm preempted the job (scontrol's PreemptTime), "" if never. A job preempted with a
+  // GraceTime may still end COMPLETED or FAILED: its ranks exited on the SIGTERM.
+  std::string preempt_time;
+  bool ended() const;  // a final state: the job will not run (again) under this id
 };
 Result<SlurmJobState> ParseSlurmJob(const std::string& scontrol_line);
 

@@ -188,6 +188,20 @@ SlurmJobState Job(std::string state, std::string reason, int code = 0, int sig =
   return j;
 }
 
+TEST(SlurmExecutorUnitTest, APreemptionWithAGraceTimeIsReportedAsOne) {
+  auto job = ParseSlurmJob(
+      "JobId=7 JobName=x JobState=COMPLETED Reason=None ExitCode=0:0 NodeList=node[1-2] "
+      "PreemptTime=2026-11-22T06:22:11 SuspendTime=None");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->preempt_time, "2026-11-22T06:22:11");
+  AttemptExit e = ResolveAttemptExit("j", 1, *job, {}, {}, false);
+  EXPECT_EQ(e.cluster_state.rfind("PREEMPTED at 2026-11-22T06:22:11", 0), 0u) << e.cluster_state;
+  auto plain =
+      ParseSlurmJob("JobId=8 JobState=COMPLETED Reason=None ExitCode=0:0 PreemptTime=None");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->preempt_time, "");
+}
+
 TEST(SlurmExecutorUnitTest, ParsesSinfoNodesWithTheirGpus) {
   auto nodes = ParseSinfoNodes(
       "node1|64|512000|gpu:a100:8(S:0-1)\n"
