@@ -155,6 +155,19 @@ def test_preemption_on_slurm_signals_the_ranks_and_requeues(cluster, slurm_serve
 
 
 
+
+def test_hung_job_on_slurm_is_restarted(cluster, slurm_server, tmp_path):
+    jobs = Jobs(slurm_server)
+    out = cluster.shared_dir / f"hang-{tmp_path.name}"
+    j = jobs.submit(job("hangs-on-slurm", COUNTER, working_dir=str(cluster.shared_dir),
+                        hang_timeout="3s", preemption_grace="2s", restart_backoff="200ms",
+                        env={"STEPS": "6", "HANG_AT_STEP": "3", "OUT": str(out)}))
+    done = jobs.wait_state(j["job_id"], "SUCCEEDED", timeout=120)
+    first, second = done["attempt_list"][0], done["attempt_list"][-1]
+    assert first["state"] == "hung", first
+    assert second["resumed_from"] != ""
+    assert json.loads(out.read_text())["step"] == 6
+
 PREEMPTION_CONF = """\
 PreemptType=preempt/partition_prio
 PreemptMode=CANCEL
