@@ -1,10 +1,10 @@
 // Unit tests log at warn and above unless TRAINYARD_TEST_LOG_LEVEL says otherwise: the
 // services' info lines (job events, executor launches) would bury the test results.
+#include "trainyard/common/log.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-
-#include "trainyard/common/log.h"
 
 namespace {
 
@@ -16,7 +16,6 @@ class QuietLogs : public ::testing::Environment {
   }
 };
 
-const ::testing::Environment* const kQuietLogs =
-    ::testing::AddGlobalTestEnvironment(new QuietLogs);
+const ::testing::Environment* const kQuietLogs = ::testing::AddGlobalTestEnvironment(new QuietLogs);
 
 }  // namespace
