@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "trainyard/common/strings.h"
+#include "trainyard/executors/exit_collector_for_test.h"
 #include "trainyard/executors/rank_shim.h"
 
 namespace trainyard::executors {
@@ -67,39 +68,12 @@ int ReadPid(const fs::path& path) {
 }
 
 // Collects the callbacks of one executor.
-class Exits {
+// Waits use the suite's deadline.
+class Exits : public ExitCollector {
  public:
-  Executor::ExitCallback Callback() {
-    return [this](const AttemptExit& e) {
-      std::lock_guard<std::mutex> lock(mu_);
-      exits_.push_back(e);
-      cv_.notify_all();
-    };
-  }
-
   std::optional<AttemptExit> WaitFor(const std::string& job_id, int attempt) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<AttemptExit> found;
-    cv_.wait_for(lock, kDeadline, [&] {
-      for (const auto& e : exits_) {
-        if (e.job_id == job_id && e.attempt == attempt) found = e;
-      }
-      return found.has_value();
-    });
-    return found;
+    return ExitCollector::WaitFor(job_id, attempt, kDeadline);
   }
-
-  size_t Count(const std::string& job_id, int attempt) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::count_if(exits_.begin(), exits_.end(), [&](const AttemptExit& e) {
-      return e.job_id == job_id && e.attempt == attempt;
-    });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<AttemptExit> exits_;
 };
 
 class LocalExecutorTest : public ::testing::Test {

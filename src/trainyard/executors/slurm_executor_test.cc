@@ -24,6 +24,7 @@
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/executors/exit_collector_for_test.h"
 
 extern char** environ;
 
@@ -293,33 +294,7 @@ TEST(SlurmExecutorUnitTest, ResolvesSuccessCrashNodeFailureAndStop) {
 
 // ---------------------------------------------------------------- against a real cluster
 
-// Collects the callbacks of one executor.
-class Exits {
- public:
-  Executor::ExitCallback Callback() {
-    return [this](const AttemptExit& e) {
-      std::lock_guard<std::mutex> lock(mu_);
-      exits_.push_back(e);
-      cv_.notify_all();
-    };
-  }
-  std::optional<AttemptExit> WaitFor(const std::string& job_id, int attempt, seconds limit) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<AttemptExit> found;
-    cv_.wait_for(lock, limit, [&] {
-      for (const auto& e : exits_) {
-        if (e.job_id == job_id && e.attempt == attempt) found = e;
-      }
-      return found.has_value();
-    });
-    return found;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<AttemptExit> exits_;
-};
+using Exits = ExitCollector;
 
 // The cluster of tests/slurm_cluster.py, started once for the suite; it stops when we
 // close its stdin (or die).
