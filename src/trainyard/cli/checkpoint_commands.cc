@@ -23,18 +23,6 @@ std::string StepPath(const std::string& job_id, int64_t step, const std::string&
   return CheckpointsPath(job_id, "/steps/" + std::to_string(step) + tail);
 }
 
-std::string Bytes(double n) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (n >= 1024 && u < 4) {
-    n /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", n, units[u]);
-  return buf;
-}
-
 std::string Metrics(const json::value& v) {
   std::string out;
   if (!v.is_object()) return out;
@@ -69,8 +57,8 @@ int List(Client& client, const std::string& job_id) {
     const auto& c = list[i];
     rows.push_back({Str(c, "step") + (i + 1 == list.size() ? " (latest)" : ""),
                     FormatTime(Int(c, "created_ms")), Str(c, "attempt"), Str(c, "world_size"),
-                    Str(c, "blobs"), Bytes(Num(c, "total_bytes")), Bytes(Num(c, "written_bytes")),
-                    Metrics(c.as_object().at("metrics"))});
+                    Str(c, "blobs"), FormatBytes(Num(c, "total_bytes")),
+                    FormatBytes(Num(c, "written_bytes")), Metrics(c.as_object().at("metrics"))});
   }
   if (rows.empty()) {
     std::cout << "Job " << job_id << " has no complete checkpoints.\n";
@@ -106,8 +94,8 @@ int Show(Client& client, const std::string& job_id, int64_t step) {
             << "  step:     " << Str(c, "step") << " (attempt " << Str(c, "attempt") << ", "
             << Str(c, "world_size") << " rank(s))\n"
             << "  created:  " << FormatTime(Int(c, "created_ms")) << "\n"
-            << "  size:     " << Bytes(Num(c, "total_bytes")) << " (this save wrote "
-            << Bytes(Num(c, "written_bytes")) << "; the rest was deduplicated)\n"
+            << "  size:     " << FormatBytes(Num(c, "total_bytes")) << " (this save wrote "
+            << FormatBytes(Num(c, "written_bytes")) << "; the rest was deduplicated)\n"
             << "  metrics:  " << Metrics(c.as_object().at("metrics")) << "\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto& rank : Arr(c, "ranks")) {
@@ -118,7 +106,7 @@ int Show(Client& client, const std::string& job_id, int64_t step) {
     }
     for (const auto& b : Arr(rank, "blobs")) {
       rows.push_back({Str(rank, "rank"), Str(b, "name"), Str(b, "kind"), Str(b, "dtype"), Shape(b),
-                      Bytes(Num(b, "size")), std::to_string(Arr(b, "chunks").size())});
+                      FormatBytes(Num(b, "size")), std::to_string(Arr(b, "chunks").size())});
     }
   }
   std::cout << "\n";
@@ -130,7 +118,7 @@ int Verify(Client& client, const std::string& job_id, int64_t step) {
   auto r = client.Call("POST", StepPath(job_id, step, "/verify"));
   if (!r.ok()) return Fail(r.status());
   std::cout << "OK: checkpoint of job " << job_id << " at step " << step << " verified ("
-            << Str(*r, "verified_chunks") << " chunks, " << Bytes(Num(*r, "verified_bytes"))
+            << Str(*r, "verified_chunks") << " chunks, " << FormatBytes(Num(*r, "verified_bytes"))
             << ")\n";
   return 0;
 }
@@ -209,7 +197,7 @@ int Gc(Client& client, const std::string& project) {
   for (const auto& p : Arr(*r, "projects")) {
     rows.push_back({Str(p, "project"), Str(p, "manifests_read"), Str(p, "chunks_scanned"),
                     Str(p, "chunks_live"), Str(p, "chunks_deleted"),
-                    Bytes(Num(p, "bytes_deleted"))});
+                    FormatBytes(Num(p, "bytes_deleted"))});
   }
   if (rows.empty()) {
     std::cout << "No checkpoints stored yet.\n";

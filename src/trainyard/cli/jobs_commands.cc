@@ -237,8 +237,8 @@ int ShowCluster(Client& client) {
     for (const auto& j : Arr(n, "jobs"))
       jobs += (jobs.empty() ? "" : ",") + std::string(j.as_string());
     rows.push_back({Str(n, "name"), Str(n, "gpus_used") + "/" + Str(n, "gpus"),
-                    Str(n, "cpus_used") + "/" + Str(n, "cpus"), jobs::FormatBytes(Int(n, "memory")),
-                    jobs});
+                    Str(n, "cpus_used") + "/" + Str(n, "cpus"),
+                    FormatBytes(static_cast<double>(Int(n, "memory"))), jobs});
   }
   std::cout << "Pool " << Str(*r, "pool") << "\n";
   PrintTable(std::cout, {"NODE", "GPUS USED", "CPUS USED", "MEMORY", "JOBS"}, rows);

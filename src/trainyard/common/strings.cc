@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace trainyard {
@@ -124,6 +125,18 @@ std::string Sha256Hex(std::string_view data) {
 std::string Abbreviate(std::string_view s, size_t max) {
   if (s.size() <= max) return std::string(s);
   return std::string(s.substr(0, max)) + "...";
+}
+
+std::string FormatBytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return buf;
 }
 
 }  // namespace trainyard

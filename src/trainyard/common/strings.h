@@ -29,4 +29,7 @@ std::string Sha256Hex(std::string_view data);
 // Shortens `s` to at most `max` bytes, adding "..." when it was cut; for error messages.
 std::string Abbreviate(std::string_view s, size_t max = 80);
 
+// "512 B", "1.5 GiB": a byte count for people (binary units).
+std::string FormatBytes(double bytes);
+
 }  // namespace trainyard

@@ -1005,6 +1005,23 @@ void JobService::RecordUsage(const Record& r, const AttemptInfo& a) {
   usage_.Add(r.job.spec.project, amount, a.ended_at);
 }
 
+bool JobService::ExcludeNodes(Record& r, const std::vector<std::string>& nodes) {
+  std::vector<std::string> excluded = r.job.excluded_nodes;
+  for (const auto& n : nodes) {
+    if (std::find(excluded.begin(), excluded.end(), n) == excluded.end()) excluded.push_back(n);
+  }
+  std::vector<NodeInfo> remaining;
+  for (const auto& n : pool_.nodes) {
+    if (std::find(excluded.begin(), excluded.end(), n.name) == excluded.end()) {
+      remaining.push_back(n);
+    }
+  }
+  // Only exclude while the job can still be placed on what remains.
+  if (!CheckFeasible(remaining, ToRequest(r.job.spec)).ok()) return false;
+  r.job.excluded_nodes = std::move(excluded);
+  return true;
+}
+
 void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
   auto it = active_.find(exit.job_id);
   if (it == active_.end() || !it->second->running ||
@@ -1099,20 +1116,7 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
     // The cluster says a node failed under the attempt: run the next one elsewhere.
     a.cause += " (node " + exit.failed_node +
                (exit.cluster_state.empty() ? "" : ": " + exit.cluster_state) + ")";
-    std::vector<std::string> excluded = r.job.excluded_nodes;
-    if (std::find(excluded.begin(), excluded.end(), exit.failed_node) == excluded.end()) {
-      excluded.push_back(exit.failed_node);
-    }
-    std::vector<NodeInfo> remaining;
-    for (const auto& n : pool_.nodes) {
-      if (std::find(excluded.begin(), excluded.end(), n.name) == excluded.end()) {
-        remaining.push_back(n);
-      }
-    }
-    if (CheckFeasible(remaining, ToRequest(r.job.spec)).ok()) {
-      r.job.excluded_nodes = excluded;
-      a.cause += "; node " + exit.failed_node + " excluded";
-    }
+    if (ExcludeNodes(r, {exit.failed_node})) a.cause += "; node " + exit.failed_node + " excluded";
   }
   if (next == Next::kRetry) {
     bool new_checkpoint = r.job.latest_checkpoint && r.job.latest_checkpoint->attempt == a.attempt;
@@ -1124,21 +1128,7 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
                 "' (action fail), so it is not retried";
     } else {
       if (policy && policy->action == FailureAction::kAvoidNode) {
-        std::vector<std::string> excluded = r.job.excluded_nodes;
-        for (const auto& n : a.nodes) {
-          if (std::find(excluded.begin(), excluded.end(), n) == excluded.end()) {
-            excluded.push_back(n);
-          }
-        }
-        // Only exclude while the job can still be placed on what remains.
-        std::vector<NodeInfo> remaining;
-        for (const auto& n : pool_.nodes) {
-          if (std::find(excluded.begin(), excluded.end(), n.name) == excluded.end()) {
-            remaining.push_back(n);
-          }
-        }
-        if (CheckFeasible(remaining, ToRequest(r.job.spec)).ok()) {
-          r.job.excluded_nodes = excluded;
+        if (ExcludeNodes(r, a.nodes)) {
           a.cause += "; the logs match '" + policy->pattern + "': node(s) excluded";
         } else {
           a.cause += "; the logs match '" + policy->pattern +

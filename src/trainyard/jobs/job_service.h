@@ -192,6 +192,9 @@ class JobService {
   void StopAttempt(Record& r, const std::string& state, const std::string& cause, int64_t grace_ms);
   void FinishJob(Record& r, JobState state, const std::string& message, int64_t now);
   void Requeue(Record& r, int64_t delay_ms, const std::string& message, int64_t now);
+  // Adds `nodes` to the job's excluded nodes unless that would leave too few to place it;
+  // returns whether it did.
+  bool ExcludeNodes(Record& r, const std::vector<std::string>& nodes);
   std::optional<FailurePolicy> MatchFailurePolicy(const Record& r, const AttemptInfo& a);
   void Event(Record& r, const std::string& message, int64_t now);
   void RecordUsage(const Record& r, const AttemptInfo& a);

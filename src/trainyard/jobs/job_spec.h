@@ -76,6 +76,5 @@ Result<int64_t> ParseDurationMs(std::string_view text);
 std::string FormatDuration(int64_t ms);
 // "512Mi", "4Gi", "2G", "1000000" (bytes).
 Result<int64_t> ParseBytes(std::string_view text);
-std::string FormatBytes(int64_t bytes);
 
 }  // namespace trainyard::jobs
