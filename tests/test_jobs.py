@@ -354,7 +354,12 @@ def test_server_sigkill_while_jobs_run(server_factory, tmp_path):
     jobs.wait_state(long["job_id"], "RUNNING")
     jobs.wait_state(short["job_id"], "RUNNING")
     server.kill()
-    time.sleep(1.0)  # the short job ends while no server is watching
+    # The short job ends while no server is watching: its shim leaves the exit file.
+    exit_file = server.data_dir / "jobs" / short["job_id"] / "attempt-1" / "rank-0.exit"
+    deadline = time.monotonic() + 30
+    while not exit_file.exists():
+        assert time.monotonic() < deadline, f"{exit_file} never appeared"
+        time.sleep(0.02)  # polling, bounded by the deadline
     # Back on the same address: the running workloads hold TRAINYARD_URL.
     server.extra_args += ["--port", str(server.port)]
     server.start()
