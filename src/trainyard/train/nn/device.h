@@ -1,0 +1,18 @@
+// Device and precision selection for the trainer: "auto" picks CUDA when libtorch sees a GPU,
+// else the CPU; precision "auto" is bf16 autocast on CUDA and fp32 on the CPU.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "trainyard/common/status.h"
+
+namespace trainyard::train {
+
+Result<torch::Device> ResolveDevice(const std::string& name);  // auto | cpu | cuda | cuda:N
+// True when the forward pass runs under bf16 autocast; InvalidArgument for bf16 on a CPU
+// without support or an unknown name.
+Result<bool> ResolveBf16(const std::string& precision, const torch::Device& device);
+
+}  // namespace trainyard::train

@@ -1,0 +1,109 @@
+// TrainConfig: what `trainyard train config.yaml` does, parsed from YAML (or JSON).
+//
+//   model:
+//     path: models/llama-1b          # Hugging Face dir: config.json, *.safetensors, tokenizer.json
+//     # or, to start from random weights:
+//     config: tiny-llama/config.json  # a config.json, plus
+//     tokenizer: tiny-llama/tokenizer.json
+//   method: lora                      # lora | full
+//   lora: {rank: 8, alpha: 16, dropout: 0.05, target_modules: [q_proj, v_proj]}
+//   data:
+//     train: data/train.jsonl
+//     validation: data/val.jsonl      # or val_fraction: 0.1 of train
+//     template: mistral               # mistral | chatml | alpaca
+//     system_prompt: "Classify the support ticket."
+//     max_seq_len: 256
+//     packing: true
+//   training:
+//     epochs: 3                       # or max_steps
+//     micro_batch_size: 8
+//     grad_accum_steps: 1
+//     learning_rate: 2.0e-4
+//     weight_decay: 0.0
+//     lr_schedule: cosine             # cosine | linear | constant
+//     warmup_steps: 10
+//     max_grad_norm: 1.0
+//     seed: 42
+//     precision: auto                 # auto (bf16 autocast on GPU, fp32 on CPU) | fp32 | bf16
+//     activation_checkpointing: false
+//     device: auto                    # auto | cpu | cuda | cuda:N
+//   eval: {every_steps: 50, max_examples: 200, accuracy: true, max_new_tokens: 8}
+//   checkpoint: {every_steps: 100, async: true}
+//   output: {dir: outputs, adapter: true, merged: true}
+//   logging: {every_steps: 10}
+//
+// Relative paths are resolved against the config file's directory. Unknown keys, wrong types
+// and out-of-range values are InvalidArgument "file:line: key.path ...". Plain value type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainyard/common/status.h"
+
+namespace trainyard::train {
+
+struct TrainConfig {
+  // model
+  std::string model_path;
+  std::string model_config_path;
+  std::string tokenizer_path;  // default: <model_path>/tokenizer.json
+  // method
+  std::string method = "lora";
+  int64_t lora_rank = 8;
+  double lora_alpha = 16.0;
+  double lora_dropout = 0.05;
+  std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
+  // data
+  std::string train_path;
+  std::string validation_path;
+  double val_fraction = 0.0;
+  std::string prompt_template = "mistral";
+  std::string system_prompt;
+  int64_t max_seq_len = 256;
+  bool packing = true;
+  // training
+  double epochs = 1.0;
+  int64_t max_steps = 0;  // 0: from epochs
+  int64_t micro_batch_size = 8;
+  int64_t grad_accum_steps = 1;
+  double learning_rate = 2e-4;
+  double weight_decay = 0.0;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  std::string lr_schedule = "cosine";
+  int64_t warmup_steps = 0;
+  double min_lr_ratio = 0.0;
+  double max_grad_norm = 1.0;  // 0: no clipping
+  uint64_t seed = 42;
+  std::string precision = "auto";
+  bool activation_checkpointing = false;
+  std::string device = "auto";
+  // eval
+  int64_t eval_every_steps = 0;  // 0: only at the end (and before training)
+  int64_t eval_max_examples = 200;
+  bool eval_accuracy = true;  // exact-match of the generated label (classification data)
+  int64_t max_new_tokens = 16;
+  // checkpoints
+  int64_t checkpoint_every_steps = 0;  // 0: only on SIGTERM and at the end
+  bool checkpoint_async = true;
+  // outputs
+  std::string output_dir = "outputs";
+  bool save_adapter = true;
+  bool save_merged = true;
+  int64_t log_every_steps = 1;
+
+  // The config as a flat {key: value} map, for logging as MLflow params.
+  std::vector<std::pair<std::string, std::string>> ToParams() const;
+};
+
+// `base_dir` resolves relative paths (the config file's directory); `source` names the file
+// in errors.
+Result<TrainConfig> ParseTrainConfig(std::string_view text, std::string_view source,
+                                     const std::string& base_dir);
+Result<TrainConfig> LoadTrainConfig(const std::string& path);
+
+}  // namespace trainyard::train
