@@ -1,6 +1,7 @@
 #include "trainyard/train/train_config.h"
 
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -19,15 +20,17 @@ class ConfigReader : public YamlReader {
   ConfigReader(std::string_view filename, std::string base_dir)
       : YamlReader(filename), base_dir_(std::move(base_dir)) {}
 
-  // A section: absent is fine (defaults), otherwise a mapping of the known keys.
-  Status Section(const YAML::Node& root, const std::string& name,
-                 const std::set<std::string>& known, YAML::Node* out) const {
-    *out = root[name];
-    if (!*out) return Status::Ok();
-    if (!out->IsMap()) {
-      return Error(*out, name, "must be a mapping of keys to values (got " + Describe(*out) + ")");
+  // A section: absent is fine (defaults: an undefined node), otherwise a mapping of the known
+  // keys.
+  Result<YAML::Node> Section(const YAML::Node& root, const std::string& name,
+                             const std::set<std::string>& known) const {
+    YAML::Node n = root[name];
+    if (!n) return n;
+    if (!n.IsMap()) {
+      return Error(n, name, "must be a mapping of keys to values (got " + Describe(n) + ")");
     }
-    return OnlyKeys(*out, name, known);
+    TY_RETURN_IF_ERROR(OnlyKeys(n, name, known));
+    return n;
   }
 
   // A non-empty path, made absolute against the config file's directory when relative.
@@ -60,8 +63,8 @@ class ConfigReader : public YamlReader {
 constexpr int64_t kMaxInt = INT64_C(1) << 53;  // any larger step count is a typo
 
 Status ReadModel(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
-  YAML::Node m;
-  TY_RETURN_IF_ERROR(r.Section(root, "model", {"path", "config", "tokenizer"}, &m));
+  TY_ASSIGN_OR_RETURN(const YAML::Node m,
+                      r.Section(root, "model", {"path", "config", "tokenizer"}));
   if (!m) {
     return r.Error(root, "model",
                    "is required: give model.path (a Hugging Face model directory) or "
@@ -97,8 +100,8 @@ Status ReadModel(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) 
 }
 
 Status ReadLora(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
-  YAML::Node l;
-  TY_RETURN_IF_ERROR(r.Section(root, "lora", {"rank", "alpha", "dropout", "target_modules"}, &l));
+  TY_ASSIGN_OR_RETURN(const YAML::Node l,
+                      r.Section(root, "lora", {"rank", "alpha", "dropout", "target_modules"}));
   if (!l) return Status::Ok();
   if (auto v = l["rank"]) {
     TY_ASSIGN_OR_RETURN(c.lora_rank,
@@ -136,11 +139,10 @@ Status ReadLora(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
 }
 
 Status ReadData(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
-  YAML::Node d;
-  TY_RETURN_IF_ERROR(r.Section(root, "data",
-                               {"train", "validation", "val_fraction", "template", "system_prompt",
-                                "max_seq_len", "packing"},
-                               &d));
+  TY_ASSIGN_OR_RETURN(const YAML::Node d,
+                      r.Section(root, "data",
+                                {"train", "validation", "val_fraction", "template", "system_prompt",
+                                 "max_seq_len", "packing"}));
   if (!d || !d["train"]) {
     return r.Error(d ? d : root, "data.train", "is required (a JSONL file of training records)");
   }
@@ -174,13 +176,13 @@ Status ReadData(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
 }
 
 Status ReadTraining(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
-  YAML::Node t;
-  TY_RETURN_IF_ERROR(r.Section(
-      root, "training",
-      {"epochs", "max_steps", "micro_batch_size", "grad_accum_steps", "learning_rate",
-       "weight_decay", "adam_beta1", "adam_beta2", "adam_eps", "lr_schedule", "warmup_steps",
-       "min_lr_ratio", "max_grad_norm", "seed", "precision", "activation_checkpointing", "device"},
-      &t));
+  TY_ASSIGN_OR_RETURN(
+      const YAML::Node t,
+      r.Section(root, "training",
+                {"epochs", "max_steps", "micro_batch_size", "grad_accum_steps", "learning_rate",
+                 "weight_decay", "adam_beta1", "adam_beta2", "adam_eps", "lr_schedule",
+                 "warmup_steps", "min_lr_ratio", "max_grad_norm", "seed", "precision",
+                 "activation_checkpointing", "device"}));
   if (!t) return Status::Ok();
   if (auto v = t["epochs"]) {
     TY_ASSIGN_OR_RETURN(c.epochs, r.Number(v, "training.epochs", 0, 1e6, false, false,
@@ -261,9 +263,9 @@ Status ReadTraining(const ConfigReader& r, const YAML::Node& root, TrainConfig& 
 }
 
 Status ReadRest(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
-  YAML::Node e;
-  TY_RETURN_IF_ERROR(
-      r.Section(root, "eval", {"every_steps", "max_examples", "accuracy", "max_new_tokens"}, &e));
+  TY_ASSIGN_OR_RETURN(
+      const YAML::Node e,
+      r.Section(root, "eval", {"every_steps", "max_examples", "accuracy", "max_new_tokens"}));
   if (e) {
     if (auto v = e["every_steps"]) {
       TY_ASSIGN_OR_RETURN(c.eval_every_steps,
@@ -282,8 +284,7 @@ Status ReadRest(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
                                                       "an integer from 1 to 4096"));
     }
   }
-  YAML::Node k;
-  TY_RETURN_IF_ERROR(r.Section(root, "checkpoint", {"every_steps", "async"}, &k));
+  TY_ASSIGN_OR_RETURN(const YAML::Node k, r.Section(root, "checkpoint", {"every_steps", "async"}));
   if (k) {
     if (auto v = k["every_steps"]) {
       TY_ASSIGN_OR_RETURN(c.checkpoint_every_steps,
@@ -294,8 +295,7 @@ Status ReadRest(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
       TY_ASSIGN_OR_RETURN(c.checkpoint_async, r.Bool(v, "checkpoint.async"));
     }
   }
-  YAML::Node o;
-  TY_RETURN_IF_ERROR(r.Section(root, "output", {"dir", "adapter", "merged"}, &o));
+  TY_ASSIGN_OR_RETURN(const YAML::Node o, r.Section(root, "output", {"dir", "adapter", "merged"}));
   if (o) {
     if (auto v = o["dir"]) {
       TY_ASSIGN_OR_RETURN(c.output_dir, r.Path(v, "output.dir"));
@@ -307,8 +307,7 @@ Status ReadRest(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
       TY_ASSIGN_OR_RETURN(c.save_merged, r.Bool(v, "output.merged"));
     }
   }
-  YAML::Node g;
-  TY_RETURN_IF_ERROR(r.Section(root, "logging", {"every_steps"}, &g));
+  TY_ASSIGN_OR_RETURN(const YAML::Node g, r.Section(root, "logging", {"every_steps"}));
   if (g) {
     if (auto v = g["every_steps"]) {
       TY_ASSIGN_OR_RETURN(c.log_every_steps,
@@ -342,9 +341,14 @@ Result<TrainConfig> ParseRoot(const ConfigReader& r, const YAML::Node& root,
   return c;
 }
 
+// The shortest text that reads back as `v`, positional where Python's repr is (0.0002,
+// 16.0 → "16"), scientific otherwise (1e-08).
 std::string FormatDouble(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  char buf[400];
+  const double a = std::fabs(v);
+  const bool positional = a == 0 || (a >= 1e-4 && a < 1e16);
+  auto [end, ec] = positional ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed)
+                              : std::to_chars(buf, buf + sizeof buf, v);
   if (ec != std::errc()) return "nan";
   return std::string(buf, end);
 }
