@@ -324,7 +324,10 @@ def raw_train(rng, n, held_out):
             continue
         if r < 0.1:
             intent = pick_intent(rng)
-            rows.append({"message": compose(rng, intent, noisy=False).upper(), "label": intent})
+            message = compose(rng, intent, noisy=False)
+            if normalized(message) in held_out:
+                continue
+            rows.append({"message": message.upper(), "label": intent})
             continue
         if r < 0.11:
             length = rng.randint(2, 8)
