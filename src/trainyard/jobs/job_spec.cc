@@ -1,74 +1,22 @@
 #include "trainyard/jobs/job_spec.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <charconv>
 #include <cmath>
 #include <limits>
 #include <regex>
 #include <set>
 
+#include "trainyard/common/yaml_reader.h"
+
 namespace trainyard::jobs {
 namespace {
 
-constexpr size_t kMaxSpecBytes = 1 << 20;
 constexpr int64_t kMaxDurationMs = int64_t{366} * 24 * 3600 * 1000;  // a year
 
-// Reads fields of a YAML mapping, reporting errors as `file:line: path message`.
-class SpecReader {
+// The shared YAML field reader, plus the job spec's durations.
+class SpecReader : public YamlReader {
  public:
-  explicit SpecReader(std::string_view filename) : filename_(filename) {}
-
-  Status Error(const YAML::Node& at, const std::string& path, const std::string& message) const {
-    std::string prefix;
-    if (!filename_.empty()) {
-      prefix = filename_;
-      if (at.IsDefined() && at.Mark().line >= 0) {
-        prefix += ":" + std::to_string(at.Mark().line + 1);
-      }
-      prefix += ": ";
-    }
-    return Status::InvalidArgument(prefix + path + " " + message);
-  }
-
-  // The scalar's text for messages: quoted when it was a string.
-  static std::string Describe(const YAML::Node& n) {
-    if (n.IsScalar()) {
-      if (n.Tag() == "!") return "\"" + n.Scalar() + "\"";
-      return n.Scalar();
-    }
-    if (n.IsSequence()) return "a list";
-    if (n.IsMap()) return "a mapping";
-    return "null";
-  }
-
-  // A plain (unquoted) scalar is a number/bool candidate; a quoted one is a string.
-  static bool IsPlainScalar(const YAML::Node& n) { return n.IsScalar() && n.Tag() != "!"; }
-
-  Result<std::string> String(const YAML::Node& n, const std::string& path) const {
-    if (!n.IsScalar()) return Error(n, path, "must be a string (got " + Describe(n) + ")");
-    return n.Scalar();
-  }
-
-  Result<int64_t> Integer(const YAML::Node& n, const std::string& path, int64_t lo, int64_t hi,
-                          const std::string& what) const {
-    auto bad = [&] { return Error(n, path, "must be " + what + " (got " + Describe(n) + ")"); };
-    if (!IsPlainScalar(n)) return bad();
-    const std::string& s = n.Scalar();
-    int64_t v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size()) return bad();
-    if (v < lo || v > hi) return bad();
-    return v;
-  }
-
-  Result<bool> Bool(const YAML::Node& n, const std::string& path) const {
-    if (IsPlainScalar(n)) {
-      if (n.Scalar() == "true") return true;
-      if (n.Scalar() == "false") return false;
-    }
-    return Error(n, path, "must be true or false (got " + Describe(n) + ")");
-  }
+  using YamlReader::YamlReader;
 
   Result<int64_t> Duration(const YAML::Node& n, const std::string& path) const {
     if (n.IsScalar()) {
@@ -79,26 +27,6 @@ class SpecReader {
         n, path,
         "must be a duration such as 30s, 10m, 2h or a number of seconds (got " + Describe(n) + ")");
   }
-
-  // Checks that every key of `map` is one of `known`.
-  Status OnlyKeys(const YAML::Node& map, const std::string& path,
-                  const std::set<std::string>& known) const {
-    for (const auto& kv : map) {
-      const YAML::Node& key = kv.first;
-      std::string k = key.IsScalar() ? key.Scalar() : "?";
-      if (known.count(k)) continue;
-      std::string list;
-      for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
-      std::string full = path.empty() ? k : path + "." + k;
-      return Error(key, full,
-                   "is not a known key (known keys" +
-                       std::string(path.empty() ? "" : " of " + path) + ": " + list + ")");
-    }
-    return Status::Ok();
-  }
-
- private:
-  std::string filename_;
 };
 
 Status ValidName(const SpecReader& r, const YAML::Node& n, const std::string& path,
@@ -308,21 +236,7 @@ std::string_view FailureActionName(FailureAction a) {
 Result<JobSpec> ParseJobSpec(std::string_view text, std::string_view filename) {
   SpecReader reader(filename);
   std::string prefix = filename.empty() ? "" : std::string(filename) + ": ";
-  if (text.size() > kMaxSpecBytes) {
-    return Status::InvalidArgument(prefix + "the job spec is larger than 1 MiB");
-  }
-  if (text.find('\0') != std::string_view::npos) {
-    return Status::InvalidArgument(prefix + "the job spec contains a NUL byte");
-  }
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    std::string where = filename.empty()
-                            ? "line " + std::to_string(e.mark.line + 1) + ": "
-                            : std::string(filename) + ":" + std::to_string(e.mark.line + 1) + ": ";
-    return Status::InvalidArgument(where + "not valid YAML: " + e.msg);
-  }
+  TY_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlDocument(text, filename, "the job spec"));
   try {
     return ParseRoot(reader, root);
   } catch (const YAML::Exception& e) {

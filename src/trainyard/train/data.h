@@ -38,20 +38,29 @@ class RecordSource {
   virtual std::string Describe() const = 0;  // e.g. the path, for logs and errors
 };
 
-// JSONL: one object per line with {instruction, response} (optional "input") or
-// {message, label}. Blank lines are skipped; a bad line is InvalidArgument "path:line: ...".
+// JSONL: one object per line with {instruction, response} (optional "input"; "output" is
+// accepted for "response", as in Alpaca's files) or {message, label}. Other keys are ignored.
+// Blank lines are skipped; a bad line (not JSON, not an object, a missing or non-string
+// field, longer than kMaxJsonlLineBytes) is InvalidArgument "path:line: ..."; a missing file
+// is NotFound. ReadAll reads the whole file each time it is called.
 std::unique_ptr<RecordSource> OpenJsonl(const std::string& path);
+inline constexpr size_t kMaxJsonlLineBytes = size_t{1} << 20;
 
 enum class PromptTemplate { kMistral, kChatML, kAlpaca };
 Result<PromptTemplate> ParsePromptTemplate(std::string_view name);  // mistral|chatml|alpaca
+std::string_view PromptTemplateName(PromptTemplate t);
 
 struct RenderedExample {
   std::string prompt;    // everything the model is given
   std::string response;  // what it must produce (loss applies here)
 };
-// Mistral: "[INST] {system}\n\n{instruction} [/INST]" + " {response}"; ChatML:
-// "<|im_start|>system\n...<|im_end|>\n<|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n"
-// + "{response}<|im_end|>"; Alpaca: "### Instruction:\n...\n\n### Response:\n" + "{response}".
+// {user} is the instruction, or "{instruction}\n\n{input}" when the record has an input.
+// Mistral: "[INST] {system}\n\n{user} [/INST]" + " {response}" ("[INST] {user} [/INST]"
+// without a system prompt). ChatML: "<|im_start|>system\n{system}<|im_end|>\n" (only with a
+// system prompt) + "<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n" +
+// "{response}<|im_end|>". Alpaca: "{system}\n\n" (only with one) + "### Instruction:\n
+// {instruction}\n\n" + "### Input:\n{input}\n\n" (only with an input) + "### Response:\n" +
+// "{response}". No bos/eos here: TokenizeExample adds them as ids.
 RenderedExample Render(const Record& r, PromptTemplate t, std::string_view system_prompt);
 
 struct TokenizedExample {
@@ -67,10 +76,17 @@ struct TokenizeOptions {
   int32_t bos_id = -1;  // -1: none
   int32_t eos_id = -1;  // appended after the response; -1: none
 };
+// ids = [bos] + Encode(prompt) + Encode(response) + [eos], each part encoded without
+// special tokens. Longer than max_seq_len (> 0; <= 0 means no limit): the prompt loses
+// tokens from its start (the bos stays); when even bos + response + eos do not fit, the
+// prompt is dropped and the sequence is cut at max_seq_len from the end (the response's end
+// and the eos are lost).
 TokenizedExample TokenizeExample(const Tokenizer& tok, const RenderedExample& ex,
                                  const TokenizeOptions& o);
 
-// Splits records into train and validation deterministically by seed (fraction in [0, 1)).
+// Splits records into train and validation deterministically by seed (fraction in [0, 1)):
+// round(n × fraction) records, at least 1 when fraction > 0 and n ≥ 2, and never all of
+// them, go to validation. Both keep the input's relative order.
 void SplitRecords(std::vector<Record> all, double val_fraction, uint64_t seed,
                   std::vector<Record>* train, std::vector<Record>* val);
 
@@ -91,7 +107,7 @@ struct BatchOptions {
   bool packing = true;  // several examples per row, never split across rows
   int64_t pad_id = 0;
   uint64_t seed = 42;  // shuffle order: a permutation per epoch from (seed, epoch)
-  int rank = 0;        // data-parallel shard: this rank takes every world_size-th row
+  int rank = 0;        // data-parallel shard, 0 <= rank < world_size
   int world_size = 1;
 };
 
@@ -100,17 +116,54 @@ struct IteratorPosition {
   int64_t cursor = 0;  // rows of the global order consumed in this epoch
 };
 
-// Endless iterator over epochs of the examples. Each global step consumes
-// rows_per_batch × world_size rows of the epoch's order; rank r gets its slice, so
+// Endless iterator over epochs of the examples.
+//
+// Rows are built once, before any shuffling. With packing, examples are placed best-fit
+// decreasing (longest first, each into the fullest row it still fits in, ties by example
+// index) into rows of seq_len tokens: an example is never split across rows, and one longer
+// than seq_len is cut to its first seq_len tokens. Without packing each example is one row.
+// Empty examples are dropped. Within a row, positions restart at 0 and segment ids count
+// 0, 1, ... per example; targets[i] = input_ids[i + 1] when that token is in the same
+// segment and has loss_mask 1, else -100; padding is pad_id, segment -1, position 0,
+// target -100.
+//
+// Order: epoch e visits all rows in a permutation drawn from (seed, e) by splitmix64 +
+// Fisher-Yates (the same on every platform). The row stream is the concatenation of the
+// epochs' permutations; each global step takes its next rows_per_batch × world_size rows,
+// and rank r builds rows [r × rows_per_batch, (r + 1) × rows_per_batch) of them, so
 // world_size ranks together see exactly what one rank with rows_per_batch × world_size
-// would. Rows are built once (packing happens before shuffling of rows).
+// would. An epoch's tail that does not fill a global batch is not dropped: the batch
+// continues with the first rows of the next epoch's order (so every row is seen once per
+// epoch, and a dataset smaller than one global batch still trains).
+//
+// With no rows at all (no non-empty examples), Next returns all-padding batches with
+// loss_tokens 0; callers check rows_per_epoch() > 0.
 class BatchIterator {
  public:
   BatchIterator(std::vector<TokenizedExample> examples, BatchOptions options);
   Batch Next();
+  // Where the next global step starts; the same on every rank.
   IteratorPosition position() const;
+  // Continues from `p` (a position() of an iterator built from the same examples and
+  // options); a cursor past the epoch's end carries into the next epochs.
   void Seek(IteratorPosition p);
   int64_t rows_per_epoch() const;  // global rows in one epoch
+
+ private:
+  struct Segment {
+    int32_t example = 0;
+    int32_t length = 0;  // tokens used (an example is cut to seq_len)
+  };
+  const std::vector<int64_t>& Order(int64_t epoch);
+  void FillRow(const std::vector<Segment>& row, int64_t r, Batch& out) const;
+
+  std::vector<TokenizedExample> examples_;
+  BatchOptions options_;
+  std::vector<std::vector<Segment>> rows_;
+  IteratorPosition position_;
+  // The permutations of the last two epochs asked for (a batch may span two epochs).
+  int64_t cached_epoch_[2] = {-1, -1};
+  std::vector<int64_t> cached_order_[2];
 };
 
 }  // namespace trainyard::train

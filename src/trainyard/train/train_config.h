@@ -32,8 +32,10 @@
 //   output: {dir: outputs, adapter: true, merged: true}
 //   logging: {every_steps: 10}
 //
-// Relative paths are resolved against the config file's directory. Unknown keys, wrong types
-// and out-of-range values are InvalidArgument "file:line: key.path ...". Plain value type.
+// Relative paths (model.*, data.train, data.validation, output.dir, and the default
+// output.dir "outputs") are resolved against the config file's directory. model.path excludes
+// model.config; data.validation excludes data.val_fraction. Unknown keys, wrong types and
+// out-of-range values are InvalidArgument "file:line: key.path ...". Plain value type.
 #pragma once
 
 #include <cstdint>
@@ -96,7 +98,8 @@ struct TrainConfig {
   bool save_merged = true;
   int64_t log_every_steps = 1;
 
-  // The config as a flat {key: value} map, for logging as MLflow params.
+  // The config as a flat list of {"section.key", value} (the YAML key paths), for logging as
+  // MLflow params. Empty values are left out, and lora.* when method is full.
   std::vector<std::pair<std::string, std::string>> ToParams() const;
 };
 

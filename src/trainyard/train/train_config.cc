@@ -1,0 +1,448 @@
+#include "trainyard/train/train_config.h"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "trainyard/common/yaml_reader.h"
+
+namespace trainyard::train {
+namespace {
+
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+// Reads one TrainConfig section; all its errors carry file:line and the key path.
+class ConfigReader : public YamlReader {
+ public:
+  ConfigReader(std::string_view filename, std::string base_dir)
+      : YamlReader(filename), base_dir_(std::move(base_dir)) {}
+
+  // A section: absent is fine (defaults: an undefined node), otherwise a mapping of the known
+  // keys.
+  Result<YAML::Node> Section(const YAML::Node& root, const std::string& name,
+                             const std::set<std::string>& known) const {
+    YAML::Node n = root[name];
+    if (!n) return n;
+    if (!n.IsMap()) {
+      return Error(n, name, "must be a mapping of keys to values (got " + Describe(n) + ")");
+    }
+    TY_RETURN_IF_ERROR(OnlyKeys(n, name, known));
+    return n;
+  }
+
+  // A non-empty path, made absolute against the config file's directory when relative.
+  Result<std::string> Path(const YAML::Node& n, const std::string& path) const {
+    TY_ASSIGN_OR_RETURN(std::string p, String(n, path));
+    if (p.empty()) return Error(n, path, "must be a non-empty path");
+    std::filesystem::path fp(p);
+    if (fp.is_relative() && !base_dir_.empty()) fp = std::filesystem::path(base_dir_) / fp;
+    return fp.lexically_normal().string();
+  }
+
+  // One of `choices`.
+  Result<std::string> Choice(const YAML::Node& n, const std::string& path,
+                             const std::vector<std::string>& choices) const {
+    TY_ASSIGN_OR_RETURN(std::string v, String(n, path));
+    for (const auto& c : choices) {
+      if (v == c) return v;
+    }
+    std::string list;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      list += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i];
+    }
+    return Error(n, path, "must be " + list + " (got " + Describe(n) + ")");
+  }
+
+ private:
+  std::string base_dir_;
+};
+
+constexpr int64_t kMaxInt = INT64_C(1) << 53;  // any larger step count is a typo
+
+Status ReadModel(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
+  TY_ASSIGN_OR_RETURN(const YAML::Node m,
+                      r.Section(root, "model", {"path", "config", "tokenizer"}));
+  if (!m) {
+    return r.Error(root, "model",
+                   "is required: give model.path (a Hugging Face model directory) or "
+                   "model.config and model.tokenizer (to start from random weights)");
+  }
+  if (auto v = m["path"]) {
+    TY_ASSIGN_OR_RETURN(c.model_path, r.Path(v, "model.path"));
+  }
+  if (auto v = m["config"]) {
+    TY_ASSIGN_OR_RETURN(c.model_config_path, r.Path(v, "model.config"));
+  }
+  if (auto v = m["tokenizer"]) {
+    TY_ASSIGN_OR_RETURN(c.tokenizer_path, r.Path(v, "model.tokenizer"));
+  }
+  if (!c.model_path.empty() && !c.model_config_path.empty()) {
+    return r.Error(m["config"], "model.config",
+                   "cannot be combined with model.path; give model.path (pretrained weights) or "
+                   "model.config and model.tokenizer (random weights)");
+  }
+  if (c.model_path.empty()) {
+    if (c.model_config_path.empty()) {
+      return r.Error(m, "model",
+                     "needs model.path (a Hugging Face model directory) or model.config and "
+                     "model.tokenizer");
+    }
+    if (c.tokenizer_path.empty()) {
+      return r.Error(m, "model.tokenizer", "is required with model.config");
+    }
+  } else if (c.tokenizer_path.empty()) {
+    c.tokenizer_path = (std::filesystem::path(c.model_path) / "tokenizer.json").string();
+  }
+  return Status::Ok();
+}
+
+Status ReadLora(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
+  TY_ASSIGN_OR_RETURN(const YAML::Node l,
+                      r.Section(root, "lora", {"rank", "alpha", "dropout", "target_modules"}));
+  if (!l) return Status::Ok();
+  if (auto v = l["rank"]) {
+    TY_ASSIGN_OR_RETURN(c.lora_rank,
+                        r.Integer(v, "lora.rank", 1, 1024, "an integer from 1 to 1024"));
+  }
+  if (auto v = l["alpha"]) {
+    TY_ASSIGN_OR_RETURN(c.lora_alpha, r.Number(v, "lora.alpha", 0, 1e6, true, false,
+                                               "a positive number (at most 1e6)"));
+  }
+  if (auto v = l["dropout"]) {
+    TY_ASSIGN_OR_RETURN(c.lora_dropout,
+                        r.Number(v, "lora.dropout", 0, 1, false, true, "a number in [0, 1)"));
+  }
+  if (auto v = l["target_modules"]) {
+    if (!v.IsSequence() || v.size() == 0) {
+      return r.Error(v, "lora.target_modules",
+                     "must be a non-empty list of module names such as [q_proj, v_proj] (got " +
+                         ConfigReader::Describe(v) + ")");
+    }
+    c.lora_target_modules.clear();
+    static const std::regex kModule("[A-Za-z0-9_.]{1,128}");
+    for (size_t i = 0; i < v.size(); ++i) {
+      std::string path = "lora.target_modules[" + std::to_string(i) + "]";
+      TY_ASSIGN_OR_RETURN(std::string name, r.String(v[i], path));
+      if (!std::regex_match(name, kModule)) {
+        return r.Error(v[i], path,
+                       "must be a module name of letters, digits, '_' and '.' such as q_proj "
+                       "(got \"" +
+                           name + "\")");
+      }
+      c.lora_target_modules.push_back(std::move(name));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadData(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
+  TY_ASSIGN_OR_RETURN(const YAML::Node d,
+                      r.Section(root, "data",
+                                {"train", "validation", "val_fraction", "template", "system_prompt",
+                                 "max_seq_len", "packing"}));
+  if (!d || !d["train"]) {
+    return r.Error(d ? d : root, "data.train", "is required (a JSONL file of training records)");
+  }
+  TY_ASSIGN_OR_RETURN(c.train_path, r.Path(d["train"], "data.train"));
+  if (auto v = d["validation"]) {
+    TY_ASSIGN_OR_RETURN(c.validation_path, r.Path(v, "data.validation"));
+  }
+  if (auto v = d["val_fraction"]) {
+    TY_ASSIGN_OR_RETURN(c.val_fraction, r.Number(v, "data.val_fraction", 0, 0.5, false, false,
+                                                 "a number from 0 to 0.5"));
+    if (c.val_fraction > 0 && !c.validation_path.empty()) {
+      return r.Error(v, "data.val_fraction",
+                     "cannot be combined with data.validation; give one of them");
+    }
+  }
+  if (auto v = d["template"]) {
+    TY_ASSIGN_OR_RETURN(c.prompt_template,
+                        r.Choice(v, "data.template", {"mistral", "chatml", "alpaca"}));
+  }
+  if (auto v = d["system_prompt"]) {
+    TY_ASSIGN_OR_RETURN(c.system_prompt, r.String(v, "data.system_prompt"));
+  }
+  if (auto v = d["max_seq_len"]) {
+    TY_ASSIGN_OR_RETURN(c.max_seq_len,
+                        r.Integer(v, "data.max_seq_len", 8, 131072, "an integer from 8 to 131072"));
+  }
+  if (auto v = d["packing"]) {
+    TY_ASSIGN_OR_RETURN(c.packing, r.Bool(v, "data.packing"));
+  }
+  return Status::Ok();
+}
+
+Status ReadTraining(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
+  TY_ASSIGN_OR_RETURN(
+      const YAML::Node t,
+      r.Section(root, "training",
+                {"epochs", "max_steps", "micro_batch_size", "grad_accum_steps", "learning_rate",
+                 "weight_decay", "adam_beta1", "adam_beta2", "adam_eps", "lr_schedule",
+                 "warmup_steps", "min_lr_ratio", "max_grad_norm", "seed", "precision",
+                 "activation_checkpointing", "device"}));
+  if (!t) return Status::Ok();
+  if (auto v = t["epochs"]) {
+    TY_ASSIGN_OR_RETURN(c.epochs, r.Number(v, "training.epochs", 0, 1e6, false, false,
+                                           "a non-negative number (at most 1e6)"));
+  }
+  if (auto v = t["max_steps"]) {
+    TY_ASSIGN_OR_RETURN(c.max_steps, r.Integer(v, "training.max_steps", 0, kMaxInt,
+                                               "a non-negative integer (0: from epochs)"));
+  }
+  if (c.epochs <= 0 && c.max_steps <= 0) {
+    return r.Error(t["epochs"] ? t["epochs"] : t, "training.epochs",
+                   "or training.max_steps must be positive (how long to train)");
+  }
+  if (auto v = t["micro_batch_size"]) {
+    TY_ASSIGN_OR_RETURN(c.micro_batch_size, r.Integer(v, "training.micro_batch_size", 1, 4096,
+                                                      "an integer from 1 to 4096"));
+  }
+  if (auto v = t["grad_accum_steps"]) {
+    TY_ASSIGN_OR_RETURN(c.grad_accum_steps, r.Integer(v, "training.grad_accum_steps", 1, 65536,
+                                                      "an integer from 1 to 65536"));
+  }
+  if (auto v = t["learning_rate"]) {
+    TY_ASSIGN_OR_RETURN(c.learning_rate, r.Number(v, "training.learning_rate", 0, 1, true, false,
+                                                  "a number in (0, 1] such as 2.0e-4"));
+  }
+  if (auto v = t["weight_decay"]) {
+    TY_ASSIGN_OR_RETURN(c.weight_decay, r.Number(v, "training.weight_decay", 0, 10, false, false,
+                                                 "a number from 0 to 10"));
+  }
+  if (auto v = t["adam_beta1"]) {
+    TY_ASSIGN_OR_RETURN(
+        c.adam_beta1, r.Number(v, "training.adam_beta1", 0, 1, false, true, "a number in [0, 1)"));
+  }
+  if (auto v = t["adam_beta2"]) {
+    TY_ASSIGN_OR_RETURN(
+        c.adam_beta2, r.Number(v, "training.adam_beta2", 0, 1, false, true, "a number in [0, 1)"));
+  }
+  if (auto v = t["adam_eps"]) {
+    TY_ASSIGN_OR_RETURN(c.adam_eps, r.Number(v, "training.adam_eps", 0, 1, true, false,
+                                             "a number in (0, 1] such as 1e-8"));
+  }
+  if (auto v = t["lr_schedule"]) {
+    TY_ASSIGN_OR_RETURN(c.lr_schedule,
+                        r.Choice(v, "training.lr_schedule", {"cosine", "linear", "constant"}));
+  }
+  if (auto v = t["warmup_steps"]) {
+    TY_ASSIGN_OR_RETURN(c.warmup_steps, r.Integer(v, "training.warmup_steps", 0, kMaxInt,
+                                                  "a non-negative integer"));
+  }
+  if (auto v = t["min_lr_ratio"]) {
+    TY_ASSIGN_OR_RETURN(c.min_lr_ratio, r.Number(v, "training.min_lr_ratio", 0, 1, false, false,
+                                                 "a number from 0 to 1"));
+  }
+  if (auto v = t["max_grad_norm"]) {
+    TY_ASSIGN_OR_RETURN(c.max_grad_norm, r.Number(v, "training.max_grad_norm", 0, 1e9, false, false,
+                                                  "a non-negative number (0: no clipping)"));
+  }
+  if (auto v = t["seed"]) {
+    TY_ASSIGN_OR_RETURN(int64_t seed,
+                        r.Integer(v, "training.seed", 0, INT64_MAX, "a non-negative integer"));
+    c.seed = static_cast<uint64_t>(seed);
+  }
+  if (auto v = t["precision"]) {
+    TY_ASSIGN_OR_RETURN(c.precision, r.Choice(v, "training.precision", {"auto", "fp32", "bf16"}));
+  }
+  if (auto v = t["activation_checkpointing"]) {
+    TY_ASSIGN_OR_RETURN(c.activation_checkpointing, r.Bool(v, "training.activation_checkpointing"));
+  }
+  if (auto v = t["device"]) {
+    TY_ASSIGN_OR_RETURN(c.device, r.String(v, "training.device"));
+    static const std::regex kDevice("auto|cpu|cuda|cuda:[0-9]{1,3}");
+    if (!std::regex_match(c.device, kDevice)) {
+      return r.Error(v, "training.device",
+                     "must be auto, cpu, cuda or cuda:N (got " + ConfigReader::Describe(v) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadRest(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
+  TY_ASSIGN_OR_RETURN(
+      const YAML::Node e,
+      r.Section(root, "eval", {"every_steps", "max_examples", "accuracy", "max_new_tokens"}));
+  if (e) {
+    if (auto v = e["every_steps"]) {
+      TY_ASSIGN_OR_RETURN(c.eval_every_steps,
+                          r.Integer(v, "eval.every_steps", 0, kMaxInt,
+                                    "a non-negative integer (0: only before and after training)"));
+    }
+    if (auto v = e["max_examples"]) {
+      TY_ASSIGN_OR_RETURN(c.eval_max_examples, r.Integer(v, "eval.max_examples", 0, 100000000,
+                                                         "a non-negative integer"));
+    }
+    if (auto v = e["accuracy"]) {
+      TY_ASSIGN_OR_RETURN(c.eval_accuracy, r.Bool(v, "eval.accuracy"));
+    }
+    if (auto v = e["max_new_tokens"]) {
+      TY_ASSIGN_OR_RETURN(c.max_new_tokens, r.Integer(v, "eval.max_new_tokens", 1, 4096,
+                                                      "an integer from 1 to 4096"));
+    }
+  }
+  TY_ASSIGN_OR_RETURN(const YAML::Node k, r.Section(root, "checkpoint", {"every_steps", "async"}));
+  if (k) {
+    if (auto v = k["every_steps"]) {
+      TY_ASSIGN_OR_RETURN(c.checkpoint_every_steps,
+                          r.Integer(v, "checkpoint.every_steps", 0, kMaxInt,
+                                    "a non-negative integer (0: only on SIGTERM and at the end)"));
+    }
+    if (auto v = k["async"]) {
+      TY_ASSIGN_OR_RETURN(c.checkpoint_async, r.Bool(v, "checkpoint.async"));
+    }
+  }
+  TY_ASSIGN_OR_RETURN(const YAML::Node o, r.Section(root, "output", {"dir", "adapter", "merged"}));
+  if (o) {
+    if (auto v = o["dir"]) {
+      TY_ASSIGN_OR_RETURN(c.output_dir, r.Path(v, "output.dir"));
+    }
+    if (auto v = o["adapter"]) {
+      TY_ASSIGN_OR_RETURN(c.save_adapter, r.Bool(v, "output.adapter"));
+    }
+    if (auto v = o["merged"]) {
+      TY_ASSIGN_OR_RETURN(c.save_merged, r.Bool(v, "output.merged"));
+    }
+  }
+  TY_ASSIGN_OR_RETURN(const YAML::Node g, r.Section(root, "logging", {"every_steps"}));
+  if (g) {
+    if (auto v = g["every_steps"]) {
+      TY_ASSIGN_OR_RETURN(c.log_every_steps,
+                          r.Integer(v, "logging.every_steps", 1, kMaxInt, "a positive integer"));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<TrainConfig> ParseRoot(const ConfigReader& r, const YAML::Node& root,
+                              const std::string& base_dir) {
+  if (!root.IsMap()) {
+    return r.Error(root, "the training config", "must be a mapping of keys to values");
+  }
+  TY_RETURN_IF_ERROR(r.OnlyKeys(
+      root, "",
+      {"model", "method", "lora", "data", "training", "eval", "checkpoint", "output", "logging"}));
+  TrainConfig c;
+  // The default output directory sits beside the config, as every other relative path.
+  if (!base_dir.empty()) {
+    c.output_dir = (std::filesystem::path(base_dir) / c.output_dir).lexically_normal().string();
+  }
+  TY_RETURN_IF_ERROR(ReadModel(r, root, c));
+  if (auto v = root["method"]) {
+    TY_ASSIGN_OR_RETURN(c.method, r.Choice(v, "method", {"lora", "full"}));
+  }
+  TY_RETURN_IF_ERROR(ReadLora(r, root, c));
+  TY_RETURN_IF_ERROR(ReadData(r, root, c));
+  TY_RETURN_IF_ERROR(ReadTraining(r, root, c));
+  TY_RETURN_IF_ERROR(ReadRest(r, root, c));
+  return c;
+}
+
+// The shortest text that reads back as `v`, positional where Python's repr is (0.0002,
+// 16.0 → "16"), scientific otherwise (1e-08).
+std::string FormatDouble(double v) {
+  char buf[400];
+  const double a = std::fabs(v);
+  const bool positional = a == 0 || (a >= 1e-4 && a < 1e16);
+  auto [end, ec] = positional ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed)
+                              : std::to_chars(buf, buf + sizeof buf, v);
+  if (ec != std::errc()) return "nan";
+  return std::string(buf, end);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> TrainConfig::ToParams() const {
+  auto b = [](bool v) { return std::string(v ? "true" : "false"); };
+  auto i = [](int64_t v) { return std::to_string(v); };
+  std::string modules;
+  for (const auto& m : lora_target_modules) modules += (modules.empty() ? "" : ",") + m;
+  std::vector<std::pair<std::string, std::string>> p = {
+      {"model.path", model_path},
+      {"model.config", model_config_path},
+      {"model.tokenizer", tokenizer_path},
+      {"method", method},
+  };
+  if (method == "lora") {
+    p.insert(p.end(), {{"lora.rank", i(lora_rank)},
+                       {"lora.alpha", FormatDouble(lora_alpha)},
+                       {"lora.dropout", FormatDouble(lora_dropout)},
+                       {"lora.target_modules", modules}});
+  }
+  p.insert(p.end(), {
+                        {"data.train", train_path},
+                        {"data.validation", validation_path},
+                        {"data.val_fraction", FormatDouble(val_fraction)},
+                        {"data.template", prompt_template},
+                        {"data.system_prompt", system_prompt},
+                        {"data.max_seq_len", i(max_seq_len)},
+                        {"data.packing", b(packing)},
+                        {"training.epochs", FormatDouble(epochs)},
+                        {"training.max_steps", i(max_steps)},
+                        {"training.micro_batch_size", i(micro_batch_size)},
+                        {"training.grad_accum_steps", i(grad_accum_steps)},
+                        {"training.learning_rate", FormatDouble(learning_rate)},
+                        {"training.weight_decay", FormatDouble(weight_decay)},
+                        {"training.adam_beta1", FormatDouble(adam_beta1)},
+                        {"training.adam_beta2", FormatDouble(adam_beta2)},
+                        {"training.adam_eps", FormatDouble(adam_eps)},
+                        {"training.lr_schedule", lr_schedule},
+                        {"training.warmup_steps", i(warmup_steps)},
+                        {"training.min_lr_ratio", FormatDouble(min_lr_ratio)},
+                        {"training.max_grad_norm", FormatDouble(max_grad_norm)},
+                        {"training.seed", std::to_string(seed)},
+                        {"training.precision", precision},
+                        {"training.activation_checkpointing", b(activation_checkpointing)},
+                        {"training.device", device},
+                        {"eval.every_steps", i(eval_every_steps)},
+                        {"eval.max_examples", i(eval_max_examples)},
+                        {"eval.accuracy", b(eval_accuracy)},
+                        {"eval.max_new_tokens", i(max_new_tokens)},
+                        {"checkpoint.every_steps", i(checkpoint_every_steps)},
+                        {"checkpoint.async", b(checkpoint_async)},
+                        {"output.dir", output_dir},
+                        {"output.adapter", b(save_adapter)},
+                        {"output.merged", b(save_merged)},
+                        {"logging.every_steps", i(log_every_steps)},
+                    });
+  std::erase_if(p, [](const auto& kv) { return kv.second.empty(); });
+  return p;
+}
+
+Result<TrainConfig> ParseTrainConfig(std::string_view text, std::string_view source,
+                                     const std::string& base_dir) {
+  TY_ASSIGN_OR_RETURN(YAML::Node root, LoadYamlDocument(text, source, "the training config"));
+  ConfigReader reader(source, base_dir);
+  try {
+    return ParseRoot(reader, root, base_dir);
+  } catch (const YAML::Exception& e) {
+    std::string prefix = source.empty() ? "" : std::string(source) + ": ";
+    return Status::InvalidArgument(prefix + "invalid training config: " + e.msg);
+  }
+}
+
+Result<TrainConfig> LoadTrainConfig(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    if (!std::filesystem::exists(path, ec)) {
+      return Status::NotFound(path + ": no such training config file");
+    }
+    return Status::InvalidArgument(path + ": not a regular file");
+  }
+  auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxConfigBytes) {
+    return Status::InvalidArgument(path + ": the training config is larger than 1 MiB");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError(path + ": cannot open for reading");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return Status::IOError(path + ": read error");
+  std::string base = std::filesystem::path(path).parent_path().string();
+  return ParseTrainConfig(text.str(), path, base);
+}
+
+}  // namespace trainyard::train
