@@ -41,5 +41,10 @@ Status MergeLora(CausalLM& model);
 // loads onto the base model. `base_model_name_or_path` goes into adapter_config.json.
 Status SavePeftAdapter(CausalLM& model, const LoraConfig& config, const std::string& dir,
                        const std::string& base_model_name_or_path);
+// Reads a PEFT adapter_config.json (peft_type LORA; DoRA and rsLoRA are rejected).
+Result<LoraConfig> ReadPeftAdapterConfig(const std::string& dir);
+// ApplyLora with the adapter's config, then loads adapter_model.safetensors: a model ready to
+// continue training the adapter or to run with it. Returns the adapter's config.
+Result<LoraConfig> LoadPeftAdapter(CausalLM& model, const std::string& dir, uint64_t seed = 0);
 
 }  // namespace trainyard::train
