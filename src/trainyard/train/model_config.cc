@@ -173,6 +173,11 @@ Status ParseLlama(const Reader& r, const json::object& root, std::string_view so
   if (c.model_type == "qwen2") c.attention_bias = true;
   TY_ASSIGN_OR_RETURN(c.mlp_bias, r.Bool("mlp_bias", false));
   TY_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
+  // Mistral: a token attends to the previous `sliding_window` tokens only, as transformers'
+  // eager mask does. (Qwen2's use_sliding_window only affects its flash-attention path.)
+  if (c.model_type == "mistral") {
+    TY_ASSIGN_OR_RETURN(c.sliding_window, r.Int("sliding_window", 1, kMaxPositions, int64_t{0}));
+  }
   TY_ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_act", "silu"));
   if (c.hidden_act != "silu") {
     return r.Error("hidden_act",
@@ -316,6 +321,9 @@ std::string ModelConfig::ToJson() const {
     if (model_type != "qwen2") o["attention_bias"] = attention_bias;
     o["mlp_bias"] = mlp_bias;
     o["hidden_act"] = hidden_act;
+    if (model_type == "mistral") {
+      o["sliding_window"] = sliding_window > 0 ? json::value(sliding_window) : json::value(nullptr);
+    }
   }
   o["tie_word_embeddings"] = tie_word_embeddings;
   o["initializer_range"] = initializer_range;

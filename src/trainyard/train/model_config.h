@@ -46,6 +46,7 @@ struct ModelConfig {
   bool attention_bias = false;  // llama attention_bias; qwen2 always has q/k/v bias
   bool mlp_bias = false;
   bool tie_word_embeddings = false;  // gpt2 always ties
+  int64_t sliding_window = 0;        // mistral: attend to this many latest tokens; 0: all
   std::string hidden_act = "silu";   // silu (llama) or gelu_new (gpt2)
   double initializer_range = 0.02;
   std::optional<int64_t> bos_token_id;

@@ -54,6 +54,22 @@ TEST(ModelConfigTest, Qwen2HasAttentionBiasAndGpt2Defaults) {
   EXPECT_EQ(again->family, ModelFamily::kGpt2);
 }
 
+TEST(ModelConfigTest, MistralSlidingWindowRoundTrips) {
+  auto m = ModelConfig::FromJson(
+      R"({"model_type":"mistral","vocab_size":10,"hidden_size":8,"intermediate_size":16,
+          "num_hidden_layers":1,"num_attention_heads":2,"sliding_window":4096})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->sliding_window, 4096);
+  auto again = ModelConfig::FromJson(m->ToJson());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->sliding_window, 4096);
+  auto none = ModelConfig::FromJson(
+      R"({"model_type":"mistral","vocab_size":10,"hidden_size":8,"intermediate_size":16,
+          "num_hidden_layers":1,"num_attention_heads":2,"sliding_window":null})");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->sliding_window, 0);
+}
+
 TEST(ModelConfigTest, HostileInputNamesTheField) {
   struct Case {
     const char* json;
