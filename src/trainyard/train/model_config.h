@@ -51,6 +51,7 @@ struct ModelConfig {
   double initializer_range = 0.02;
   std::optional<int64_t> bos_token_id;
   std::optional<int64_t> eos_token_id;  // the first when config.json has a list
+  std::vector<int64_t> eos_token_ids;   // all of them (Llama 3 lists several); stop ids
   std::string torch_dtype = "float32";
 
   // Parses config.json text; `source` names it in errors.

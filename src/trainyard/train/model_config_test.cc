@@ -23,6 +23,7 @@ TEST(ModelConfigTest, ParsesLlamaWithLlama3Scaling) {
   EXPECT_DOUBLE_EQ(c->rope_scaling.factor, 8.0);
   EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 64);
   EXPECT_EQ(c->eos_token_id, 2);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{2, 3}));
   EXPECT_FALSE(c->attention_bias);
   EXPECT_EQ(c->torch_dtype, "bfloat16");
   auto again = ModelConfig::FromJson(c->ToJson());
@@ -30,6 +31,7 @@ TEST(ModelConfigTest, ParsesLlamaWithLlama3Scaling) {
   EXPECT_EQ(again->rope_scaling.type, "llama3");
   EXPECT_DOUBLE_EQ(again->rope_theta, 500000.0);
   EXPECT_EQ(again->num_key_value_heads, 2);
+  EXPECT_EQ(again->eos_token_ids, (std::vector<int64_t>{2, 3}));
 }
 
 TEST(ModelConfigTest, Qwen2HasAttentionBiasAndGpt2Defaults) {
