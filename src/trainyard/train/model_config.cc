@@ -173,6 +173,11 @@ Status ParseLlama(const Reader& r, const json::object& root, std::string_view so
   if (c.model_type == "qwen2") c.attention_bias = true;
   TY_ASSIGN_OR_RETURN(c.mlp_bias, r.Bool("mlp_bias", false));
   TY_ASSIGN_OR_RETURN(c.tie_word_embeddings, r.Bool("tie_word_embeddings", false));
+  // Mistral: a token attends to the previous `sliding_window` tokens only, as transformers'
+  // eager mask does. (Qwen2's use_sliding_window only affects its flash-attention path.)
+  if (c.model_type == "mistral") {
+    TY_ASSIGN_OR_RETURN(c.sliding_window, r.Int("sliding_window", 1, kMaxPositions, int64_t{0}));
+  }
   TY_ASSIGN_OR_RETURN(c.hidden_act, r.String("hidden_act", "silu"));
   if (c.hidden_act != "silu") {
     return r.Error("hidden_act",
@@ -257,6 +262,19 @@ Result<ModelConfig> ModelConfig::FromJson(std::string_view json_text, std::strin
   TY_ASSIGN_OR_RETURN(c.initializer_range, r.Double("initializer_range", 0.0, 10.0, 0.02, true));
   TY_ASSIGN_OR_RETURN(c.bos_token_id, r.TokenId("bos_token_id", c.vocab_size));
   TY_ASSIGN_OR_RETURN(c.eos_token_id, r.TokenId("eos_token_id", c.vocab_size));
+  if (auto it = o.find("eos_token_id"); it != o.end() && it->value().is_array()) {
+    for (const json::value& v : it->value().as_array()) {
+      auto id = AsInt64(v, "eos_token_id[]");
+      if (!id.ok()) return r.Wrap(id.status());
+      if (*id < 0 || *id >= c.vocab_size) {
+        return r.Error("eos_token_id", "entries must be token ids below vocab_size (got " +
+                                           std::to_string(*id) + ")");
+      }
+      c.eos_token_ids.push_back(*id);
+    }
+  } else if (c.eos_token_id) {
+    c.eos_token_ids.push_back(*c.eos_token_id);
+  }
   TY_ASSIGN_OR_RETURN(c.torch_dtype, r.String("torch_dtype", "float32"));
   if (c.torch_dtype != "float32" && c.torch_dtype != "bfloat16" && c.torch_dtype != "float16") {
     return r.Error("torch_dtype", "must be float32, bfloat16 or float16 (got \"" +
@@ -316,11 +334,20 @@ std::string ModelConfig::ToJson() const {
     if (model_type != "qwen2") o["attention_bias"] = attention_bias;
     o["mlp_bias"] = mlp_bias;
     o["hidden_act"] = hidden_act;
+    if (model_type == "mistral") {
+      o["sliding_window"] = sliding_window > 0 ? json::value(sliding_window) : json::value(nullptr);
+    }
   }
   o["tie_word_embeddings"] = tie_word_embeddings;
   o["initializer_range"] = initializer_range;
   if (bos_token_id) o["bos_token_id"] = *bos_token_id;
-  if (eos_token_id) o["eos_token_id"] = *eos_token_id;
+  if (eos_token_ids.size() > 1) {
+    json::array ids;
+    for (int64_t id : eos_token_ids) ids.push_back(id);
+    o["eos_token_id"] = std::move(ids);
+  } else if (eos_token_id) {
+    o["eos_token_id"] = *eos_token_id;
+  }
   o["torch_dtype"] = torch_dtype;
   return json::serialize(o);
 }

@@ -46,10 +46,12 @@ struct ModelConfig {
   bool attention_bias = false;  // llama attention_bias; qwen2 always has q/k/v bias
   bool mlp_bias = false;
   bool tie_word_embeddings = false;  // gpt2 always ties
+  int64_t sliding_window = 0;        // mistral: attend to this many latest tokens; 0: all
   std::string hidden_act = "silu";   // silu (llama) or gelu_new (gpt2)
   double initializer_range = 0.02;
   std::optional<int64_t> bos_token_id;
   std::optional<int64_t> eos_token_id;  // the first when config.json has a list
+  std::vector<int64_t> eos_token_ids;   // all of them (Llama 3 lists several); stop ids
   std::string torch_dtype = "float32";
 
   // Parses config.json text; `source` names it in errors.

@@ -23,6 +23,7 @@ TEST(ModelConfigTest, ParsesLlamaWithLlama3Scaling) {
   EXPECT_DOUBLE_EQ(c->rope_scaling.factor, 8.0);
   EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 64);
   EXPECT_EQ(c->eos_token_id, 2);
+  EXPECT_EQ(c->eos_token_ids, (std::vector<int64_t>{2, 3}));
   EXPECT_FALSE(c->attention_bias);
   EXPECT_EQ(c->torch_dtype, "bfloat16");
   auto again = ModelConfig::FromJson(c->ToJson());
@@ -30,6 +31,7 @@ TEST(ModelConfigTest, ParsesLlamaWithLlama3Scaling) {
   EXPECT_EQ(again->rope_scaling.type, "llama3");
   EXPECT_DOUBLE_EQ(again->rope_theta, 500000.0);
   EXPECT_EQ(again->num_key_value_heads, 2);
+  EXPECT_EQ(again->eos_token_ids, (std::vector<int64_t>{2, 3}));
 }
 
 TEST(ModelConfigTest, Qwen2HasAttentionBiasAndGpt2Defaults) {
@@ -52,6 +54,22 @@ TEST(ModelConfigTest, Qwen2HasAttentionBiasAndGpt2Defaults) {
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->intermediate_size, 32);
   EXPECT_EQ(again->family, ModelFamily::kGpt2);
+}
+
+TEST(ModelConfigTest, MistralSlidingWindowRoundTrips) {
+  auto m = ModelConfig::FromJson(
+      R"({"model_type":"mistral","vocab_size":10,"hidden_size":8,"intermediate_size":16,
+          "num_hidden_layers":1,"num_attention_heads":2,"sliding_window":4096})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->sliding_window, 4096);
+  auto again = ModelConfig::FromJson(m->ToJson());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->sliding_window, 4096);
+  auto none = ModelConfig::FromJson(
+      R"({"model_type":"mistral","vocab_size":10,"hidden_size":8,"intermediate_size":16,
+          "num_hidden_layers":1,"num_attention_heads":2,"sliding_window":null})");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->sliding_window, 0);
 }
 
 TEST(ModelConfigTest, HostileInputNamesTheField) {

@@ -357,6 +357,10 @@ class DecoderLM : public CausalLM {
       torch::Tensor seg = segment_ids.to(long_opts);
       allowed = allowed.logical_and(seg.unsqueeze(2) == seg.unsqueeze(1));
     }
+    if (config_.sliding_window > 0) {
+      torch::Tensor i = torch::arange(t, long_opts);
+      allowed = allowed.logical_and((i.unsqueeze(1) - i.unsqueeze(0)) < config_.sliding_window);
+    }
     allowed = allowed.unsqueeze(1);  // [B or 1, 1, T, T]
 
     torch::Tensor h = Embed(input_ids, pos);

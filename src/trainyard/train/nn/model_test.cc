@@ -73,6 +73,22 @@ TEST(CausalLMTest, PackedSegmentsEqualSeparateSequences) {
   }
 }
 
+TEST(CausalLMTest, MistralSlidingWindowHidesOlderTokens) {
+  ModelConfig c = TinyLlama();
+  c.model_type = "mistral";
+  c.sliding_window = 2;     // a token sees itself and the one before
+  c.num_hidden_layers = 1;  // one layer: the window is not widened by stacking
+  auto model = CreateModel(c, 4);
+  ASSERT_TRUE(model.ok());
+  torch::NoGradGuard no_grad;
+  torch::Tensor a = torch::tensor({{5, 17, 9, 3, 42}}, torch::kInt64);
+  torch::Tensor b = a.clone();
+  b[0][0] = 30;  // change the first token only
+  torch::Tensor la = (*model)->Forward(a), lb = (*model)->Forward(b);
+  EXPECT_GT(MaxAbsDiff(la.select(1, 1), lb.select(1, 1)), 1e-4);       // position 1 sees token 0
+  EXPECT_EQ(MaxAbsDiff(la.narrow(1, 2, 3), lb.narrow(1, 2, 3)), 0.0);  // the rest do not
+}
+
 class ScratchDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,6 +121,29 @@ TEST_F(SavePretrainedTest, RoundTripsAndWritesTiedWeightsOnce) {
     EXPECT_EQ(has_lm_head, std::string(name) == "llama") << name;
     EXPECT_EQ((*file)->header().metadata.at("format"), "pt");
   }
+}
+
+TEST_F(SavePretrainedTest, LoadsGpt2CheckpointsWithBaseModelNames) {
+  // openai-community/gpt2 stores "h.0.attn.c_attn.weight" (no "transformer.") and the old
+  // causal-mask buffers "h.N.attn.bias"; both load.
+  auto file = SafetensorsFile::Open(FixtureDir("gpt2") + "/model.safetensors");
+  ASSERT_TRUE(file.ok());
+  std::vector<TensorToWrite> renamed;
+  std::vector<float> mask(4, 1.0f);
+  for (const auto& e : (*file)->header().tensors) {
+    renamed.push_back(
+        {e.name.substr(std::string("transformer.").size()), e.dtype, e.shape, (*file)->Data(e)});
+  }
+  renamed.push_back({"h.0.attn.bias", "F32", {2, 2}, std::as_bytes(std::span(mask))});
+  std::filesystem::copy_file(FixtureDir("gpt2") + "/config.json", dir_ / "config.json");
+  ASSERT_TRUE(WriteSafetensors((dir_ / "model.safetensors").string(), renamed).ok());
+  auto legacy = LoadPretrained(dir_.string(), torch::kCPU);
+  ASSERT_TRUE(legacy.ok()) << legacy.status().ToString();
+  auto current = LoadPretrained(FixtureDir("gpt2"), torch::kCPU);
+  ASSERT_TRUE(current.ok());
+  torch::NoGradGuard no_grad;
+  torch::Tensor ids = torch::tensor({{3, 9, 27}}, torch::kInt64);
+  EXPECT_EQ(MaxAbsDiff((*legacy)->Forward(ids), (*current)->Forward(ids)), 0.0);
 }
 
 TEST_F(SavePretrainedTest, Bf16LoadKeepsTheRequestedDtype) {
