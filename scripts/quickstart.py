@@ -1,167 +1,81 @@
-"""The quickstart's workload and its follow-up, with the plain mlflow client.
+"""The quickstart's follow-up after the fine-tuning job, with the plain mlflow client and with
+Hugging Face transformers.
 
-`quickstart.py train` is the command of a Trainyard job (examples/quickstart/train-intents.yaml).
-It generates a synthetic support-ticket dataset (six intents, with noise and near-duplicates),
-trains a small bag-of-words classifier with numpy while logging params and per-epoch metrics to
-the job's MLflow run, checkpoints every 10 epochs, and logs the dataset as an input and the
-model as an MLflow pyfunc model. With QUICKSTART_CRASH_AT_EPOCH it crashes once, so the job's
-recovery (restart from the latest checkpoint) can be seen.
+`quickstart.py report JOB_ID` (mlflow client, .venv): prints the job's run, its metrics and
+eval accuracy before and after fine-tuning, and where the adapter and the merged model are;
+registers the merged model (the run's `model` artifacts) as support-intent-model, points the
+`champion` alias at it and downloads `models:/support-intent-model@champion`.
 
-`quickstart.py register JOB_ID` registers the job's model, points the `champion` alias at it,
-and loads `models:/support-intent-model@champion` back to classify new tickets.
+`quickstart.py classify MODEL_DIR TEST_JSONL` (transformers, .venv-hf): loads the downloaded
+model with transformers' AutoModelForCausalLM and classifies held-out tickets by greedy
+generation with the training prompt template.
 """
 import json
 import os
-import random
 import sys
-import tempfile
 import urllib.request
 
-import mlflow
-import numpy as np
-import pandas as pd
-from mlflow import MlflowClient
-
-INTENTS = {
-    "shipping_delay": ["where is my order", "package has not arrived", "delivery is late",
-                       "tracking shows no update", "order still not shipped"],
-    "refund_request": ["i want my money back", "please refund my purchase", "request a refund",
-                       "refund the charge", "return and get a refund"],
-    "account_access": ["cannot log in", "forgot my password", "account is locked",
-                       "reset my login", "two factor code not working"],
-    "billing_error": ["charged twice", "wrong amount on my invoice", "billing mistake",
-                      "unexpected charge on card", "invoice total is wrong"],
-    "product_defect": ["item arrived broken", "product stopped working", "screen is cracked",
-                       "device is defective", "missing parts in the box"],
-    "cancel_subscription": ["cancel my subscription", "stop my plan", "end my membership",
-                            "do not renew", "unsubscribe me from the service"],
-}
-FILLERS = ["hi", "hello", "please help", "thanks", "asap", "urgent", "order 4411", "again",
-           "this is frustrating", "kind regards"]
+SYSTEM = "Classify the customer support ticket into one intent."
 
 
-def make_dataset(n, seed):
-    rng = random.Random(seed)
-    rows = []
-    labels = sorted(INTENTS)
-    for _ in range(n):
-        label = rng.choice(labels)
-        text = rng.choice(INTENTS[label])
-        words = text.split()
-        if rng.random() < 0.3:  # typos / word drops
-            words = [w for w in words if rng.random() > 0.15] or words
-        text = " ".join(rng.sample(FILLERS, rng.randint(0, 2)) + words + rng.sample(FILLERS, rng.randint(0, 2)))
-        if rng.random() < 0.05:  # label noise
-            label = rng.choice(labels)
-        rows.append({"message": text, "label": label})
-    return pd.DataFrame(rows)
+def api(path):
+    req = urllib.request.Request(f"{os.environ['TRAINYARD_URL']}/api/trainyard/v1{path}",
+                                 headers={"Authorization": f"Bearer {os.environ['TRAINYARD_TOKEN']}"})
+    return json.loads(urllib.request.urlopen(req, timeout=30).read())
 
 
-class BagOfWordsClassifier(mlflow.pyfunc.PythonModel):
-    def __init__(self, vocab, labels, weights):
-        self.vocab, self.labels, self.weights = vocab, labels, weights
+def report(job_id, download_dir):
+    import mlflow
+    from mlflow import MlflowClient
 
-    def featurize(self, messages):
-        x = np.zeros((len(messages), len(self.vocab) + 1))
-        for i, m in enumerate(messages):
-            for w in str(m).lower().split():
-                j = self.vocab.get(w)
-                if j is not None:
-                    x[i, j] = 1.0
-            x[i, -1] = 1.0
-        return x
-
-    def predict(self, context, model_input):
-        messages = model_input["message"] if isinstance(model_input, pd.DataFrame) else model_input
-        scores = self.featurize(list(messages)) @ self.weights
-        return [self.labels[k] for k in scores.argmax(axis=1)]
-
-
-def report_checkpoint(step, path):
-    """Tells the server about a complete checkpoint (the next attempt resumes from it)."""
-    req = urllib.request.Request(
-        f"{os.environ['TRAINYARD_URL']}/api/trainyard/v1/jobs/{os.environ['TRAINYARD_JOB_ID']}"
-        "/checkpoints", data=json.dumps({"step": step, "path": path}).encode(), method="POST",
-        headers={"Authorization": f"Bearer {os.environ['TRAINYARD_TOKEN']}",
-                 "Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30).read()
-
-
-def train():
-    """Runs as the job's command: trains, checkpoints every 10 epochs, resumes after a crash."""
-    train_set, val = make_dataset(1200, seed=1), make_dataset(300, seed=2)
-    vocab = {w: i for i, w in enumerate(sorted({w for m in train_set["message"] for w in m.split()}))}
-    labels = sorted(INTENTS)
-    y = np.array([labels.index(l) for l in train_set["label"]])
-    yv = np.array([labels.index(l) for l in val["label"]])
-    model = BagOfWordsClassifier(vocab, labels, np.zeros((len(vocab) + 1, len(labels))))
-    x, xv = model.featurize(train_set["message"]), model.featurize(val["message"])
-    params = {"model": "bag-of-words softmax", "lr": 4.0, "epochs": 60, "l2": 1e-4}
-    attempt = int(os.environ.get("TRAINYARD_ATTEMPT", "1"))
-    crash_at = int(os.environ.get("QUICKSTART_CRASH_AT_EPOCH", "-1"))
-    first_epoch, w = 0, model.weights
-    resume = os.environ.get("TRAINYARD_RESUME_FROM")
-    if resume:
-        with np.load(resume) as ck:
-            first_epoch, w = int(ck["epoch"]), ck["weights"]
-        print(f"attempt {attempt}: resuming from {resume} at epoch {first_epoch}", flush=True)
-    # MLFLOW_RUN_ID (set by the job) makes start_run continue the job's run.
-    with mlflow.start_run() as run:
-        if first_epoch == 0:
-            mlflow.log_params(params)
-            mlflow.log_input(mlflow.data.from_pandas(train_set, name="support_tickets_train"),
-                             context="training")
-        for epoch in range(first_epoch, params["epochs"]):
-            if epoch == crash_at and attempt == 1:
-                print(f"attempt {attempt}: simulated crash at epoch {epoch}", flush=True)
-                os._exit(1)
-            logits = x @ w
-            p = np.exp(logits - logits.max(axis=1, keepdims=True))
-            p /= p.sum(axis=1, keepdims=True)
-            loss = -np.log(p[np.arange(len(y)), y] + 1e-12).mean()
-            grad = x.T @ (p - np.eye(len(labels))[y]) / len(y) + params["l2"] * w
-            w -= params["lr"] * grad
-            acc = ((xv @ w).argmax(axis=1) == yv).mean()
-            mlflow.log_metrics({"train_loss": float(loss), "val_accuracy": float(acc)}, step=epoch)
-            if (epoch + 1) % 10 == 0:
-                path = os.path.join(os.environ["TRAINYARD_CHECKPOINT_DIR"], f"epoch-{epoch + 1}.npz")
-                np.savez(path + ".tmp.npz", epoch=epoch + 1, weights=w)
-                os.replace(path + ".tmp.npz", path)
-                report_checkpoint(epoch + 1, path)
-                print(f"epoch {epoch + 1:2d}/{params['epochs']}  loss {loss:.3f}  "
-                      f"val_accuracy {acc:.3f}  (checkpoint {path})", flush=True)
-        model.weights = w
-        with tempfile.TemporaryDirectory() as d:
-            val.to_csv(f"{d}/validation.csv", index=False)
-            mlflow.log_artifact(f"{d}/validation.csv", "data")
-        info = mlflow.pyfunc.log_model(name="intent_model", python_model=model,
-                                       input_example=pd.DataFrame({"message": ["where is my order"]}))
-        mlflow.set_tag("quickstart.model_uri", info.model_uri)
-    print(f"run {run.info.run_id}: final val_accuracy {acc:.3f}", flush=True)
-
-
-def register(job_id):
-    """After the job: registers its model, points @champion at it and uses it."""
-    s = urllib.request.Request(f"{os.environ['TRAINYARD_URL']}/api/trainyard/v1/jobs/{job_id}",
-                               headers={"Authorization": f"Bearer {os.environ['TRAINYARD_TOKEN']}"})
-    job = json.loads(urllib.request.urlopen(s, timeout=30).read())["job"]
+    job = api(f"/jobs/{job_id}")["job"]
     client = MlflowClient()
     run = client.get_run(job["run_id"])
-    version = mlflow.register_model(run.data.tags["quickstart.model_uri"], "support-intent-model")
+    m = run.data.metrics
+    before = client.get_metric_history(run.info.run_id, "eval_accuracy")
+    first = min(before, key=lambda x: x.step).value if before else float("nan")
+    print(f"Job {job_id}: {job['state'].lower()} after {job['attempts']} attempt(s); "
+          f"MLflow run {run.info.run_id} in experiment '{job['spec']['experiment']}'")
+    print(f"  eval accuracy before fine-tuning: {100 * first:5.1f}%")
+    print(f"  eval accuracy after fine-tuning:  {100 * m['eval_accuracy']:5.1f}%")
+    print(f"  eval loss {m['eval_loss']:.4f} (perplexity {m['eval_perplexity']:.2f}), "
+          f"final train loss {m['loss']:.4f}, {m['tokens_per_second']:,.0f} tokens/s")
+    arts = [f.path for f in client.list_artifacts(run.info.run_id)]
+    print(f"  run artifacts: {', '.join(arts)} ({run.info.artifact_uri})")
+    version = mlflow.register_model(f"runs:/{run.info.run_id}/model", "support-intent-model")
     client.set_registered_model_alias("support-intent-model", "champion", version.version)
-    champion = mlflow.pyfunc.load_model("models:/support-intent-model@champion")
-    tickets = ["my package never arrived", "you charged me twice this month", "i forgot my password again"]
-    print(f"Job {job_id} trained run {run.info.run_id}: val_accuracy "
-          f"{run.data.metrics['val_accuracy']:.3f} after {job['attempts']} attempt(s)")
-    print(f"Registered support-intent-model version {version.version} as @champion")
-    for t, label in zip(tickets, champion.predict(pd.DataFrame({"message": tickets}))):
-        print(f"  {t!r:40} -> {label}")
+    path = mlflow.artifacts.download_artifacts("models:/support-intent-model@champion",
+                                               dst_path=download_dir)
+    print(f"Registered support-intent-model version {version.version} as @champion; "
+          f"downloaded models:/support-intent-model@champion to {path}: "
+          f"{', '.join(sorted(os.listdir(path)))}")
+
+
+def classify(model_dir, test_jsonl, limit=6):
+    import torch
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(model_dir, "tokenizer.json"))
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    rows = [json.loads(l) for l in open(test_jsonl) if l.strip()][:limit]
+    right = 0
+    print(f"transformers {__import__('transformers').__version__} loaded {model_dir}:")
+    for row in rows:
+        prompt = f"[INST] {SYSTEM}\n\n{row['message']} [/INST]"
+        ids = [model.config.bos_token_id] + tok.encode(prompt, add_special_tokens=False)
+        out = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False,
+                             eos_token_id=model.config.eos_token_id,
+                             pad_token_id=model.config.eos_token_id)
+        label = tok.decode(out[0, len(ids):], skip_special_tokens=True).strip()
+        right += label == row["label"]
+        print(f"  {row['message'][:60]!r:64} -> {label:20} (true: {row['label']})")
+    print(f"  {right}/{len(rows)} right")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 2 and sys.argv[1] == "train":
-        train()
-    elif len(sys.argv) == 3 and sys.argv[1] == "register":
-        register(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "report":
+        report(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "classify":
+        classify(sys.argv[2], sys.argv[3])
     else:
-        sys.exit("usage: quickstart.py train | register JOB_ID")
+        sys.exit("usage: quickstart.py report JOB_ID DOWNLOAD_DIR | classify MODEL_DIR TEST_JSONL")

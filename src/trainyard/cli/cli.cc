@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -263,6 +266,26 @@ int TokenList(Client& client) {
   return 0;
 }
 
+// Runs trainyard-train (installed beside this program) with the arguments after "train".
+int ExecTrainer(int argc, char** argv) {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::filesystem::path trainer = self.parent_path() / "trainyard-train";
+  if (ec || !std::filesystem::exists(trainer)) {
+    std::cerr << "error: trainyard-train was not found beside " << self.string()
+              << "; build it (scripts/build) or install it next to trainyard\n";
+    return 2;
+  }
+  std::vector<char*> args;
+  std::string name = trainer.string();
+  args.push_back(name.data());
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  ::execv(name.c_str(), args.data());
+  std::cerr << "error: cannot run " << name << ": " << std::strerror(errno) << "\n";
+  return 2;
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
@@ -270,9 +293,14 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "__rank-shim") {
     return executors::RunRankShim(argc - 1, argv + 1);
   }
+  // The trainer is its own program (it links libtorch, which this one does not load).
+  if (argc >= 2 && std::string_view(argv[1]) == "train") return ExecTrainer(argc, argv);
   CLI::App app{"Trainyard: train, track, register and serve LLMs on your own machines",
                "trainyard"};
   app.require_subcommand(1);
+  app.add_subcommand("train",
+                     "fine-tune a model (LoRA or full): trainyard train config.yaml; "
+                     "see trainyard train --help");
   ClientOptions client_options;
   auto add_client_options = [&](CLI::App* cmd) {
     cmd->add_option("--url", client_options.url, "server URL (env TRAINYARD_URL)");

@@ -1,0 +1,839 @@
+#include "trainyard/train/nn/trainer.h"
+
+#include <ATen/autocast_mode.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "trainyard/common/json.h"
+#include "trainyard/common/strings.h"
+#include "trainyard/train/data.h"
+#include "trainyard/train/model_config.h"
+#include "trainyard/train/nn/device.h"
+#include "trainyard/train/nn/distributed.h"
+#include "trainyard/train/nn/lora.h"
+#include "trainyard/train/nn/model.h"
+#include "trainyard/train/platform.h"
+#include "trainyard/train/tokenizer.h"
+
+namespace trainyard::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::atomic<int> g_signal{0};
+
+void OnSignal(int sig) { g_signal.store(sig); }
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string FormatDuration(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  int64_t t = static_cast<int64_t>(s + 0.5);
+  if (t >= 3600) return fmt::format("{}h{:02d}m", t / 3600, (t % 3600) / 60);
+  if (t >= 60) return fmt::format("{}m{:02d}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
+
+// --- AdamW, written out so its state is plain tensors a checkpoint can hold. Same update
+// as torch.optim.AdamW (decoupled weight decay, bias-corrected moments).
+struct AdamW {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  int64_t steps = 0;
+  std::vector<torch::Tensor> params;
+  std::vector<torch::Tensor> exp_avg, exp_avg_sq;
+
+  void Init(std::vector<torch::Tensor> ps) {
+    params = std::move(ps);
+    for (const auto& p : params) {
+      exp_avg.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+      exp_avg_sq.push_back(torch::zeros_like(p, torch::MemoryFormat::Contiguous));
+    }
+  }
+
+  void Step(double lr) {
+    torch::NoGradGuard no_grad;
+    ++steps;
+    double bc1 = 1.0 - std::pow(beta1, static_cast<double>(steps));
+    double bc2 = 1.0 - std::pow(beta2, static_cast<double>(steps));
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto& p = params[i];
+      if (!p.grad().defined()) continue;
+      const auto& g = p.grad();
+      if (weight_decay != 0) p.mul_(1.0 - lr * weight_decay);
+      exp_avg[i].mul_(beta1).add_(g, 1.0 - beta1);
+      exp_avg_sq[i].mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+      auto denom = (exp_avg_sq[i].sqrt() / std::sqrt(bc2)).add_(eps);
+      p.addcdiv_(exp_avg[i], denom, -lr / bc1);
+    }
+  }
+};
+
+double LearningRate(const TrainConfig& c, int64_t step, int64_t total) {
+  double base = c.learning_rate;
+  if (c.warmup_steps > 0 && step < c.warmup_steps) {
+    return base * static_cast<double>(step + 1) / static_cast<double>(c.warmup_steps);
+  }
+  if (c.lr_schedule == "constant") return base;
+  double span = static_cast<double>(std::max<int64_t>(1, total - c.warmup_steps));
+  double progress = std::clamp(static_cast<double>(step - c.warmup_steps) / span, 0.0, 1.0);
+  double floor = base * c.min_lr_ratio;
+  if (c.lr_schedule == "linear") return floor + (base - floor) * (1.0 - progress);
+  return floor + (base - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+// --- tensors ↔ checkpoint blobs
+
+Result<checkpoints::DType> BlobDType(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32:
+      return checkpoints::DType::kF32;
+    case torch::kFloat64:
+      return checkpoints::DType::kF64;
+    case torch::kFloat16:
+      return checkpoints::DType::kF16;
+    case torch::kBFloat16:
+      return checkpoints::DType::kBF16;
+    case torch::kInt64:
+      return checkpoints::DType::kI64;
+    case torch::kInt32:
+      return checkpoints::DType::kI32;
+    default:
+      return Status::Internal("cannot checkpoint a tensor of this dtype");
+  }
+}
+
+Result<torch::ScalarType> TorchDType(checkpoints::DType d) {
+  switch (d) {
+    case checkpoints::DType::kF32:
+      return torch::kFloat32;
+    case checkpoints::DType::kF64:
+      return torch::kFloat64;
+    case checkpoints::DType::kF16:
+      return torch::kFloat16;
+    case checkpoints::DType::kBF16:
+      return torch::kBFloat16;
+    case checkpoints::DType::kI64:
+      return torch::kInt64;
+    case checkpoints::DType::kI32:
+      return torch::kInt32;
+    default:
+      return Status::InvalidArgument("checkpoint tensor has an unsupported dtype");
+  }
+}
+
+// Copies a tensor into an owned blob (the snapshot an asynchronous save writes from).
+Result<checkpoints::Blob> Snapshot(const std::string& name, const torch::Tensor& t) {
+  TY_ASSIGN_OR_RETURN(auto dtype, BlobDType(t));
+  torch::Tensor c = t.detach().to(torch::kCPU).contiguous();
+  size_t bytes = static_cast<size_t>(c.numel()) * c.element_size();
+  checkpoints::Bytes buf(bytes);
+  if (bytes) std::memcpy(buf.data(), c.data_ptr(), bytes);
+  std::vector<int64_t> shape(c.sizes().begin(), c.sizes().end());
+  return checkpoints::Blob::OwnedTensor(name, dtype, std::move(shape), std::move(buf));
+}
+
+Status Restore(const checkpoints::CheckpointData& data, const std::string& name,
+               torch::Tensor& into) {
+  const checkpoints::Blob* b = data.Find(name);
+  if (b == nullptr) return Status::InvalidArgument("the checkpoint has no tensor " + name);
+  TY_ASSIGN_OR_RETURN(auto dtype, TorchDType(b->dtype));
+  std::vector<int64_t> shape(into.sizes().begin(), into.sizes().end());
+  if (b->shape != shape) {
+    return Status::InvalidArgument("checkpoint tensor " + name +
+                                   " has a different shape than the model's (was the model or "
+                                   "the LoRA rank changed?)");
+  }
+  auto src = torch::from_blob(const_cast<std::byte*>(b->data()), shape,
+                              torch::TensorOptions().dtype(dtype));
+  torch::NoGradGuard no_grad;
+  into.copy_(src);
+  return Status::Ok();
+}
+
+// --- batches
+
+struct DeviceBatch {
+  torch::Tensor input_ids, targets, position_ids, segment_ids;
+  int64_t loss_tokens = 0;
+};
+
+DeviceBatch ToDevice(const Batch& b, const torch::Device& device) {
+  auto opts = torch::TensorOptions().dtype(torch::kInt64);
+  auto make = [&](const std::vector<int64_t>& v) {
+    return torch::from_blob(const_cast<int64_t*>(v.data()), {b.rows, b.seq_len}, opts)
+        .clone()
+        .to(device);
+  };
+  return {make(b.input_ids), make(b.targets), make(b.position_ids), make(b.segment_ids),
+          b.loss_tokens};
+}
+
+// Padded rows, one example each (evaluation batches).
+Batch PadExamples(const std::vector<const TokenizedExample*>& examples, int64_t pad_id) {
+  Batch b;
+  b.rows = static_cast<int64_t>(examples.size());
+  for (const auto* e : examples) b.seq_len = std::max<int64_t>(b.seq_len, e->ids.size());
+  b.seq_len = std::max<int64_t>(b.seq_len, 1);
+  size_t n = static_cast<size_t>(b.rows * b.seq_len);
+  b.input_ids.assign(n, pad_id);
+  b.targets.assign(n, -100);
+  b.position_ids.assign(n, 0);
+  b.segment_ids.assign(n, -1);
+  for (int64_t r = 0; r < b.rows; ++r) {
+    const auto& e = *examples[r];
+    for (size_t t = 0; t < e.ids.size(); ++t) {
+      size_t i = static_cast<size_t>(r * b.seq_len) + t;
+      b.input_ids[i] = e.ids[t];
+      b.position_ids[i] = static_cast<int64_t>(t);
+      b.segment_ids[i] = 0;
+      if (t + 1 < e.ids.size() && e.loss_mask[t + 1]) {
+        b.targets[i] = e.ids[t + 1];
+        ++b.loss_tokens;
+      }
+    }
+  }
+  return b;
+}
+
+// Sum of the cross-entropy over the batch's targets, in float32.
+torch::Tensor LossSum(CausalLM& model, const DeviceBatch& b, bool bf16) {
+  torch::Tensor logits;
+  if (bf16) {
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    logits = model.Forward(b.input_ids, b.position_ids, b.segment_ids);
+    at::autocast::set_enabled(false);
+    at::autocast::clear_cache();
+  } else {
+    logits = model.Forward(b.input_ids, b.position_ids, b.segment_ids);
+  }
+  auto v = logits.size(-1);
+  return torch::nn::functional::cross_entropy(
+      logits.reshape({-1, v}).to(torch::kFloat32), b.targets.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
+}
+
+struct EvalResult {
+  double loss = NAN;
+  double perplexity = NAN;
+  double accuracy = NAN;  // NAN when the data has no labels
+  int64_t examples = 0;
+};
+
+std::string TrimText(std::string s) {
+  size_t a = s.find_first_not_of(" \t\r\n");
+  if (a == std::string::npos) return "";
+  size_t b = s.find_last_not_of(" \t\r\n");
+  return s.substr(a, b - a + 1);
+}
+
+// The trainer's state, in one place.
+struct Run {
+  TrainConfig cfg;
+  TrainerOptions opts;
+  WorkloadEnv env;
+  std::unique_ptr<DataParallel> dp;
+  torch::Device device = torch::kCPU;
+  bool bf16 = false;
+  std::shared_ptr<const Tokenizer> tok;
+  std::shared_ptr<CausalLM> model;
+  LoraConfig lora;
+  bool use_lora = true;
+  std::vector<std::pair<std::string, torch::Tensor>> trainable;  // name → parameter
+  AdamW optim;
+  std::vector<TokenizedExample> train_examples, val_examples;
+  std::vector<std::string> val_labels;  // per val example; empty when not classification
+  std::unique_ptr<BatchIterator> it;
+  int64_t pad_id = 0, bos_id = -1, eos_id = -1;
+  std::string base_model_dir;
+  std::unique_ptr<RunLogger> logger;
+  std::unique_ptr<CheckpointSink> sink;
+  std::future<Result<std::string>> pending_save;
+  int64_t step = 0, total_steps = 0;
+  int64_t tokens_seen = 0;
+
+  bool rank0() const { return dp->rank() == 0; }
+  void Say(const std::string& line) const {
+    if (rank0()) std::fprintf(stdout, "%s\n", line.c_str()), std::fflush(stdout);
+  }
+  void Warn(const Status& s) const {
+    if (rank0()) std::fprintf(stderr, "warning: %s\n", s.ToString().c_str());
+  }
+};
+
+Result<EvalResult> Evaluate(Run& r, bool with_accuracy) {
+  EvalResult out;
+  r.model->eval();
+  torch::NoGradGuard no_grad;
+  const int world = r.dp->world_size(), rank = r.dp->rank();
+  int64_t limit = std::min<int64_t>(r.cfg.eval_max_examples, r.val_examples.size());
+  std::vector<const TokenizedExample*> mine;
+  std::vector<int64_t> mine_index;
+  for (int64_t i = rank; i < limit; i += world) {
+    mine.push_back(&r.val_examples[i]);
+    mine_index.push_back(i);
+  }
+  double loss_sum = 0, tokens = 0, correct = 0;
+  const int64_t rows = std::max<int64_t>(1, r.cfg.micro_batch_size);
+  for (size_t start = 0; start < mine.size(); start += rows) {
+    std::vector<const TokenizedExample*> part(mine.begin() + start,
+                                              mine.begin() + std::min(mine.size(), start + rows));
+    DeviceBatch b = ToDevice(PadExamples(part, r.pad_id), r.device);
+    loss_sum += LossSum(*r.model, b, r.bf16).item<double>();
+    tokens += static_cast<double>(b.loss_tokens);
+  }
+  bool accuracy = with_accuracy && !r.val_labels.empty();
+  if (accuracy) {
+    // Greedy generation from each prompt, batched with left padding.
+    for (size_t start = 0; start < mine.size(); start += rows) {
+      size_t end = std::min(mine.size(), start + rows);
+      int64_t n = static_cast<int64_t>(end - start);
+      int64_t plen = 0;
+      for (size_t k = start; k < end; ++k) plen = std::max<int64_t>(plen, mine[k]->prompt_length);
+      int64_t total = plen + r.cfg.max_new_tokens;
+      std::vector<int64_t> ids(n * total, r.pad_id), pos(n * total, 0), seg(n * total, -1);
+      for (int64_t row = 0; row < n; ++row) {
+        const auto& e = *mine[start + row];
+        int64_t off = plen - e.prompt_length;
+        for (int64_t t = 0; t < e.prompt_length; ++t) {
+          ids[row * total + off + t] = e.ids[t];
+          pos[row * total + off + t] = t;
+          seg[row * total + off + t] = 0;
+        }
+      }
+      auto opts = torch::TensorOptions().dtype(torch::kInt64);
+      auto tids = torch::from_blob(ids.data(), {n, total}, opts).clone().to(r.device);
+      auto tpos = torch::from_blob(pos.data(), {n, total}, opts).clone().to(r.device);
+      auto tseg = torch::from_blob(seg.data(), {n, total}, opts).clone().to(r.device);
+      std::vector<std::vector<int32_t>> generated(n);
+      std::vector<bool> done(n, false);
+      for (int64_t k = 0; k < r.cfg.max_new_tokens; ++k) {
+        int64_t len = plen + k;
+        auto logits = r.model->Forward(tids.narrow(1, 0, len), tpos.narrow(1, 0, len),
+                                       tseg.narrow(1, 0, len));
+        auto next = logits.select(1, len - 1).argmax(-1).to(torch::kCPU);
+        auto acc = next.accessor<int64_t, 1>();
+        bool all_done = true;
+        for (int64_t row = 0; row < n; ++row) {
+          int64_t id = acc[row];
+          if (!done[row]) {
+            if (id == r.eos_id) {
+              done[row] = true;
+            } else {
+              generated[row].push_back(static_cast<int32_t>(id));
+            }
+          }
+          all_done = all_done && done[row];
+          const auto& e = *mine[start + row];
+          tids[row][len] = id;
+          tpos[row][len] = e.prompt_length + k;
+          tseg[row][len] = 0;
+        }
+        if (all_done) break;
+      }
+      for (int64_t row = 0; row < n; ++row) {
+        std::string text = TrimText(r.tok->Decode(generated[row], true));
+        if (text == TrimText(r.val_labels[mine_index[start + row]])) correct += 1;
+      }
+    }
+  }
+  loss_sum = r.dp->AllReduceSum(loss_sum);
+  tokens = r.dp->AllReduceSum(tokens);
+  correct = r.dp->AllReduceSum(correct);
+  r.model->train();
+  out.examples = limit;
+  if (tokens > 0) {
+    out.loss = loss_sum / tokens;
+    out.perplexity = std::exp(out.loss);
+  }
+  if (accuracy && limit > 0) out.accuracy = correct / static_cast<double>(limit);
+  return out;
+}
+
+// The configuration a checkpoint must agree with to be resumed exactly.
+std::string ResumeKey(const Run& r) {
+  const TrainConfig& c = r.cfg;
+  return fmt::format(
+      "method={} rank={} targets={} seq={} packing={} rows={} accum={} seed={} "
+      "train={} template={}",
+      c.method, r.use_lora ? c.lora_rank : 0, fmt::join(c.lora_target_modules, ","), c.max_seq_len,
+      c.packing, c.micro_batch_size * r.dp->world_size(), c.grad_accum_steps, c.seed,
+      fs::path(c.train_path).filename().string(), c.prompt_template);
+}
+
+Result<checkpoints::CheckpointData> SnapshotState(Run& r, const std::map<std::string, double>& m) {
+  checkpoints::CheckpointData data;
+  for (size_t i = 0; i < r.trainable.size(); ++i) {
+    const std::string& name = r.trainable[i].first;
+    TY_ASSIGN_OR_RETURN(auto p, Snapshot("param/" + name, r.trainable[i].second));
+    data.blobs.push_back(std::move(p));
+    TY_ASSIGN_OR_RETURN(auto m1, Snapshot("optim/" + name + "/exp_avg", r.optim.exp_avg[i]));
+    data.blobs.push_back(std::move(m1));
+    TY_ASSIGN_OR_RETURN(auto m2, Snapshot("optim/" + name + "/exp_avg_sq", r.optim.exp_avg_sq[i]));
+    data.blobs.push_back(std::move(m2));
+  }
+  auto pos = r.it->position();
+  json::object meta{
+      {"trainer", "trainyard-train"}, {"step", r.step},       {"optimizer_steps", r.optim.steps},
+      {"epoch", pos.epoch},           {"cursor", pos.cursor}, {"tokens_seen", r.tokens_seen},
+      {"resume_key", ResumeKey(r)}};
+  data.user_metadata = json::serialize(meta);
+  data.metrics = m;
+  return data;
+}
+
+Status WaitForSave(Run& r) {
+  if (!r.pending_save.valid()) return Status::Ok();
+  auto result = r.pending_save.get();
+  if (!result.ok()) return result.status();
+  r.Say("checkpoint saved: " + *result);
+  return Status::Ok();
+}
+
+// Rank 0 saves the whole state (every rank holds the same); `async` returns once the state
+// is copied, while a background thread writes it.
+Status SaveCheckpoint(Run& r, const std::map<std::string, double>& metrics, bool async) {
+  if (!r.rank0()) return Status::Ok();
+  TY_RETURN_IF_ERROR(WaitForSave(r));
+  TY_ASSIGN_OR_RETURN(auto data, SnapshotState(r, metrics));
+  CheckpointSink* sink = r.sink.get();
+  int64_t step = r.step;
+  r.pending_save = std::async(std::launch::async, [sink, step, d = std::move(data)]() mutable {
+    return sink->Save(step, 0, 1, std::move(d));
+  });
+  if (!async) return WaitForSave(r);
+  return Status::Ok();
+}
+
+Status ResumeFrom(Run& r, const LoadedCheckpoint& ck) {
+  auto meta = ParseJsonObject(ck.data.user_metadata);
+  if (!meta.ok()) return Status::InvalidArgument(ck.uri + " was not saved by trainyard train");
+  TY_ASSIGN_OR_RETURN(auto key, OptionalString(*meta, "resume_key"));
+  if (!key || *key != ResumeKey(r)) {
+    return Status::FailedPrecondition(ck.uri + " was saved with a different configuration (" +
+                                      (key ? *key : "?") + "; now " + ResumeKey(r) +
+                                      "); an exact resume needs the same data, batch and method");
+  }
+  for (size_t i = 0; i < r.trainable.size(); ++i) {
+    const std::string& name = r.trainable[i].first;
+    TY_RETURN_IF_ERROR(Restore(ck.data, "param/" + name, r.trainable[i].second));
+    TY_RETURN_IF_ERROR(Restore(ck.data, "optim/" + name + "/exp_avg", r.optim.exp_avg[i]));
+    TY_RETURN_IF_ERROR(Restore(ck.data, "optim/" + name + "/exp_avg_sq", r.optim.exp_avg_sq[i]));
+  }
+  TY_ASSIGN_OR_RETURN(r.step, RequiredInt64(*meta, "step"));
+  TY_ASSIGN_OR_RETURN(r.optim.steps, RequiredInt64(*meta, "optimizer_steps"));
+  TY_ASSIGN_OR_RETURN(int64_t epoch, RequiredInt64(*meta, "epoch"));
+  TY_ASSIGN_OR_RETURN(int64_t cursor, RequiredInt64(*meta, "cursor"));
+  TY_ASSIGN_OR_RETURN(auto seen, OptionalInt64(*meta, "tokens_seen"));
+  r.tokens_seen = seen.value_or(0);
+  r.it->Seek(IteratorPosition{epoch, cursor});
+  return Status::Ok();
+}
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+Status Setup(Run& r) {
+  TrainConfig& c = r.cfg;
+  TY_ASSIGN_OR_RETURN(r.env, WorkloadEnv::FromProcess());
+  if (!r.opts.resume_from.empty()) r.env.resume_from = r.opts.resume_from;
+  TY_ASSIGN_OR_RETURN(r.device, ResolveDevice(c.device));
+  TY_ASSIGN_OR_RETURN(r.bf16, ResolveBf16(c.precision, r.device));
+  TY_ASSIGN_OR_RETURN(r.dp, DataParallel::FromEnvironment(r.device));
+  // Ranks sharing a machine share its cores.
+  if (const char* local = std::getenv("LOCAL_WORLD_SIZE");
+      local && r.device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr) {
+    int n = std::max(1, std::atoi(local));
+    int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (n > 1) torch::set_num_threads(std::max(1, cores / n));
+  }
+
+  // Model and tokenizer.
+  std::string tok_path =
+      c.tokenizer_path.empty() ? c.model_path + "/tokenizer.json" : c.tokenizer_path;
+  TY_ASSIGN_OR_RETURN(r.tok, Tokenizer::FromFile(tok_path));
+  if (!c.model_path.empty()) {
+    TY_ASSIGN_OR_RETURN(r.model, LoadPretrained(c.model_path, r.device, torch::kFloat32));
+  } else {
+    TY_ASSIGN_OR_RETURN(auto mc, ModelConfig::FromFile(c.model_config_path));
+    TY_ASSIGN_OR_RETURN(r.model, CreateModel(mc, c.seed));
+    r.model->to(r.device);
+  }
+  const ModelConfig& mc = r.model->config();
+  if (r.tok->VocabSize() > mc.vocab_size) {
+    return Status::InvalidArgument("the tokenizer has " + std::to_string(r.tok->VocabSize()) +
+                                   " tokens but the model's vocab_size is " +
+                                   std::to_string(mc.vocab_size));
+  }
+  // Special tokens: the model config's, else the tokenizer's conventional ones.
+  auto first_token = [&](std::initializer_list<const char*> names) -> int64_t {
+    for (const char* n : names) {
+      if (auto id = r.tok->TokenToId(n)) return *id;
+    }
+    return -1;
+  };
+  r.bos_id = mc.bos_token_id.value_or(first_token({"<|begin_of_text|>", "<s>"}));
+  r.eos_id = mc.eos_token_id.value_or(
+      first_token({"<|end_of_text|>", "<|endoftext|>", "</s>", "<|im_end|>", "<|eot_id|>"}));
+  if (r.eos_id < 0) {
+    return Status::InvalidArgument(
+        "neither the model config (eos_token_id) nor the tokenizer names an end-of-sequence "
+        "token; set eos_token_id in config.json");
+  }
+  r.pad_id = r.tok->TokenToId("<|pad|>").value_or(r.eos_id >= 0 ? r.eos_id : 0);
+  r.model->SetActivationCheckpointing(c.activation_checkpointing);
+
+  r.use_lora = c.method == "lora";
+  r.base_model_dir = c.model_path;
+  if (r.use_lora && c.save_adapter && c.model_path.empty() && r.rank0()) {
+    // A random-init base exists nowhere else: keep it, so the adapter can be applied.
+    r.base_model_dir = c.output_dir + "/base_model";
+    TY_RETURN_IF_ERROR(SavePretrained(*r.model, r.base_model_dir, tok_path));
+  }
+  if (r.use_lora) {
+    r.lora = LoraConfig{c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_target_modules};
+    TY_ASSIGN_OR_RETURN(int wrapped, ApplyLora(*r.model, r.lora, Mix(c.seed)));
+    r.Say(fmt::format("LoRA: rank {} alpha {} on {} layers ({})", c.lora_rank, c.lora_alpha,
+                      wrapped, fmt::join(c.lora_target_modules, ", ")));
+    r.model->to(r.device);
+  }
+  int64_t total_params = 0, trainable_params = 0;
+  for (const auto& item : r.model->named_parameters()) {
+    total_params += item.value().numel();
+    if (item.value().requires_grad()) {
+      r.trainable.emplace_back(item.key(), item.value());
+      trainable_params += item.value().numel();
+    }
+  }
+  if (r.trainable.empty()) return Status::InvalidArgument("the model has no trainable parameters");
+  std::vector<torch::Tensor> params;
+  for (auto& [name, p] : r.trainable) params.push_back(p);
+  r.dp->Broadcast(params);  // every rank starts from rank 0's weights
+  r.optim.beta1 = c.adam_beta1;
+  r.optim.beta2 = c.adam_beta2;
+  r.optim.eps = c.adam_eps;
+  r.optim.weight_decay = c.weight_decay;
+  r.optim.Init(params);
+  r.Say(
+      fmt::format("model: {} ({} layers, hidden {}), {:.2f}M parameters, {:.3f}M trainable; "
+                  "device {}{}; {} rank(s)",
+                  mc.model_type, mc.num_hidden_layers, mc.hidden_size, total_params / 1e6,
+                  trainable_params / 1e6, r.device.str(), r.bf16 ? " (bf16 autocast)" : "",
+                  r.dp->world_size()));
+
+  // Data.
+  TY_ASSIGN_OR_RETURN(auto all, OpenJsonl(c.train_path)->ReadAll());
+  std::vector<Record> train, val;
+  if (!c.validation_path.empty()) {
+    train = std::move(all);
+    TY_ASSIGN_OR_RETURN(val, OpenJsonl(c.validation_path)->ReadAll());
+  } else {
+    SplitRecords(std::move(all), c.val_fraction, c.seed, &train, &val);
+  }
+  if (train.empty()) return Status::InvalidArgument(c.train_path + " has no examples");
+  TY_ASSIGN_OR_RETURN(auto tmpl, ParsePromptTemplate(c.prompt_template));
+  TokenizeOptions to{c.max_seq_len, r.bos_id >= 0, static_cast<int32_t>(r.bos_id),
+                     static_cast<int32_t>(r.eos_id)};
+  for (const auto& rec : train) {
+    r.train_examples.push_back(TokenizeExample(*r.tok, Render(rec, tmpl, c.system_prompt), to));
+  }
+  bool labelled = !val.empty();
+  for (const auto& rec : val) labelled = labelled && !rec.label.empty();
+  for (const auto& rec : val) {
+    r.val_examples.push_back(TokenizeExample(*r.tok, Render(rec, tmpl, c.system_prompt), to));
+    if (labelled && c.eval_accuracy) r.val_labels.push_back(rec.label);
+  }
+  BatchOptions bo;
+  bo.rows_per_batch = c.micro_batch_size;
+  bo.seq_len = c.max_seq_len;
+  bo.packing = c.packing;
+  bo.pad_id = r.pad_id;
+  bo.seed = c.seed;
+  bo.rank = r.dp->rank();
+  bo.world_size = r.dp->world_size();
+  size_t n_train = r.train_examples.size();
+  r.it = std::make_unique<BatchIterator>(r.train_examples, bo);
+  int64_t rows_per_step = c.micro_batch_size * c.grad_accum_steps * r.dp->world_size();
+  r.total_steps = c.max_steps > 0
+                      ? c.max_steps
+                      : std::max<int64_t>(
+                            1, static_cast<int64_t>(std::ceil(c.epochs * r.it->rows_per_epoch() /
+                                                              static_cast<double>(rows_per_step))));
+  r.Say(
+      fmt::format("data: {} training examples ({} rows of {} tokens per epoch{}), {} "
+                  "validation; {} steps of {} rows",
+                  n_train, r.it->rows_per_epoch(), c.max_seq_len, c.packing ? ", packed" : "",
+                  r.val_examples.size(), r.total_steps, rows_per_step));
+
+  // Platform.
+  TY_ASSIGN_OR_RETURN(r.logger, RunLogger::Open(r.env, "trainyard-train"));
+  if (r.env.in_job()) {
+    r.sink = ServerCheckpoints(r.env);
+  } else {
+    std::string resume = r.env.resume_from.empty() && r.opts.resume ? "latest" : r.env.resume_from;
+    TY_ASSIGN_OR_RETURN(r.sink, LocalCheckpoints(c.output_dir + "/checkpoints", "train", resume));
+  }
+  return Status::Ok();
+}
+
+void LogFinal(Run& r, const std::string& prefix, const EvalResult& e, int64_t step,
+              std::vector<MetricPoint>* points) {
+  int64_t now = NowMs();
+  if (std::isfinite(e.loss)) {
+    points->push_back({prefix + "loss", e.loss, step, now});
+    points->push_back({prefix + "perplexity", e.perplexity, step, now});
+  }
+  if (std::isfinite(e.accuracy)) points->push_back({prefix + "accuracy", e.accuracy, step, now});
+}
+
+std::string DescribeEval(const EvalResult& e) {
+  std::string s = fmt::format("eval loss {:.4f}, perplexity {:.2f}", e.loss, e.perplexity);
+  if (std::isfinite(e.accuracy)) s += fmt::format(", accuracy {:.1f}%", 100 * e.accuracy);
+  return s;
+}
+
+Result<int> Train(Run& r) {
+  const TrainConfig& c = r.cfg;
+  if (r.rank0()) {
+    auto params = c.ToParams();
+    params.emplace_back("world_size", std::to_string(r.dp->world_size()));
+    params.emplace_back("device", r.device.str());
+    if (auto s = r.logger->LogParams(params); !s.ok()) r.Warn(s);
+  }
+  // Resume.
+  TY_ASSIGN_OR_RETURN(auto resume, r.sink->LoadResume(r.dp->rank()));
+  std::optional<EvalResult> before;
+  if (resume) {
+    TY_RETURN_IF_ERROR(ResumeFrom(r, *resume));
+    r.Say(fmt::format("resumed from {} at step {}", resume->uri, r.step));
+  } else {
+    TY_ASSIGN_OR_RETURN(before, Evaluate(r, c.eval_accuracy));
+    r.Say("before training: " + DescribeEval(*before));
+    std::vector<MetricPoint> points;
+    LogFinal(r, "eval_", *before, 0, &points);
+    LogFinal(r, "baseline_eval_", *before, 0, &points);
+    if (r.rank0()) {
+      if (auto s = r.logger->LogMetrics(points); !s.ok()) r.Warn(s);
+    }
+  }
+
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  r.model->train();
+  auto t_last = Clock::now();
+  int64_t tokens_since = 0, steps_since = 0, steps_this_process = 0;
+  double loss_since = 0;
+  auto t_start = Clock::now();
+  int64_t start_step = r.step;
+  std::optional<EvalResult> last_eval;
+
+  while (r.step < r.total_steps) {
+    double lr = LearningRate(c, r.step, r.total_steps);
+    // Fetch the step's micro-batches first: the loss is normalised by the global step's
+    // response-token count.
+    std::vector<Batch> micro;
+    double local_tokens = 0;
+    for (int64_t k = 0; k < c.grad_accum_steps; ++k) {
+      micro.push_back(r.it->Next());
+      local_tokens += static_cast<double>(micro.back().loss_tokens);
+    }
+    double global_tokens = r.dp->AllReduceSum(local_tokens);
+    double denom = std::max(1.0, global_tokens);
+    double loss_sum = 0;
+    for (int64_t k = 0; k < c.grad_accum_steps; ++k) {
+      torch::manual_seed(Mix(Mix(c.seed) ^ Mix(static_cast<uint64_t>(r.step) * 1024 + k) ^
+                             static_cast<uint64_t>(r.dp->rank())));
+      DeviceBatch b = ToDevice(micro[k], r.device);
+      auto loss = LossSum(*r.model, b, r.bf16);
+      (loss / denom).backward();
+      loss_sum += loss.item<double>();
+    }
+    std::vector<torch::Tensor> grads;
+    for (auto& [name, p] : r.trainable) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+    r.dp->AllReduceSum(grads);
+    loss_sum = r.dp->AllReduceSum(loss_sum);
+    double norm_sq = 0;
+    for (const auto& g : grads) norm_sq += g.pow(2).sum().item<double>();
+    double grad_norm = std::sqrt(norm_sq);
+    if (c.max_grad_norm > 0 && grad_norm > c.max_grad_norm) {
+      torch::NoGradGuard no_grad;
+      double scale = c.max_grad_norm / (grad_norm + 1e-6);
+      for (auto& g : grads) g.mul_(scale);
+    }
+    r.optim.Step(lr);
+    for (auto& [name, p] : r.trainable) p.mutable_grad().zero_();
+    ++r.step;
+    ++steps_this_process;
+    double step_loss = loss_sum / denom;
+    int64_t step_tokens = 0;
+    for (const auto& b : micro) step_tokens += b.rows * b.seq_len;
+    step_tokens = static_cast<int64_t>(r.dp->AllReduceSum(static_cast<double>(step_tokens)));
+    r.tokens_seen += step_tokens;
+    tokens_since += step_tokens;
+    loss_since += step_loss;
+    ++steps_since;
+
+    bool last = r.step == r.total_steps;
+    if (r.step % std::max<int64_t>(1, c.log_every_steps) == 0 || last) {
+      double secs = Seconds(Clock::now() - t_last);
+      double tps = secs > 0 ? tokens_since / secs : 0;
+      double elapsed = Seconds(Clock::now() - t_start);
+      double eta = elapsed / std::max<int64_t>(1, r.step - start_step) *
+                   static_cast<double>(r.total_steps - r.step);
+      r.Say(
+          fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | "
+                      "eta {}",
+                      r.step, r.total_steps, loss_since / steps_since, lr, grad_norm, tps,
+                      FormatDuration(eta)));
+      if (r.rank0()) {
+        int64_t now = NowMs();
+        std::vector<MetricPoint> pts{{"loss", loss_since / steps_since, r.step, now},
+                                     {"learning_rate", lr, r.step, now},
+                                     {"grad_norm", grad_norm, r.step, now},
+                                     {"tokens_per_second", tps, r.step, now},
+                                     {"epoch",
+                                      static_cast<double>(r.it->position().epoch) +
+                                          static_cast<double>(r.it->position().cursor) /
+                                              std::max<int64_t>(1, r.it->rows_per_epoch()),
+                                      r.step, now}};
+        if (auto s = r.logger->LogMetrics(pts); !s.ok()) r.Warn(s);
+        if (auto s = r.sink->Heartbeat(); !s.ok()) r.Warn(s);
+      }
+      t_last = Clock::now();
+      tokens_since = 0;
+      loss_since = 0;
+      steps_since = 0;
+    }
+    std::map<std::string, double> ck_metrics{{"loss", step_loss}};
+    if (c.eval_every_steps > 0 && r.step % c.eval_every_steps == 0 && !last) {
+      TY_ASSIGN_OR_RETURN(auto e, Evaluate(r, c.eval_accuracy));
+      r.Say(fmt::format("step {}: {}", r.step, DescribeEval(e)));
+      std::vector<MetricPoint> pts;
+      LogFinal(r, "eval_", e, r.step, &pts);
+      if (r.rank0()) {
+        if (auto s = r.logger->LogMetrics(pts); !s.ok()) r.Warn(s);
+      }
+      last_eval = e;
+    }
+    if (last_eval && std::isfinite(last_eval->loss)) ck_metrics["eval_loss"] = last_eval->loss;
+    int sig = g_signal.load();
+    if (sig != 0) {
+      r.Say(fmt::format("signal {} received: saving a checkpoint at step {} and exiting", sig,
+                        r.step));
+      TY_RETURN_IF_ERROR(SaveCheckpoint(r, ck_metrics, /*async=*/false));
+      r.dp->Barrier();
+      return 128 + sig;
+    }
+    if (c.checkpoint_every_steps > 0 && r.step % c.checkpoint_every_steps == 0 && !last) {
+      TY_RETURN_IF_ERROR(SaveCheckpoint(r, ck_metrics, c.checkpoint_async));
+    }
+    if (r.opts.stop_after_steps > 0 && steps_this_process >= r.opts.stop_after_steps && !last) {
+      TY_RETURN_IF_ERROR(WaitForSave(r));
+      r.Say(
+          fmt::format("stopping after {} steps (--exit-after-steps): exit 3", steps_this_process));
+      std::fflush(stdout);
+      return 3;
+    }
+  }
+
+  // Final evaluation, checkpoint and outputs.
+  TY_ASSIGN_OR_RETURN(auto after, Evaluate(r, c.eval_accuracy));
+  r.Say("after training: " + DescribeEval(after));
+  std::vector<MetricPoint> pts;
+  LogFinal(r, "eval_", after, r.step, &pts);
+  if (r.rank0()) {
+    if (auto s = r.logger->LogMetrics(pts); !s.ok()) r.Warn(s);
+  }
+  std::map<std::string, double> ck_metrics;
+  if (std::isfinite(after.loss)) ck_metrics["eval_loss"] = after.loss;
+  TY_RETURN_IF_ERROR(SaveCheckpoint(r, ck_metrics, /*async=*/false));
+  if (r.rank0()) {
+    std::error_code ec;
+    fs::create_directories(c.output_dir, ec);
+    json::object summary{{"steps", r.step}, {"tokens_seen", r.tokens_seen}};
+    auto put = [&](const char* k, double v) {
+      if (std::isfinite(v)) summary[k] = v;
+    };
+    if (before) {
+      put("eval_loss_before", before->loss);
+      put("eval_accuracy_before", before->accuracy);
+    }
+    put("eval_loss", after.loss);
+    put("eval_perplexity", after.perplexity);
+    put("eval_accuracy", after.accuracy);
+    if (r.use_lora && c.save_adapter) {
+      std::string dir = c.output_dir + "/adapter";
+      TY_RETURN_IF_ERROR(SavePeftAdapter(*r.model, r.lora, dir, r.base_model_dir));
+      summary["adapter_dir"] = dir;
+      r.Say("adapter (PEFT format): " + dir);
+      if (auto s = r.logger->LogArtifacts(dir, "adapter"); !s.ok()) r.Warn(s);
+    }
+    if (c.save_merged) {
+      std::string dir = c.output_dir + "/model";
+      if (r.use_lora) TY_RETURN_IF_ERROR(MergeLora(*r.model));
+      std::string tok_path =
+          c.tokenizer_path.empty() ? c.model_path + "/tokenizer.json" : c.tokenizer_path;
+      TY_RETURN_IF_ERROR(SavePretrained(*r.model, dir, tok_path));
+      summary["model_dir"] = dir;
+      r.Say("model (Hugging Face format): " + dir);
+      if (auto s = r.logger->LogArtifacts(dir, "model"); !s.ok()) r.Warn(s);
+    }
+    if (r.logger->enabled()) summary["run_id"] = r.logger->run_id();
+    std::ofstream(c.output_dir + "/train_summary.json") << json::serialize(summary) << "\n";
+    if (auto s = r.logger->End("FINISHED"); !s.ok()) r.Warn(s);
+  }
+  r.dp->Barrier();
+  return 0;
+}
+
+}  // namespace
+
+Result<int> RunTrainer(const TrainConfig& config, const TrainerOptions& options) {
+  Run r;
+  r.cfg = config;
+  r.opts = options;
+  try {
+    TY_RETURN_IF_ERROR(Setup(r));
+    auto code = Train(r);
+    if (r.pending_save.valid()) {
+      auto s = WaitForSave(r);
+      if (code.ok() && !s.ok()) return s;
+    }
+    if (!code.ok() && r.rank0() && r.logger) (void)r.logger->End("FAILED");
+    return code;
+  } catch (const c10::Error& e) {
+    return Status::Internal(std::string("libtorch: ") + e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("training failed: ") + e.what());
+  }
+}
+
+}  // namespace trainyard::train
