@@ -42,7 +42,16 @@ def report(job_id, download_dir):
           f"final train loss {m['loss']:.4f}, {m['tokens_per_second']:,.0f} tokens/s")
     arts = [f.path for f in client.list_artifacts(run.info.run_id)]
     print(f"  run artifacts: {', '.join(arts)} ({run.info.artifact_uri})")
-    version = mlflow.register_model(f"runs:/{run.info.run_id}/model", "support-intent-model")
+    # The merged model is plain Hugging Face files (not an MLflow "logged model"), so the
+    # version's source is the run's model/ artifacts.
+    try:
+        client.create_registered_model("support-intent-model")
+    except mlflow.exceptions.MlflowException as e:
+        if e.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+    version = client.create_model_version("support-intent-model",
+                                          f"{run.info.artifact_uri}/model",
+                                          run_id=run.info.run_id)
     client.set_registered_model_alias("support-intent-model", "champion", version.version)
     path = mlflow.artifacts.download_artifacts("models:/support-intent-model@champion",
                                                dst_path=download_dir)
@@ -63,7 +72,9 @@ def classify(model_dir, test_jsonl, limit=6):
     for row in rows:
         prompt = f"[INST] {SYSTEM}\n\n{row['message']} [/INST]"
         ids = [model.config.bos_token_id] + tok.encode(prompt, add_special_tokens=False)
-        out = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False,
+        x = torch.tensor([ids])
+        out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=8,
+                             do_sample=False,
                              eos_token_id=model.config.eos_token_id,
                              pad_token_id=model.config.eos_token_id)
         label = tok.decode(out[0, len(ids):], skip_special_tokens=True).strip()

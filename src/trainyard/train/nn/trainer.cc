@@ -732,6 +732,11 @@ Result<int> Train(Run& r) {
       loss_since = 0;
       steps_since = 0;
     }
+    // Report an asynchronous save as soon as it is durable.
+    if (r.pending_save.valid() &&
+        r.pending_save.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      TY_RETURN_IF_ERROR(WaitForSave(r));
+    }
     std::map<std::string, double> ck_metrics{{"loss", step_loss}};
     if (c.eval_every_steps > 0 && r.step % c.eval_every_steps == 0 && !last) {
       TY_ASSIGN_OR_RETURN(auto e, Evaluate(r, c.eval_accuracy));
