@@ -62,9 +62,9 @@ def write_config(path: Path, tickets: Path, out: Path, **over) -> Path:
         "output": {"dir": str(out)},
         "logging": {"every_steps": 1},
     }
-    for k, v in over.items():
+    for k, v in over.items():  # a None value removes the key
         if isinstance(v, dict) and isinstance(cfg.get(k), dict):
-            cfg[k] = {**cfg[k], **v}
+            cfg[k] = {kk: vv for kk, vv in {**cfg[k], **v}.items() if vv is not None}
         else:
             cfg[k] = v
     path.write_text(json.dumps(cfg, indent=1))  # JSON is YAML
@@ -252,3 +252,37 @@ def test_two_ranks_equal_one_rank_with_the_same_global_batch(server_factory, tmp
     assert sorted(la) == sorted(lb) == [1, 2, 3, 4, 5]
     for s in la:
         assert math.isclose(la[s], lb[s], rel_tol=1e-4), (s, la[s], lb[s])
+
+
+def test_instruction_data_gpt2_and_continuing_from_a_saved_hf_model(tmp_path, data_dir):
+    # Instruction data ({instruction, response}) with the ChatML template on a GPT-2 model.
+    rows = [{"instruction": f"Say the colour number {i}.", "response": f"Colour {i % 5}."}
+            for i in range(40)]
+    (tmp_path / "inst.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    gpt2 = tmp_path / "gpt2.json"
+    gpt2.write_text(json.dumps({"model_type": "gpt2", "vocab_size": 2048, "n_embd": 64,
+                                "n_layer": 2, "n_head": 4, "n_positions": 128,
+                                "bos_token_id": 2043, "eos_token_id": 2044}))
+    out = tmp_path / "gpt2-out"
+    cfg = write_config(tmp_path / "g.yaml", data_dir, out,
+                       model={"config": str(gpt2), "tokenizer": str(QUICKSTART / "tokenizer.json")},
+                       lora={"rank": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["c_attn"]},
+                       data={"train": str(tmp_path / "inst.jsonl"), "validation": None,
+                             "val_fraction": 0.2, "template": "chatml"},
+                       training={"max_steps": 4, "activation_checkpointing": True})
+    r = train([cfg])
+    assert "model: gpt2 (2 layers, hidden 64)" in r.stdout, r.stdout
+    assert "accuracy" not in r.stdout.split("after training:")[1]  # no labels: loss only
+    adapter = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    assert adapter["fan_in_fan_out"] is True and adapter["target_modules"] == ["c_attn"]
+    # The merged model is a Hugging Face directory; a full fine-tune continues from it.
+    cfg2 = write_config(tmp_path / "full.yaml", data_dir, tmp_path / "full-out",
+                        model={"path": str(out / "model"), "config": None, "tokenizer": None},
+                        method="full",
+                        data={"train": str(tmp_path / "inst.jsonl"), "validation": None,
+                              "val_fraction": 0.2, "template": "alpaca"},
+                        training={"max_steps": 3})
+    r2 = train([cfg2])
+    assert "model: gpt2" in r2.stdout and "trainable" in r2.stdout
+    assert not (tmp_path / "full-out" / "adapter").exists()
+    assert (tmp_path / "full-out" / "model" / "model.safetensors").stat().st_size > 0
