@@ -7,7 +7,7 @@ Workloads: ingest (runs/log-batch of 1000 metrics), get-history of one long metr
 runs/search with a metric+param filter (with and without order_by). README.md says what is
 measured and how; the run ends with one JSON line per figure.
 
-Usage: bench/run tracking [--quick] [--keep] [--verbose]
+Usage: bench/run tracking [--quick] [--keep] [--verbose] [--only STEP] [--ours-only]
 """
 from __future__ import annotations
 
@@ -706,6 +706,9 @@ FULL = dict(ingest_clients=4, ingest_seconds=8.0, ingest_rounds=3, single_second
             search_runs=10_000, search_reps=10)
 
 
+STEPS_ALL = ("ingest", "history", "search")
+
+
 def warn_if_stale_binary() -> None:
     newest = max((p.stat().st_mtime, p) for p in (ROOT / "src").rglob("*")
                  if p.suffix in (".cc", ".h"))
@@ -728,7 +731,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, help="ingest client processes (default 4)")
     parser.add_argument("--mlflow-workers", type=int, default=MLFLOW_WORKERS,
                         help=f"uvicorn worker processes for MLflow (default {MLFLOW_WORKERS})")
+    parser.add_argument("--only", choices=STEPS_ALL, action="append",
+                        help="run only this step (repeatable); default: all of them")
+    parser.add_argument("--ours-only", action="store_true",
+                        help="do not start MLflow: our figures only, no ratios (for iterating)")
     args = parser.parse_args()
+    steps = set(args.only or STEPS_ALL)
     VERBOSE = VERBOSE or args.verbose
     cfg = dict(QUICK if args.quick else FULL)
     if args.clients:
@@ -748,36 +756,44 @@ def main() -> int:
     try:
         # MLflow takes 15-30 s to start; seed ours meanwhile (nothing is timed yet).
         say(f"starting servers in {workdir}")
-        mlflow = MlflowServer(workdir, args.mlflow_workers)
-        servers.append(mlflow)
+        mlflow = None if args.ours_only else MlflowServer(workdir, args.mlflow_workers)
+        if mlflow:
+            servers.append(mlflow)
         ours = OursServer(workdir)
         servers.append(ours)
         ours.wait_ready()
-        sizes = [points for points, _ in cfg["history"]]
-        say(f"seeding trainyard: histories of {sizes} points, {cfg['search_runs']:,} runs")
+        sizes = [points for points, _ in cfg["history"]] if "history" in steps else []
+        search_runs = cfg["search_runs"] if "search" in steps else 0
+        say(f"seeding trainyard: histories of {sizes} points, {search_runs:,} runs")
         ours_exp = create_experiment(ours.client(), "bench")
         ours_hist = {p: seed_history_ours(ours, ours_exp, p, 4) for p in sizes}
-        ours_search = seed_search_ours(ours, cfg["search_runs"], 4)
-        mlflow.wait_ready()
-        say(f"mlflow ready after {time.time() - t_start:.0f} s; seeding it")
-        ml_exp = create_experiment(mlflow.client(), "bench")
-        ml_hist = {p: seed_history_mlflow(mlflow, ml_exp, p) for p in sizes}
-        ml_search = seed_search_mlflow(mlflow, cfg["search_runs"])
+        ours_search = seed_search_ours(ours, search_runs, 4) if search_runs else ""
+        ml_exp, ml_hist, ml_search = "", {}, ""
+        if mlflow:
+            mlflow.wait_ready()
+            say(f"mlflow ready after {time.time() - t_start:.0f} s; seeding it")
+            ml_exp = create_experiment(mlflow.client(), "bench")
+            ml_hist = {p: seed_history_mlflow(mlflow, ml_exp, p) for p in sizes}
+            ml_search = seed_search_mlflow(mlflow, search_runs) if search_runs else ""
         expected, _ = expected_search(cfg["search_runs"])
         for server, exp in ((ours, ours_search), (mlflow, ml_search)):
-            got = count_search(server, exp)
-            if got != expected:
-                raise RuntimeError(f"{server.name}: search over all pages found {got} runs, "
-                                   f"expected {expected}")
+            if server and search_runs:
+                got = count_search(server, exp)
+                if got != expected:
+                    raise RuntimeError(f"{server.name}: search over all pages found {got} runs, "
+                                       f"expected {expected}")
 
         # 1. Ingest, alternating.
         n = cfg["ingest_clients"]
         rounds: dict[str, list[dict]] = {"ours": [], "mlflow": [], "ours1": [], "mlflow1": [],
                                          "ceiling": []}
         sides = {"ours": (ours, ours_exp), "mlflow": (mlflow, ml_exp)}
+        keys = ("ours", "mlflow") if mlflow else ("ours",)
+        if "ingest" not in steps:
+            cfg["ingest_rounds"] = cfg["single_rounds"] = 0
         say(f"ingest: {n} clients x {cfg['ingest_seconds']} s x {cfg['ingest_rounds']} rounds")
         for r in range(cfg["ingest_rounds"]):
-            for key in (("ours", "mlflow") if r % 2 == 0 else ("mlflow", "ours")):
+            for key in (keys if r % 2 == 0 else keys[::-1]):
                 server, exp = sides[key]
                 res = ingest_round(server, exp, n, cfg["ingest_seconds"])
                 verify_ingest(server, res["run_ids"], res["requests"])
@@ -790,7 +806,7 @@ def main() -> int:
             say(f"  client ceiling: {res['points_per_s']:,.0f} points/s")
         say("ingest: 1 client")
         for r in range(cfg["single_rounds"]):
-            for key in (("ours", "mlflow") if r % 2 == 0 else ("mlflow", "ours")):
+            for key in (keys if r % 2 == 0 else keys[::-1]):
                 server, exp = sides[key]
                 res = ingest_round(server, exp, 1, cfg["single_seconds"])
                 verify_ingest(server, res["run_ids"], res["requests"])
@@ -800,23 +816,25 @@ def main() -> int:
         # 2. get-history.
         say("get-history")
         hist = {}
-        for points, reps in cfg["history"]:
+        for points, reps in cfg["history"] if "history" in steps else []:
             with LoadMeter(servers) as load:
-                t, nbytes = time_history([(ours, ours_hist[points]), (mlflow, ml_hist[points])],
+                t, nbytes = time_history([(ours, ours_hist[points])] +
+                                         ([(mlflow, ml_hist[points])] if mlflow else []),
                                          points, reps)
             floor = transfer_floor(nbytes[0], reps)
-            hist[points] = (t[0], t[1], nbytes, floor, load.other_cores)
+            hist[points] = (t[0], t[1] if mlflow else None, nbytes, floor, load.other_cores)
             say(f"  {points:,}: ours {statistics.median(t[0]) * 1e3:.1f} ms, mlflow "
-                f"{statistics.median(t[1]) * 1e3:.1f} ms")
+                + (f"{statistics.median(t[1]) * 1e3:.1f} ms" if mlflow else "not run"))
 
         # 3. search.
         say("search")
         search = {}
-        for ordered in (False, True):
+        for ordered in (False, True) if "search" in steps else ():
             with LoadMeter(servers) as load:
-                t = time_search([(ours, ours_search), (mlflow, ml_search)], cfg["search_runs"],
+                t = time_search([(ours, ours_search)] +
+                                ([(mlflow, ml_search)] if mlflow else []), cfg["search_runs"],
                                 cfg["search_reps"], ordered)
-            search[ordered] = (t[0], t[1], load.other_cores)
+            search[ordered] = (t[0], t[1] if mlflow else None, load.other_cores)
         for s in servers:
             s.check_alive()
     finally:
@@ -838,79 +856,88 @@ def main() -> int:
         return sorted(x for r in rs for x in r["lat"])
 
     figures = []
-    o, m, c = rounds["ours"], rounds["mlflow"], rounds["ceiling"]
-    o_pts, m_pts = med(o, "points_per_s"), med(m, "points_per_s")
-    o_lat, m_lat = pooled(o), pooled(m)
-    ceiling = med(c, "points_per_s")
-    client_bound = o_pts >= 0.7 * ceiling
-    ingest_note = (
-        f"{n} client processes, {len(o)} alternating rounds of {cfg['ingest_seconds']} s, "
-        f"median; client ceiling {ceiling:,.0f} points/s (same bodies to POST /health -> 405, "
-        f"median of {len(c)} rounds interleaved); "
-        f"ours used {o_pts / ceiling:.0%} of it"
-        + (" -- CLIENT-BOUND, the server may be faster" if client_bound else "")
-        + f"; CPU cores during ours: server {med(o, 'server_cores'):.2f}, client "
-        f"{med(o, 'client_cores'):.2f}, other processes {med(o, 'other_cores'):.2f}; during "
-        f"mlflow: server {med(m, 'server_cores'):.2f}, client {med(m, 'client_cores'):.2f}, "
-        f"other {med(m, 'other_cores'):.2f}; errors ours {sum(r['errors'] for r in o)}, "
-        f"mlflow {sum(r['errors'] for r in m)}")
-    for name, rs in (("ours", o), ("mlflow", m)):
-        first = next((r["first_error"] for r in rs if r["first_error"]), "")
-        if first:
-            ingest_note += f"; first {name} error: {first}"
-    figures.append({
-        "bench": "tracking_ingest", "value": round(o_pts), "unit": "points/s", "anchor": anchor,
-        "anchor_value": round(m_pts), "ratio": ratio(o_pts, m_pts),
-        "target": ">= 100x and >= 500000 points/s",
-        "p50_ms": ms(percentile(o_lat, 0.5)), "p99_ms": ms(percentile(o_lat, 0.99)),
-        "anchor_p50_ms": ms(percentile(m_lat, 0.5)), "anchor_p99_ms": ms(percentile(m_lat, 0.99)),
-        "note": ingest_note, "other_cores": round(med(o, "other_cores"), 2),
-        "anchor_other_cores": round(med(m, "other_cores"), 2)})
-    for q, label in ((0.5, "p50"), (0.99, "p99")):
-        a, b = percentile(o_lat, q), percentile(m_lat, q)
+    if rounds["ours"] and rounds["mlflow"]:
+        o, m, c = rounds["ours"], rounds["mlflow"], rounds["ceiling"]
+        o_pts, m_pts = med(o, "points_per_s"), med(m, "points_per_s")
+        o_lat, m_lat = pooled(o), pooled(m)
+        ceiling = med(c, "points_per_s")
+        client_bound = o_pts >= 0.7 * ceiling
+        ingest_note = (
+            f"{n} client processes, {len(o)} alternating rounds of {cfg['ingest_seconds']} s, "
+            f"median; client ceiling {ceiling:,.0f} points/s (same bodies to POST /health -> 405, "
+            f"median of {len(c)} rounds interleaved); "
+            f"ours used {o_pts / ceiling:.0%} of it"
+            + (" -- CLIENT-BOUND, the server may be faster" if client_bound else "")
+            + f"; CPU cores during ours: server {med(o, 'server_cores'):.2f}, client "
+            f"{med(o, 'client_cores'):.2f}, other processes {med(o, 'other_cores'):.2f}; during "
+            f"mlflow: server {med(m, 'server_cores'):.2f}, client {med(m, 'client_cores'):.2f}, "
+            f"other {med(m, 'other_cores'):.2f}; errors ours {sum(r['errors'] for r in o)}, "
+            f"mlflow {sum(r['errors'] for r in m)}")
+        for name, rs in (("ours", o), ("mlflow", m)):
+            first = next((r["first_error"] for r in rs if r["first_error"]), "")
+            if first:
+                ingest_note += f"; first {name} error: {first}"
         figures.append({
-            "bench": f"tracking_ingest_latency_{label}", "value": ms(a), "unit": "ms",
-            "anchor": anchor, "anchor_value": ms(b), "ratio": ratio(b, a), "target": None,
-            "note": f"log-batch of 1000 metrics, {n} concurrent clients; ratio = anchor / ours"})
-    o1, m1 = rounds["ours1"], rounds["mlflow1"]
-    o1_pts, m1_pts = med(o1, "points_per_s"), med(m1, "points_per_s")
-    figures.append({
-        "bench": "tracking_ingest_1client", "value": round(o1_pts), "unit": "points/s",
-        "anchor": anchor, "anchor_value": round(m1_pts), "ratio": ratio(o1_pts, m1_pts),
-        "target": None, "p50_ms": ms(percentile(pooled(o1), 0.5)),
-        "p99_ms": ms(percentile(pooled(o1), 0.99)),
-        "anchor_p50_ms": ms(percentile(pooled(m1), 0.5)),
-        "note": f"one client, one request in flight (latency-bound), median of {len(o1)} "
-                f"alternating rounds of {cfg['single_seconds']} s",
-        "other_cores": round(med(o1, "other_cores"), 2),
-        "anchor_other_cores": round(med(m1, "other_cores"), 2)})
-    figures.append({
-        "bench": "tracking_client_ceiling", "value": round(ceiling), "unit": "points/s",
-        "anchor": None, "anchor_value": None, "ratio": None, "target": None,
-        "note": f"{n} client processes posting the same 1000-metric bodies to trainyard's "
-                f"POST /health (405 after reading the body): the most this load generator "
-                f"can push here (median of {len(c)} rounds); client used "
-                f"{med(c, 'client_cores'):.2f} cores, server {med(c, 'server_cores'):.2f}, other "
-                f"processes {med(c, 'other_cores'):.2f}"})
+            "bench": "tracking_ingest", "value": round(o_pts), "unit": "points/s", "anchor": anchor,
+            "anchor_value": round(m_pts), "ratio": ratio(o_pts, m_pts),
+            "target": ">= 100x and >= 500000 points/s",
+            "p50_ms": ms(percentile(o_lat, 0.5)), "p99_ms": ms(percentile(o_lat, 0.99)),
+            "anchor_p50_ms": ms(percentile(m_lat, 0.5)), "anchor_p99_ms": ms(percentile(m_lat, 0.99)),
+            "note": ingest_note, "other_cores": round(med(o, "other_cores"), 2),
+            "anchor_other_cores": round(med(m, "other_cores"), 2)})
+        for q, label in ((0.5, "p50"), (0.99, "p99")):
+            a, b = percentile(o_lat, q), percentile(m_lat, q)
+            figures.append({
+                "bench": f"tracking_ingest_latency_{label}", "value": ms(a), "unit": "ms",
+                "anchor": anchor, "anchor_value": ms(b), "ratio": ratio(b, a), "target": None,
+                "note": f"log-batch of 1000 metrics, {n} concurrent clients; ratio = anchor / ours"})
+        o1, m1 = rounds["ours1"], rounds["mlflow1"]
+        o1_pts, m1_pts = med(o1, "points_per_s"), med(m1, "points_per_s")
+        figures.append({
+            "bench": "tracking_ingest_1client", "value": round(o1_pts), "unit": "points/s",
+            "anchor": anchor, "anchor_value": round(m1_pts), "ratio": ratio(o1_pts, m1_pts),
+            "target": None, "p50_ms": ms(percentile(pooled(o1), 0.5)),
+            "p99_ms": ms(percentile(pooled(o1), 0.99)),
+            "anchor_p50_ms": ms(percentile(pooled(m1), 0.5)),
+            "note": f"one client, one request in flight (latency-bound), median of {len(o1)} "
+                    f"alternating rounds of {cfg['single_seconds']} s",
+            "other_cores": round(med(o1, "other_cores"), 2),
+            "anchor_other_cores": round(med(m1, "other_cores"), 2)})
+        figures.append({
+            "bench": "tracking_client_ceiling", "value": round(ceiling), "unit": "points/s",
+            "anchor": None, "anchor_value": None, "ratio": None, "target": None,
+            "note": f"{n} client processes posting the same 1000-metric bodies to trainyard's "
+                    f"POST /health (405 after reading the body): the most this load generator "
+                    f"can push here (median of {len(c)} rounds); client used "
+                    f"{med(c, 'client_cores'):.2f} cores, server {med(c, 'server_cores'):.2f}, other "
+                    f"processes {med(c, 'other_cores'):.2f}"})
+    elif rounds["ours"]:
+        o_pts = med(rounds["ours"], "points_per_s")
+        figures.append({"bench": "tracking_ingest", "value": round(o_pts), "unit": "points/s",
+                        "anchor": None, "anchor_value": None, "ratio": None, "target": None,
+                        "note": "--ours-only: MLflow not run"})
     for points, (ot, mt, nbytes, floor, other) in sorted(hist.items()):
-        o_ms, m_ms = statistics.median(ot), statistics.median(mt)
+        o_ms = statistics.median(ot)
+        m_ms = statistics.median(mt) if mt else None
         figures.append({
             "bench": "tracking_get_history_" + ("1m" if points == 1_000_000 else
                                                 f"{points // 1000}k"),
-            "value": ms(o_ms), "unit": "ms", "anchor": anchor, "anchor_value": ms(m_ms),
-            "ratio": ratio(m_ms, o_ms), "target": "< 200 ms" if points >= 1_000_000 else None,
+            "value": ms(o_ms), "unit": "ms", "anchor": anchor if mt else None,
+            "anchor_value": ms(m_ms) if mt else None, "ratio": ratio(m_ms, o_ms) if mt else None,
+            "target": "< 200 ms" if points >= 1_000_000 else None,
             "note": f"GET get-history of one {points:,}-point metric, no max_results, time to the "
                     f"last byte, median of {len(ot)} alternating; answers {nbytes[0] / 1e6:.1f} MB "
-                    f"(ours) and {nbytes[1] / 1e6:.1f} MB (mlflow); this client needs "
+                    f"(ours)" + (f" and {nbytes[1] / 1e6:.1f} MB (mlflow)" if mt else "") +
+                    "; this client needs "
                     f"{floor * 1e3:.1f} ms just to receive {nbytes[0] / 1e6:.1f} MB from a canned "
                     f"socket server; ratio = anchor / ours",
             "other_cores": round(other, 2)})
     for ordered, (ot, mt, other) in search.items():
         figures.append({
             "bench": "tracking_search_order" if ordered else "tracking_search_filter",
-            "value": ms(statistics.median(ot)), "unit": "ms", "anchor": anchor,
-            "anchor_value": ms(statistics.median(mt)),
-            "ratio": ratio(statistics.median(mt), statistics.median(ot)),
+            "value": ms(statistics.median(ot)), "unit": "ms", "anchor": anchor if mt else None,
+            "anchor_value": ms(statistics.median(mt)) if mt else None,
+            "ratio": ratio(statistics.median(mt), statistics.median(ot)) if mt else None,
             "target": "< 50 ms",
             "note": f"runs/search over {cfg['search_runs']:,} runs, filter \"{SEARCH_FILTER}\""
                     + (", order_by metrics.acc DESC" if ordered else "")
@@ -919,7 +946,7 @@ def main() -> int:
             "other_cores": round(other, 2)})
 
     print(f"\nbench/tracking ({'quick' if args.quick else 'full'}, {time.time() - t_start:.0f} s)"
-          f": trainyard vs {anchor}")
+          + (f": trainyard vs {anchor}" if mlflow else ": trainyard only"))
     print(f"{'figure':<34}{'trainyard':>14}{'mlflow':>14}{'ratio':>9}  target")
     for f in figures:
         av = "-" if f["anchor_value"] is None else f"{f['anchor_value']:,}"

@@ -27,6 +27,8 @@ json::array KeyValuesToJson(const std::vector<tracking::KeyValue>& kvs);
 void AppendMetricJson(std::string& out, const tracking::Metric& m, bool with_run_id);
 // Text written in place into uninitialized chunks (64 KiB doubling to 8 MiB): no
 // zero-filling, no reallocation, and the chunks can go to the socket as they are.
+// Chunks come from a process-wide pool (at most 128 MiB kept) that takes them back when
+// the last piece referring to one is released, so they are not faulted in anew each time.
 class JsonTextBuffer {
  public:
   // Room for `n` more bytes at the returned pointer; Advance() past what was written.

@@ -396,6 +396,46 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                });
   }
 
+  // {"metrics":[...]} of a whole history as zero-copy body pieces. The history is cut
+  // into step ranges that the cores take in turn (so none idles while another still has
+  // work), each formatted into its own buffer; the buffers are then sent in order.
+  Result<std::vector<http::Response::BodyPiece>> WholeHistoryPieces(const std::string& id,
+                                                                    const std::string& key,
+                                                                    const std::string& key_json) {
+    // About 1.3 MB of JSON per range. Measured on 2 cores with 1M points (median of 12):
+    // 16k steps 194 ms, 32k 202 ms, 64k 207 ms, one range per core 210 ms.
+    constexpr int64_t kStepsPerRange = 16384;
+    int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+    // Own cache lines: every point updates its buffer's length, and buffers sharing a
+    // line made two threads 1.35x one instead of nearly 2x.
+    struct alignas(128) Range {
+      JsonTextBuffer text;
+    };
+    std::vector<Range> ranges;
+    TY_RETURN_IF_ERROR(tracking_.ScanMetricHistoryRanges(
+        id, key, threads, kStepsPerRange, [&](int n) { ranges.resize(static_cast<size_t>(n)); },
+        [&](int r, const TrackingService::MetricPoint& p) {
+          JsonTextBuffer& out = ranges[static_cast<size_t>(r)].text;
+          out.Append(",");
+          AppendMetricPointJson(out, key_json, p.value, p.timestamp, p.step);
+        }));
+    static const std::string kOpen = "{\"metrics\":[", kClose = "]}";
+    std::vector<http::Response::BodyPiece> pieces{{nullptr, kOpen}};
+    bool first = true;
+    for (auto& range : ranges) {
+      for (auto& piece : range.text.TakePieces()) {
+        // Every point starts with ','; the very first one drops it.
+        if (first && !piece.data.empty()) {
+          piece.data.remove_prefix(1);
+          first = false;
+        }
+        pieces.push_back(std::move(piece));
+      }
+    }
+    pieces.push_back({nullptr, kClose});
+    return pieces;
+  }
+
   void RegisterMetrics() {
     api_.RawRoute(Method::kGet, kMlflowPrefixes, "/metrics/get-history",
                   [this, self = shared_from_this()](Call& c) -> Result<http::Response> {
@@ -404,34 +444,10 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                     TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
                     TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
                     const std::string key_json = json::serialize(json::string(key));
-                    // Points are written into the body as the store produces them. A whole
-                    // history is scanned in step ranges on all cores, one buffer each.
                     if (!max_results && token.value_or("").empty()) {
-                      int shards =
-                          static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
-                      std::vector<JsonTextBuffer> parts(static_cast<size_t>(shards));
-                      TY_RETURN_IF_ERROR(tracking_.ScanMetricHistorySharded(
-                          id, key, shards, [&](int shard, const TrackingService::MetricPoint& p) {
-                            JsonTextBuffer& out = parts[static_cast<size_t>(shard)];
-                            out.Append(",");
-                            AppendMetricPointJson(out, key_json, p.value, p.timestamp, p.step);
-                          }));
-                      // The shards' chunks go to the socket as they are (no copy).
                       http::Response response = http::Response::Json(200, "");
-                      static const std::string kOpen = "{\"metrics\":[", kClose = "]}";
-                      response.body_pieces.push_back({nullptr, kOpen});
-                      bool first = true;
-                      for (auto& part : parts) {
-                        for (auto& piece : part.TakePieces()) {
-                          // Every point starts with ','; the very first one drops it.
-                          if (first && !piece.data.empty()) {
-                            piece.data.remove_prefix(1);
-                            first = false;
-                          }
-                          response.body_pieces.push_back(std::move(piece));
-                        }
-                      }
-                      response.body_pieces.push_back({nullptr, kClose});
+                      TY_ASSIGN_OR_RETURN(response.body_pieces,
+                                          WholeHistoryPieces(id, key, key_json));
                       return response;
                     }
                     JsonTextBuffer out;

@@ -1,9 +1,12 @@
 #include "trainyard/tracking/tracking_service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/page_token.h"
@@ -1002,6 +1005,14 @@ Result<std::string> TrackingService::ScanMetricHistory(
 Status TrackingService::ScanMetricHistorySharded(
     const std::string& run_id, const std::string& key, int shards,
     const std::function<void(int, const MetricPoint&)>& fn) {
+  // One range per thread: `steps_per_range` large enough that the span makes `shards`.
+  return ScanMetricHistoryRanges(
+      run_id, key, shards, std::numeric_limits<int64_t>::max(), [](int) {}, fn);
+}
+
+Status TrackingService::ScanMetricHistoryRanges(
+    const std::string& run_id, const std::string& key, int threads, int64_t steps_per_range,
+    const std::function<void(int)>& plan, const std::function<void(int, const MetricPoint&)>& fn) {
   if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
   std::optional<int64_t> series;
   int64_t lo = 0, hi = -1;
@@ -1024,33 +1035,48 @@ Status TrackingService::ScanMetricHistorySharded(
     return Status::Ok();
   }));
   if (!series || hi < lo) return Status::Ok();
-  // Step ranges of equal width: [lo, b1), [b1, b2), ..., [bn-1, hi].
-  shards = static_cast<int>(std::clamp<int64_t>(shards, 1, std::max<int64_t>(1, hi - lo + 1)));
+  // Step ranges of equal width: [lo, b1), [b1, b2), ..., [bn-1, hi]. The span can reach
+  // 2^64 (negative steps), so the arithmetic is in long double.
+  long double span = static_cast<long double>(hi) - lo + 1;
+  threads = std::max(threads, 1);
+  long double wanted = std::ceil(span / std::max<int64_t>(steps_per_range, 1));
+  int ranges = static_cast<int>(std::clamp<long double>(std::max<long double>(wanted, threads), 1,
+                                                        std::min<long double>(span, 1 << 20)));
+  threads = std::min(threads, ranges);
   std::vector<int64_t> bounds{lo};
-  for (int i = 1; i < shards; ++i) {
-    bounds.push_back(lo +
-                     static_cast<int64_t>((static_cast<long double>(hi) - lo + 1) * i / shards));
+  for (int i = 1; i < ranges; ++i) {
+    bounds.push_back(lo + static_cast<int64_t>(span * i / ranges));
   }
-  std::vector<Status> results(static_cast<size_t>(shards));
-  auto scan = [&](int shard) {
-    int64_t from = bounds[static_cast<size_t>(shard)];
-    bool last = shard + 1 == shards;
-    int64_t to = last ? hi : bounds[static_cast<size_t>(shard) + 1] - 1;
-    results[static_cast<size_t>(shard)] = db_.Read([&](Transaction& tx) -> Status {
-      return tx.QueryEach(
-          "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? AND step >= ? "
-          "AND step <= ? ORDER BY step, timestamp, is_nan, value",
-          {*series, from, to}, [&](const store::RowView& row) -> Status {
-            fn(shard,
-               MetricPoint{row.Int(0), row.Int(1), row.Int(2) ? std::nan("") : row.Double(3)});
-            return Status::Ok();
-          });
+  plan(ranges);
+  std::atomic<int> next{0};
+  std::atomic<bool> stop{false};
+  std::vector<Status> results(static_cast<size_t>(threads));
+  auto scan = [&](int thread) {
+    results[static_cast<size_t>(thread)] = db_.Read([&](Transaction& tx) -> Status {
+      while (!stop.load()) {
+        int r = next.fetch_add(1);
+        if (r >= ranges) break;
+        int64_t from = bounds[static_cast<size_t>(r)];
+        int64_t to = r + 1 == ranges ? hi : bounds[static_cast<size_t>(r) + 1] - 1;
+        Status s = tx.QueryEach(
+            "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? AND step >= ? "
+            "AND step <= ? ORDER BY step, timestamp, is_nan, value",
+            {*series, from, to}, [&](const store::RowView& row) -> Status {
+              fn(r, MetricPoint{row.Int(0), row.Int(1), row.Int(2) ? std::nan("") : row.Double(3)});
+              return Status::Ok();
+            });
+        if (!s.ok()) {
+          stop = true;
+          return s;
+        }
+      }
+      return Status::Ok();
     });
   };
-  std::vector<std::thread> threads;
-  for (int i = 1; i < shards; ++i) threads.emplace_back(scan, i);
+  std::vector<std::thread> workers;
+  for (int i = 1; i < threads; ++i) workers.emplace_back(scan, i);
   scan(0);
-  for (auto& t : threads) t.join();
+  for (auto& t : workers) t.join();
   for (const Status& r : results) TY_RETURN_IF_ERROR(r);
   return Status::Ok();
 }

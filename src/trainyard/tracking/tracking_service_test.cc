@@ -28,6 +28,22 @@ class TrackingServiceTest : public ::testing::Test {
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + suffix);
   }
 
+  // Ranges of about `steps_per_range` steps on `threads` threads, concatenated in order.
+  std::vector<std::tuple<int64_t, int64_t, double>> Ranges(int threads, int64_t steps_per_range) {
+    std::vector<std::vector<std::tuple<int64_t, int64_t, double>>> parts;
+    EXPECT_TRUE(tracking_
+                    ->ScanMetricHistoryRanges(
+                        run_id_, "loss", threads, steps_per_range,
+                        [&](int n) { parts.resize(static_cast<size_t>(n)); },
+                        [&](int r, const TrackingService::MetricPoint& p) {
+                          parts[static_cast<size_t>(r)].emplace_back(p.step, p.timestamp, p.value);
+                        })
+                    .ok());
+    std::vector<std::tuple<int64_t, int64_t, double>> out;
+    for (auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+  }
+
   std::vector<std::tuple<int64_t, int64_t, double>> Sharded(int shards) {
     std::vector<std::vector<std::tuple<int64_t, int64_t, double>>> parts(shards);
     EXPECT_TRUE(tracking_
@@ -82,6 +98,18 @@ TEST_F(TrackingServiceTest, ShardedHistoryEqualsSequentialHistory) {
     }
   };
   for (int shards : {1, 2, 3, 4, 16}) same(Sharded(shards));
+  // Steps span -100..6872: from one range to one range per step, on 1 to 4 threads.
+  for (int threads : {1, 2, 4}) {
+    for (int64_t steps : {int64_t{1}, int64_t{7}, int64_t{500}, int64_t{100000}}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + ", steps " + std::to_string(steps));
+      same(Ranges(threads, steps));
+    }
+  }
+  EXPECT_TRUE(
+      tracking_
+          ->ScanMetricHistoryRanges(
+              "nope", "loss", 2, 10, [](int) {}, [](int, const TrackingService::MetricPoint&) {})
+          .IsNotFound());
   // Pages add up to the whole, in order.
   std::vector<std::tuple<int64_t, int64_t, double>> paged;
   std::string token;
