@@ -49,31 +49,6 @@ Result<int> IntField(const json::object& body, std::string_view field, int64_t l
   return static_cast<int>(*v);
 }
 
-// "2,3", "[2, 3]", "" (a scalar) → dimensions.
-Result<std::vector<int64_t>> ParseShape(std::string text) {
-  text = Trim(text);
-  if (!text.empty() && text.front() == '[' && text.back() == ']') {
-    text = Trim(text.substr(1, text.size() - 2));
-  }
-  std::vector<int64_t> shape;
-  if (text.empty()) return shape;
-  for (const std::string& part : SplitString(text, ',')) {
-    auto d = ParseInt64(Trim(part));
-    if (!d || *d < 0) {
-      return Status::InvalidArgument("shape must be comma-separated non-negative integers (got '" +
-                                     Abbreviate(text) + "')");
-    }
-    shape.push_back(*d);
-  }
-  return shape;
-}
-
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string out;
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
-  return out;
-}
-
 json::value MetricsToJson(const std::map<std::string, double>& metrics) {
   json::object o;
   for (const auto& [k, v] : metrics) o[k] = DoubleToJson(v);
@@ -252,7 +227,7 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
                 }
                 blob.kind = BlobKind::kTensor;
                 blob.dtype = *parsed;
-                TY_ASSIGN_OR_RETURN(blob.shape, ParseShape(shape.value_or("")));
+                TY_ASSIGN_OR_RETURN(blob.shape, checkpoints::ParseShape(shape.value_or("")));
                 if (r.query.count("shape") == 0) {
                   return Status::InvalidArgument(
                       "shape is required for a tensor (comma-separated; empty for a scalar)");
@@ -369,7 +344,8 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
                  if (owned->kind == BlobKind::kTensor) {
                    r.headers.emplace_back("X-Trainyard-Dtype",
                                           std::string(checkpoints::DTypeName(owned->dtype)));
-                   r.headers.emplace_back("X-Trainyard-Shape", ShapeText(owned->shape));
+                   r.headers.emplace_back("X-Trainyard-Shape",
+                                          checkpoints::FormatShape(owned->shape));
                  }
                  std::string_view bytes = owned->view();
                  if (!bytes.empty()) r.body_pieces.push_back({owned, bytes});

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <new>
 
+#include "trainyard/common/strings.h"
+
 namespace trainyard::checkpoints {
 
 namespace {
@@ -121,6 +123,30 @@ uint64_t CheckpointInfo::total_bytes() const {
   uint64_t n = 0;
   for (const Manifest& m : ranks) n += m.total_bytes;
   return n;
+}
+
+std::string FormatShape(const std::vector<int64_t>& shape) {
+  std::string out;
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
+  return out;
+}
+
+Result<std::vector<int64_t>> ParseShape(std::string_view input) {
+  std::string text = Trim(input);
+  if (!text.empty() && text.front() == '[' && text.back() == ']') {
+    text = Trim(text.substr(1, text.size() - 2));
+  }
+  std::vector<int64_t> shape;
+  if (text.empty()) return shape;
+  for (const std::string& part : SplitString(text, ',')) {
+    auto d = ParseInt64(Trim(part));
+    if (!d || *d < 0) {
+      return Status::InvalidArgument("shape must be comma-separated non-negative integers (got '" +
+                                     Abbreviate(text) + "')");
+    }
+    shape.push_back(*d);
+  }
+  return shape;
 }
 
 }  // namespace trainyard::checkpoints

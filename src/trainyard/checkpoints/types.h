@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "trainyard/common/status.h"
+
 namespace trainyard::checkpoints {
 
 // Element types, named as safetensors names them.
@@ -25,6 +27,12 @@ enum class DType { kF64, kF32, kF16, kBF16, kF8E4M3, kF8E5M2, kI64, kI32, kI16, 
 std::string_view DTypeName(DType dtype);  // "F32", "BF16", ...
 std::optional<DType> ParseDType(std::string_view name);
 size_t DTypeSize(DType dtype);
+
+// A tensor shape as text, "2,3" ("" for a scalar): what the checkpoint API puts in its
+// `shape` query parameter and X-Trainyard-Shape header.
+std::string FormatShape(const std::vector<int64_t>& shape);
+// "2,3", "[2, 3]", "" (a scalar) → dimensions; InvalidArgument for anything else.
+Result<std::vector<int64_t>> ParseShape(std::string_view text);
 
 // An owned byte buffer whose allocation is not zero-filled (a snapshot overwrites it at
 // once). Large buffers are 2 MiB aligned and ask for transparent huge pages: filling fresh

@@ -107,23 +107,6 @@ Result<json::object> CallJson(const std::string& method, const std::string& url,
   return std::move(*parsed);
 }
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string out;
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
-  return out;
-}
-
-Result<std::vector<int64_t>> ParseShapeHeader(const std::string& text) {
-  std::vector<int64_t> shape;
-  if (Trim(text).empty()) return shape;
-  for (const std::string& part : SplitString(text, ',')) {
-    auto d = ParseInt64(Trim(part));
-    if (!d || *d < 0) return Status::Internal("bad X-Trainyard-Shape from the server: " + text);
-    shape.push_back(*d);
-  }
-  return shape;
-}
-
 // --- checkpoints through the server
 
 class ServerSink : public CheckpointSink {
@@ -146,7 +129,7 @@ class ServerSink : public CheckpointSink {
       std::string url = base + "/blob?name=" + UrlEncode(b.name);
       if (b.kind == checkpoints::BlobKind::kTensor) {
         url += "&dtype=" + std::string(checkpoints::DTypeName(b.dtype)) +
-               "&shape=" + UrlEncode(ShapeText(b.shape));
+               "&shape=" + UrlEncode(checkpoints::FormatShape(b.shape));
       }
       auto put = Call("PUT", url, env_.token, std::string(b.view()), "application/octet-stream",
                       "uploading checkpoint blob " + b.name);
@@ -217,9 +200,10 @@ class ServerSink : public CheckpointSink {
       if (r.headers["x-trainyard-blob-kind"] == "tensor") {
         auto dtype = checkpoints::ParseDType(r.headers["x-trainyard-dtype"]);
         if (!dtype) return Status::Internal("bad X-Trainyard-Dtype for blob " + name);
-        TY_ASSIGN_OR_RETURN(auto shape, ParseShapeHeader(r.headers["x-trainyard-shape"]));
+        auto shape = checkpoints::ParseShape(r.headers["x-trainyard-shape"]);
+        if (!shape.ok()) return Status::Internal("bad X-Trainyard-Shape for blob " + name);
         out.data.blobs.push_back(
-            checkpoints::Blob::OwnedTensor(name, *dtype, std::move(shape), std::move(bytes)));
+            checkpoints::Blob::OwnedTensor(name, *dtype, std::move(*shape), std::move(bytes)));
       } else {
         out.data.blobs.push_back(checkpoints::Blob::OwnedFile(name, std::move(bytes)));
       }
@@ -327,6 +311,17 @@ Result<WorkloadEnv> WorkloadEnv::FromProcess() {
   }
   e.rank = static_cast<int>(rank);
   e.world_size = static_cast<int>(world);
+  TY_ASSIGN_OR_RETURN(int64_t local, EnvInt("LOCAL_WORLD_SIZE", 1, 1, 65536));
+  e.local_world_size = static_cast<int>(local);
+  e.master_addr = Env("MASTER_ADDR");
+  TY_ASSIGN_OR_RETURN(int64_t port, EnvInt("MASTER_PORT", 0, 0, 65535));
+  e.master_port = static_cast<int>(port);
+  e.gloo_socket_ifname = Env("GLOO_SOCKET_IFNAME");
+  if (e.world_size > 1 && (e.master_addr.empty() || e.master_port == 0)) {
+    return Status::InvalidArgument(
+        "WORLD_SIZE > 1 needs MASTER_ADDR and MASTER_PORT; launch through a Trainyard job or "
+        "torchrun");
+  }
   if (!e.resume_from.empty()) {
     TY_RETURN_IF_ERROR(checkpoints::ParseCheckpointUri(e.resume_from).status());
   }

@@ -4,7 +4,8 @@
 //
 // WorkloadEnv reads the variables the executors set (TRAINYARD_URL, TRAINYARD_TOKEN,
 // TRAINYARD_JOB_ID, TRAINYARD_ATTEMPT, TRAINYARD_RESUME_FROM, MLFLOW_TRACKING_URI,
-// MLFLOW_TRACKING_TOKEN, MLFLOW_RUN_ID, RANK, WORLD_SIZE). Outside a job the trainer still
+// MLFLOW_TRACKING_TOKEN, MLFLOW_RUN_ID, and torchrun's RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT, plus GLOO_SOCKET_IFNAME). Outside a job the trainer still
 // runs: metrics go to stdout (and to MLflow when MLFLOW_TRACKING_URI is set), checkpoints to
 // a local checkpoint store under the output directory.
 //
@@ -35,6 +36,10 @@ struct WorkloadEnv {
   std::string run_id;
   int rank = 0;
   int world_size = 1;
+  int local_world_size = 1;  // ranks on this machine
+  std::string master_addr;   // rendezvous of a data-parallel gang (WORLD_SIZE > 1)
+  int master_port = 0;
+  std::string gloo_socket_ifname;
 
   static Result<WorkloadEnv> FromProcess();
   bool in_job() const { return !url.empty() && !job_id.empty(); }

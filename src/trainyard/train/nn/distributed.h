@@ -1,7 +1,7 @@
 // Data parallelism for the trainer over libtorch's c10d: Gloo for CPU tensors (NCCL for CUDA
 // when the libtorch build has it), rendezvous through a TCPStore at MASTER_ADDR:MASTER_PORT,
-// started from the torchrun-style environment the executors set (WORLD_SIZE, RANK,
-// MASTER_ADDR, MASTER_PORT). With WORLD_SIZE 1 (or unset) every collective is a no-op.
+// started from the torchrun-style environment the executors set (read by WorkloadEnv:
+// WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT). With one rank every collective is a no-op.
 //
 // Collectives must be called by every rank in the same order (as with torch.distributed).
 // One thread uses a DataParallel at a time.
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "trainyard/common/status.h"
+#include "trainyard/train/platform.h"
 
 namespace c10d {
 class ProcessGroup;
@@ -23,9 +24,10 @@ namespace trainyard::train {
 
 class DataParallel {
  public:
-  // Reads the environment; `timeout` bounds the rendezvous and each collective.
-  static Result<std::unique_ptr<DataParallel>> FromEnvironment(
-      const torch::Device& device, std::chrono::milliseconds timeout = std::chrono::minutes(10));
+  // Joins the gang `env` describes; `timeout` bounds the rendezvous and each collective.
+  static Result<std::unique_ptr<DataParallel>> Join(
+      const WorkloadEnv& env, const torch::Device& device,
+      std::chrono::milliseconds timeout = std::chrono::minutes(10));
   ~DataParallel();
 
   int rank() const { return rank_; }

@@ -24,6 +24,7 @@
 #include "trainyard/train/model_config.h"
 #include "trainyard/train/nn/device.h"
 #include "trainyard/train/nn/distributed.h"
+#include "trainyard/train/nn/generate.h"
 #include "trainyard/train/nn/lora.h"
 #include "trainyard/train/nn/model.h"
 #include "trainyard/train/platform.h"
@@ -305,56 +306,22 @@ Result<EvalResult> Evaluate(Run& r, bool with_accuracy) {
   }
   bool accuracy = with_accuracy && !r.val_labels.empty();
   if (accuracy) {
-    // Greedy generation from each prompt, batched with left padding.
+    GenerateOptions gen;
+    gen.max_new_tokens = r.cfg.max_new_tokens;
+    gen.eos_ids = {r.eos_id};
     for (size_t start = 0; start < mine.size(); start += rows) {
       size_t end = std::min(mine.size(), start + rows);
-      int64_t n = static_cast<int64_t>(end - start);
-      int64_t plen = 0;
-      for (size_t k = start; k < end; ++k) plen = std::max<int64_t>(plen, mine[k]->prompt_length);
-      int64_t total = plen + r.cfg.max_new_tokens;
-      std::vector<int64_t> ids(n * total, r.pad_id), pos(n * total, 0), seg(n * total, -1);
-      for (int64_t row = 0; row < n; ++row) {
-        const auto& e = *mine[start + row];
-        int64_t off = plen - e.prompt_length;
-        for (int64_t t = 0; t < e.prompt_length; ++t) {
-          ids[row * total + off + t] = e.ids[t];
-          pos[row * total + off + t] = t;
-          seg[row * total + off + t] = 0;
-        }
+      std::vector<std::vector<int64_t>> prompts;
+      for (size_t k = start; k < end; ++k) {
+        prompts.emplace_back(mine[k]->ids.begin(), mine[k]->ids.begin() + mine[k]->prompt_length);
       }
-      auto opts = torch::TensorOptions().dtype(torch::kInt64);
-      auto tids = torch::from_blob(ids.data(), {n, total}, opts).clone().to(r.device);
-      auto tpos = torch::from_blob(pos.data(), {n, total}, opts).clone().to(r.device);
-      auto tseg = torch::from_blob(seg.data(), {n, total}, opts).clone().to(r.device);
-      std::vector<std::vector<int32_t>> generated(n);
-      std::vector<bool> done(n, false);
-      for (int64_t k = 0; k < r.cfg.max_new_tokens; ++k) {
-        int64_t len = plen + k;
-        auto logits = r.model->Forward(tids.narrow(1, 0, len), tpos.narrow(1, 0, len),
-                                       tseg.narrow(1, 0, len));
-        auto next = logits.select(1, len - 1).argmax(-1).to(torch::kCPU);
-        auto acc = next.accessor<int64_t, 1>();
-        bool all_done = true;
-        for (int64_t row = 0; row < n; ++row) {
-          int64_t id = acc[row];
-          if (!done[row]) {
-            if (id == r.eos_id) {
-              done[row] = true;
-            } else {
-              generated[row].push_back(static_cast<int32_t>(id));
-            }
-          }
-          all_done = all_done && done[row];
-          const auto& e = *mine[start + row];
-          tids[row][len] = id;
-          tpos[row][len] = e.prompt_length + k;
-          tseg[row][len] = 0;
+      TY_ASSIGN_OR_RETURN(auto generated, GenerateGreedy(*r.model, prompts, gen));
+      for (size_t k = start; k < end; ++k) {
+        const auto& out = generated[k - start];
+        std::vector<int32_t> ids(out.begin(), out.end());
+        if (TrimText(r.tok->Decode(ids, true)) == TrimText(r.val_labels[mine_index[k]])) {
+          correct += 1;
         }
-        if (all_done) break;
-      }
-      for (int64_t row = 0; row < n; ++row) {
-        std::string text = TrimText(r.tok->Decode(generated[row], true));
-        if (text == TrimText(r.val_labels[mine_index[start + row]])) correct += 1;
       }
     }
   }
@@ -464,13 +431,12 @@ Status Setup(Run& r) {
   if (!r.opts.resume_from.empty()) r.env.resume_from = r.opts.resume_from;
   TY_ASSIGN_OR_RETURN(r.device, ResolveDevice(c.device));
   TY_ASSIGN_OR_RETURN(r.bf16, ResolveBf16(c.precision, r.device));
-  TY_ASSIGN_OR_RETURN(r.dp, DataParallel::FromEnvironment(r.device));
-  // Ranks sharing a machine share its cores.
-  if (const char* local = std::getenv("LOCAL_WORLD_SIZE");
-      local && r.device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr) {
-    int n = std::max(1, std::atoi(local));
+  TY_ASSIGN_OR_RETURN(r.dp, DataParallel::Join(r.env, r.device));
+  // Ranks sharing a machine share its cores (unless OMP_NUM_THREADS says otherwise).
+  if (r.env.local_world_size > 1 && r.device.is_cpu() &&
+      std::getenv("OMP_NUM_THREADS") == nullptr) {
     int cores = static_cast<int>(std::thread::hardware_concurrency());
-    if (n > 1) torch::set_num_threads(std::max(1, cores / n));
+    torch::set_num_threads(std::max(1, cores / r.env.local_world_size));
   }
 
   // Model and tokenizer.
@@ -693,9 +659,10 @@ Result<int> Train(Run& r) {
     ++r.step;
     ++steps_this_process;
     double step_loss = loss_sum / denom;
+    // Every rank runs the same number of rows of the same length (padding included).
     int64_t step_tokens = 0;
     for (const auto& b : micro) step_tokens += b.rows * b.seq_len;
-    step_tokens = static_cast<int64_t>(r.dp->AllReduceSum(static_cast<double>(step_tokens)));
+    step_tokens *= r.dp->world_size();
     r.tokens_seen += step_tokens;
     tokens_since += step_tokens;
     loss_since += step_loss;
