@@ -646,9 +646,11 @@ Result<int> Train(Run& r) {
     }
     r.dp->AllReduceSum(grads);
     loss_sum = r.dp->AllReduceSum(loss_sum);
-    double norm_sq = 0;
-    for (const auto& g : grads) norm_sq += g.pow(2).sum().item<double>();
-    double grad_norm = std::sqrt(norm_sq);
+    // One reduction and one device-to-host read for the global norm, not one per tensor.
+    std::vector<torch::Tensor> squares;
+    squares.reserve(grads.size());
+    for (const auto& g : grads) squares.push_back(g.pow(2).sum());
+    double grad_norm = std::sqrt(torch::stack(squares).sum().item<double>());
     if (c.max_grad_norm > 0 && grad_norm > c.max_grad_norm) {
       torch::NoGradGuard no_grad;
       double scale = c.max_grad_norm / (grad_norm + 1e-6);
