@@ -374,14 +374,19 @@ Result<Manifest> CheckpointStore::RunSave(const std::shared_ptr<SaveHandle::Stat
     return reinterpret_cast<const char*>(data.blobs[tasks[task].blob].data() + tasks[task].offset);
   };
 
-  // 2-4. In batches that grow (so writing starts early): hash a batch, announce its chunks
-  // in an intent, wait out any collection that started before, then write the chunks the
-  // project lacks while the pool hashes the next batch. An intent precedes every look at
-  // which chunks exist: a collection that starts later sees it and keeps them.
+  // 2-4. Chunks go in batches that grow (so writing starts early). A batch's chunks are
+  // announced in an intent once all of them are hashed, and the worker that records it waits
+  // out any collection that started before; only then are they looked up and the ones the
+  // project lacks written. An intent precedes every look at which chunks exist: a collection
+  // that starts later sees it and keeps them. The pool takes one task list with no barrier
+  // between batches: batch b's writes are interleaved with batch b+1's hashes, so the disk
+  // stays busy while the next intent is prepared.
   const std::string project_key = ProjectKey(ref.project);
   const std::string intent_prefix = project_key + "/intents/" + ref.job + "-" +
                                     StepDirName(ref.step) + "-r" + std::to_string(ref.rank) + "-" +
                                     SecureRandom().Hex(8) + "-";
+  std::mutex mu;  // guards intent_keys, owner, prefixes, the batches' states
+  std::condition_variable batch_cv;
   std::vector<std::string> intent_keys;
   auto drop_intents = [&] {
     for (const std::string& key : intent_keys) {
@@ -392,102 +397,157 @@ Result<Manifest> CheckpointStore::RunSave(const std::shared_ptr<SaveHandle::Stat
       }
     }
   };
-  std::vector<std::pair<size_t, size_t>> batches;  // [begin, end) of tasks
-  for (size_t begin = 0, size = 2 * pool_->Concurrency(); begin < tasks.size(); size *= 2) {
-    batches.emplace_back(begin, std::min(tasks.size(), begin + size));
-    begin = batches.back().second;
+  struct Batch {
+    size_t begin = 0, end = 0;  // [begin, end) of tasks
+    std::atomic<size_t> hashes_left{0};
+    int state = 0;  // 0 hashing, 1 announced (writes may start), 2 failed; guarded by mu
+  };
+  std::vector<std::unique_ptr<Batch>> batches;
+  for (size_t begin = 0, size = 2 * pool_->Concurrency(); begin < tasks.size();
+       size = std::min<size_t>(size * 2, 1024)) {
+    auto batch = std::make_unique<Batch>();
+    batch->begin = begin;
+    batch->end = std::min(tasks.size(), begin + size);
+    batch->hashes_left = batch->end - batch->begin;
+    begin = batch->end;
+    batches.push_back(std::move(batch));
   }
-  auto hash_task = [&](size_t i) { chunk_of(i).hash = ChunkHash(bytes_of(i), chunk_of(i).size); };
+  std::vector<size_t> batch_of(tasks.size());
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    for (size_t i = batches[bi]->begin; i < batches[bi]->end; ++i) batch_of[i] = bi;
+  }
+  // The order the pool takes tasks in: every hash of batch b is claimed before any write of
+  // batch b, so a worker waiting for an intent never waits on work nobody has claimed.
+  struct Step {
+    bool write = false;
+    size_t task = 0;
+  };
+  std::vector<Step> order;
+  order.reserve(2 * tasks.size());
   if (!batches.empty()) {
-    pool_->ParallelFor(batches[0].second, [&](size_t i, size_t) { hash_task(i); });
+    for (size_t i = batches[0]->begin; i < batches[0]->end; ++i) order.push_back({false, i});
   }
-  std::unordered_map<std::string, char> seen;  // hash -> compressed; chunks of this save
+  for (size_t bi = 0; bi < batches.size(); ++bi) {
+    const Batch& w = *batches[bi];
+    size_t wn = w.end - w.begin;
+    size_t hb = bi + 1 < batches.size() ? batches[bi + 1]->begin : 0;
+    size_t hn = bi + 1 < batches.size() ? batches[bi + 1]->end - hb : 0;
+    size_t hashed = 0;
+    for (size_t j = 0; j < wn; ++j) {
+      order.push_back({true, w.begin + j});
+      for (size_t upto = (j + 1) * hn / wn; hashed < upto; ++hashed) {
+        order.push_back({false, hb + hashed});
+      }
+    }
+  }
+
+  // hash -> the task that writes it (the first of this save to announce it).
+  std::unordered_map<std::string, size_t> owner;
+  std::vector<char> compressed(tasks.size(), 0);
   std::atomic<uint64_t> written_bytes{0}, written_chunks{0}, reused_chunks{0};
   std::vector<std::string> scratch(pool_->Concurrency());
   std::set<std::string> prefixes;
   ErrorSlot error;
-  for (size_t bi = 0; bi < batches.size(); ++bi) {
-    std::vector<size_t> unique;
-    for (size_t i = batches[bi].first; i < batches[bi].second; ++i) {
-      if (seen.emplace(chunk_of(i).hash, 0).second) {
-        unique.push_back(i);
-        prefixes.insert(chunk_of(i).hash.substr(0, 2));
+
+  // Run by the worker that hashed a batch's last chunk.
+  auto announce = [&](size_t bi) {
+    Batch& batch = *batches[bi];
+    json::array hashes;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (size_t i = batch.begin; i < batch.end; ++i) {
+        if (owner.emplace(chunk_of(i).hash, i).second) {
+          hashes.push_back(json::value(chunk_of(i).hash));
+          prefixes.insert(chunk_of(i).hash.substr(0, 2));
+        }
       }
     }
-    if (!unique.empty()) {
+    Status s;
+    if (!hashes.empty() && !error.failed()) {
       json::object intent;
       intent["created_ms"] = clock_->NowMillis();
       intent["job"] = ref.job;
       intent["step"] = ref.step;
       intent["rank"] = ref.rank;
-      json::array hashes;
-      hashes.reserve(unique.size());
-      for (size_t i : unique) hashes.push_back(json::value(chunk_of(i).hash));
       intent["chunks"] = std::move(hashes);
       std::string key = intent_prefix + std::to_string(bi) + ".json";
-      Status s = blobs_->PutBytes(key, json::serialize(intent));
-      if (!s.ok()) {
-        drop_intents();
-        return s.WithContext(Describe(ref) + ": cannot record the save's intent");
+      s = blobs_->PutBytes(key, json::serialize(intent));
+      if (s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        intent_keys.push_back(key);
+      } else {
+        s = s.WithContext(Describe(ref) + ": cannot record the save's intent");
       }
-      intent_keys.push_back(key);
-      if (Status w = WaitForGarbageCollectors(ref.project); !w.ok()) {
-        drop_intents();
-        return w.WithContext(Describe(ref));
-      }
+      if (s.ok()) s = WaitForGarbageCollectors(ref.project).WithContext(Describe(ref));
     }
-    std::vector<char> compressed(unique.size(), 0);
-    size_t next_begin = bi + 1 < batches.size() ? batches[bi + 1].first : 0;
-    size_t next_count = bi + 1 < batches.size() ? batches[bi + 1].second - next_begin : 0;
-    pool_->ParallelFor(unique.size() + next_count, [&](size_t u, size_t worker) {
-      if (u >= unique.size()) return hash_task(next_begin + (u - unique.size()));
-      if (error.failed()) return;
-      const size_t i = unique[u];
-      const ChunkRef& c = chunk_of(i);
-      const char* bytes = bytes_of(i);
-      auto fail = [&](const Status& s) {
-        error.Set(i, s.WithContext(Describe(ref) + ": blob '" + m.blobs[tasks[i].blob].name +
-                                   "' chunk " + std::to_string(tasks[i].chunk)));
-      };
-      Result<bool> raw = blobs_->Exists(ChunkKey(ref.project, c.hash, false));
-      if (!raw.ok()) return fail(raw.status());
-      if (*raw) {
-        reused_chunks.fetch_add(1);
+    if (!s.ok()) error.Set(batch.begin, std::move(s));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      batch.state = s.ok() ? 1 : 2;
+    }
+    batch_cv.notify_all();
+  };
+
+  auto write = [&](size_t i, size_t worker) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      const Batch& batch = *batches[batch_of[i]];
+      batch_cv.wait(lock, [&] { return batch.state != 0; });
+      if (batch.state == 2 || owner.at(chunk_of(i).hash) != i) return;  // failed, or a copy
+    }
+    if (error.failed()) return;
+    const ChunkRef& c = chunk_of(i);
+    const char* bytes = bytes_of(i);
+    auto fail = [&](const Status& s) {
+      error.Set(i, s.WithContext(Describe(ref) + ": blob '" + m.blobs[tasks[i].blob].name +
+                                 "' chunk " + std::to_string(tasks[i].chunk)));
+    };
+    Result<bool> raw = blobs_->Exists(ChunkKey(ref.project, c.hash, false));
+    if (!raw.ok()) return fail(raw.status());
+    if (*raw) {
+      reused_chunks.fetch_add(1);
+      return;
+    }
+    Result<bool> zst = blobs_->Exists(ChunkKey(ref.project, c.hash, true));
+    if (!zst.ok()) return fail(zst.status());
+    if (*zst) {
+      compressed[i] = 1;
+      reused_chunks.fetch_add(1);
+      return;
+    }
+    if (options_.compression == Compression::kZstd) {
+      std::string& out = scratch[worker];
+      out.resize(ZSTD_compressBound(c.size));
+      size_t n = ZSTD_compress(out.data(), out.size(), bytes, c.size, options_.zstd_level);
+      if (!ZSTD_isError(n) &&
+          static_cast<double>(n) <= (1.0 - options_.min_compression_gain) * c.size) {
+        Status s = blobs_->PutBytes(ChunkKey(ref.project, c.hash, true), {out.data(), n});
+        if (!s.ok()) return fail(s);
+        compressed[i] = 1;
+        written_bytes.fetch_add(n);
+        written_chunks.fetch_add(1);
         return;
       }
-      Result<bool> zst = blobs_->Exists(ChunkKey(ref.project, c.hash, true));
-      if (!zst.ok()) return fail(zst.status());
-      if (*zst) {
-        compressed[u] = 1;
-        reused_chunks.fetch_add(1);
-        return;
-      }
-      if (options_.compression == Compression::kZstd) {
-        std::string& out = scratch[worker];
-        out.resize(ZSTD_compressBound(c.size));
-        size_t n = ZSTD_compress(out.data(), out.size(), bytes, c.size, options_.zstd_level);
-        if (!ZSTD_isError(n) &&
-            static_cast<double>(n) <= (1.0 - options_.min_compression_gain) * c.size) {
-          Status s = blobs_->PutBytes(ChunkKey(ref.project, c.hash, true), {out.data(), n});
-          if (!s.ok()) return fail(s);
-          compressed[u] = 1;
-          written_bytes.fetch_add(n);
-          written_chunks.fetch_add(1);
-          return;
-        }
-      }
-      Status s = blobs_->PutBytes(ChunkKey(ref.project, c.hash, false), {bytes, c.size});
-      if (!s.ok()) return fail(s);
-      written_bytes.fetch_add(c.size);
-      written_chunks.fetch_add(1);
-    });
-    if (error.failed()) {
-      drop_intents();
-      return error.status();
     }
-    for (size_t u = 0; u < unique.size(); ++u) seen[chunk_of(unique[u]).hash] = compressed[u];
+    Status s = blobs_->PutBytes(ChunkKey(ref.project, c.hash, false), {bytes, c.size});
+    if (!s.ok()) return fail(s);
+    written_bytes.fetch_add(c.size);
+    written_chunks.fetch_add(1);
+  };
+
+  pool_->ParallelFor(order.size(), [&](size_t step, size_t worker) {
+    const size_t i = order[step].task;
+    if (order[step].write) return write(i, worker);
+    chunk_of(i).hash = ChunkHash(bytes_of(i), chunk_of(i).size);
+    if (batches[batch_of[i]]->hashes_left.fetch_sub(1) == 1) announce(batch_of[i]);
+  });
+  if (error.failed()) {
+    drop_intents();
+    return error.status();
   }
-  for (size_t i = 0; i < tasks.size(); ++i) chunk_of(i).compressed = seen.at(chunk_of(i).hash) != 0;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    chunk_of(i).compressed = compressed[owner.at(chunk_of(i).hash)] != 0;
+  }
 
   // 5. Make the chunks' names durable (their bytes were fsynced by PutBytes).
   std::vector<std::string> dirs;
@@ -684,8 +744,8 @@ Status CheckpointStore::ReadChunk(const Manifest& m, size_t blob_index, size_t c
   return Status::Ok();
 }
 
-Result<CheckpointData> CheckpointStore::Load(std::string_view project, std::string_view job,
-                                             int64_t step, int rank) {
+Result<Manifest> CheckpointStore::RankManifest(std::string_view project, std::string_view job,
+                                               int64_t step, int rank) {
   TY_ASSIGN_OR_RETURN(CheckpointInfo info, Get(project, job, step));
   if (rank < 0 || rank >= info.world_size) {
     return Status::NotFound("checkpoint " + std::string(project) + "/" + std::string(job) +
@@ -693,20 +753,35 @@ Result<CheckpointData> CheckpointStore::Load(std::string_view project, std::stri
                             std::to_string(rank) + " (world_size " +
                             std::to_string(info.world_size) + ")");
   }
-  const Manifest& m = info.ranks[static_cast<size_t>(rank)];
-  std::vector<Bytes> buffers;
-  for (const BlobManifest& b : m.blobs) buffers.emplace_back(b.size);
-  std::vector<ChunkTask> tasks = ChunkTasks(m);
+  return std::move(info.ranks[static_cast<size_t>(rank)]);
+}
+
+Status CheckpointStore::ReadBlobs(const Manifest& m, const std::vector<char*>& dst) {
+  std::vector<ChunkTask> tasks;
+  for (const ChunkTask& t : ChunkTasks(m)) {
+    if (dst[t.blob] != nullptr) tasks.push_back(t);
+  }
   std::vector<std::string> scratch(pool_->Concurrency());
   ErrorSlot error;
   pool_->ParallelFor(tasks.size(), [&](size_t i, size_t worker) {
     if (error.failed()) return;
     const ChunkTask& t = tasks[i];
-    char* dst = reinterpret_cast<char*>(buffers[t.blob].data()) + t.offset;
-    Status s = ReadChunk(m, t.blob, t.chunk, t.offset, dst, scratch[worker]);
+    Status s = ReadChunk(m, t.blob, t.chunk, t.offset, dst[t.blob] + t.offset, scratch[worker]);
     if (!s.ok()) error.Set(i, std::move(s));
   });
-  if (error.failed()) return error.status();
+  return error.failed() ? error.status() : Status::Ok();
+}
+
+Result<CheckpointData> CheckpointStore::Load(std::string_view project, std::string_view job,
+                                             int64_t step, int rank) {
+  TY_ASSIGN_OR_RETURN(Manifest m, RankManifest(project, job, step, rank));
+  std::vector<Bytes> buffers;
+  std::vector<char*> dst;
+  for (const BlobManifest& b : m.blobs) {
+    buffers.emplace_back(b.size);
+    dst.push_back(reinterpret_cast<char*>(buffers.back().data()));
+  }
+  TY_RETURN_IF_ERROR(ReadBlobs(m, dst));
   CheckpointData out;
   for (size_t i = 0; i < m.blobs.size(); ++i) {
     const BlobManifest& b = m.blobs[i];
@@ -718,6 +793,35 @@ Result<CheckpointData> CheckpointStore::Load(std::string_view project, std::stri
   out.rng_state = m.rng_state;
   out.user_metadata = m.user_metadata;
   return out;
+}
+
+Result<Manifest> CheckpointStore::LoadInto(std::string_view project, std::string_view job,
+                                           int64_t step, int rank,
+                                           const std::vector<LoadTarget>& targets) {
+  TY_ASSIGN_OR_RETURN(Manifest m, RankManifest(project, job, step, rank));
+  std::vector<char*> dst(m.blobs.size(), nullptr);
+  for (const LoadTarget& t : targets) {
+    size_t index = m.blobs.size();
+    for (size_t i = 0; i < m.blobs.size(); ++i) {
+      if (m.blobs[i].name == t.name) index = i;
+    }
+    std::string where = Describe(m.ref) + ": blob '" + t.name + "'";
+    if (index == m.blobs.size()) {
+      return Status::InvalidArgument(where + " is not in the checkpoint");
+    }
+    if (dst[index] != nullptr) return Status::InvalidArgument(where + " has two targets");
+    if (t.size != m.blobs[index].size) {
+      return Status::InvalidArgument(where + " has " + std::to_string(m.blobs[index].size) +
+                                     " bytes; the target has " + std::to_string(t.size));
+    }
+    if (t.data == nullptr && t.size > 0) {
+      return Status::InvalidArgument(where + ": the target's memory is null");
+    }
+    dst[index] = static_cast<char*>(t.data);
+    if (t.size == 0) dst[index] = nullptr;  // nothing to read
+  }
+  TY_RETURN_IF_ERROR(ReadBlobs(m, dst));
+  return m;
 }
 
 Result<Blob> CheckpointStore::LoadBlob(std::string_view project, std::string_view job, int64_t step,

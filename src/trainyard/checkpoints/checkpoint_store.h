@@ -85,6 +85,13 @@ class SaveHandle {
   std::shared_ptr<State> state_;
 };
 
+// Where LoadInto puts one blob: `size` bytes at `data`, memory the caller owns.
+struct LoadTarget {
+  std::string name;
+  void* data = nullptr;
+  size_t size = 0;
+};
+
 struct GcStats {
   uint64_t manifests_read = 0;
   uint64_t intents_live = 0;
@@ -126,6 +133,15 @@ class CheckpointStore {
   // One rank's data, every chunk verified. An error names the blob and chunk that failed.
   Result<CheckpointData> Load(std::string_view project, std::string_view job, int64_t step,
                               int rank = 0);
+  // One rank's blobs read straight into memory the caller already has (a model's parameters,
+  // the optimizer's moments): nothing is allocated, so there are no page faults on fresh
+  // memory and no second copy of the state. Every target must name a blob of the checkpoint
+  // and have exactly its size (InvalidArgument naming the blob, before anything is read);
+  // blobs without a target are not read. Every chunk read is verified. Returns the rank's
+  // manifest (metrics, RNG state, user metadata). After an error the targets' contents are
+  // unspecified.
+  Result<Manifest> LoadInto(std::string_view project, std::string_view job, int64_t step, int rank,
+                            const std::vector<LoadTarget>& targets);
   // One blob of one rank, every chunk verified (for serving a blob without loading the rest).
   // NotFound when the rank has no blob of that name.
   Result<Blob> LoadBlob(std::string_view project, std::string_view job, int64_t step, int rank,
@@ -152,6 +168,10 @@ class CheckpointStore {
   Result<std::vector<Manifest>> ReadStep(std::string_view project, std::string_view job,
                                          int64_t step);
   Result<std::vector<int64_t>> ListSteps(std::string_view project, std::string_view job);
+  Result<Manifest> RankManifest(std::string_view project, std::string_view job, int64_t step,
+                                int rank);
+  // Reads and verifies every chunk of blob b into dst[b]; blobs whose dst is null are skipped.
+  Status ReadBlobs(const Manifest& m, const std::vector<char*>& dst);
   Status ReadChunk(const Manifest& m, size_t blob_index, size_t chunk_index, uint64_t offset,
                    char* dst, std::string& scratch);
   std::string ProjectKey(std::string_view project) const;

@@ -305,6 +305,93 @@ TEST_F(CheckpointStoreTest, FlippedByteIsNamedByVerifyAndLoad) {
   EXPECT_NE(missing.message().find("missing"), std::string::npos) << missing.message();
 }
 
+// Repeated chunks inside one save land in different batches of the save's pipeline: each
+// is written once, and every reference gets the stored copy's codec.
+TEST_F(CheckpointStoreTest, RepeatsInsideOneSaveAreWrittenOnceAcrossBatches) {
+  CheckpointStoreOptions o = SmallChunks();
+  o.compression = Compression::kZstd;
+  auto store = Open(o);
+  std::vector<float> noise = RandomFloats(16'384, 21);  // one 64 KiB chunk, incompressible
+  std::vector<float> zeros(16'384, 0.f);                // one chunk, compresses
+  std::vector<std::vector<float>> tensors;
+  for (int i = 0; i < 120; ++i) tensors.push_back(i % 2 == 0 ? noise : zeros);
+  tensors.push_back(RandomFloats(40'000, 22));  // 3 distinct chunks
+  Result<Manifest> m = store->Save(Ref(1), Tensors(tensors));
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->written_chunks, 5u);
+  EXPECT_EQ(m->reused_chunks, 0u);
+  for (size_t i = 0; i < 120; ++i) {
+    ASSERT_EQ(m->blobs[i].chunks.size(), 1u);
+    EXPECT_EQ(m->blobs[i].chunks[0].compressed, i % 2 == 1) << i;
+  }
+  Result<CheckpointData> d = store->Load("proj", "job1", 1);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  for (size_t i = 0; i < tensors.size(); ++i) EXPECT_EQ(d->blobs[i].view(), AsString(tensors[i]));
+}
+
+TEST_F(CheckpointStoreTest, LoadIntoFillsTheCallersMemoryAndChecksTargets) {
+  auto store = Open();
+  std::vector<float> a = RandomFloats(50'000, 11), b = RandomFloats(100'000, 12);
+  std::vector<std::vector<float>> both = {a, b};  // Tensors() borrows: keep them alive
+  CheckpointData d = Tensors(both);
+  d.metrics["loss"] = 0.25;
+  ASSERT_TRUE(store->Save(Ref(7), std::move(d)).ok());
+
+  std::vector<float> got_a(a.size(), 0.f), got_b(b.size(), 0.f);
+  Result<Manifest> m = store->LoadInto(
+      "proj", "job1", 7, 0,
+      {{"t0", got_a.data(), got_a.size() * 4}, {"t1", got_b.data(), got_b.size() * 4}});
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(got_a, a);
+  EXPECT_EQ(got_b, b);
+  EXPECT_EQ(m->metrics.at("loss"), 0.25);
+
+  // Only the blobs asked for are read.
+  std::vector<float> only_b(b.size(), 0.f);
+  ASSERT_TRUE(
+      store->LoadInto("proj", "job1", 7, 0, {{"t1", only_b.data(), only_b.size() * 4}}).ok());
+  EXPECT_EQ(only_b, b);
+
+  // Targets that do not fit are refused before anything is written into them.
+  std::vector<float> small(10, 9.f);
+  Result<Manifest> wrong_size =
+      store->LoadInto("proj", "job1", 7, 0, {{"t0", small.data(), small.size() * 4}});
+  ASSERT_TRUE(wrong_size.status().IsInvalidArgument());
+  EXPECT_NE(wrong_size.status().message().find("blob 't0' has 200000 bytes; the target has 40"),
+            std::string::npos)
+      << wrong_size.status().message();
+  EXPECT_EQ(small, std::vector<float>(10, 9.f));
+  Result<Manifest> unknown =
+      store->LoadInto("proj", "job1", 7, 0, {{"nope", small.data(), small.size() * 4}});
+  ASSERT_TRUE(unknown.status().IsInvalidArgument());
+  EXPECT_NE(unknown.status().message().find("'nope' is not in the checkpoint"), std::string::npos);
+  EXPECT_TRUE(store
+                  ->LoadInto("proj", "job1", 7, 0,
+                             {{"t1", only_b.data(), only_b.size() * 4},
+                              {"t1", only_b.data(), only_b.size() * 4}})
+                  .status()
+                  .IsInvalidArgument());
+  EXPECT_TRUE(store->LoadInto("proj", "job1", 7, 0, {{"t0", nullptr, a.size() * 4}})
+                  .status()
+                  .IsInvalidArgument());
+  EXPECT_TRUE(store->LoadInto("proj", "job1", 8, 0, {}).status().IsNotFound());
+  EXPECT_TRUE(store->LoadInto("proj", "job1", 7, 3, {}).status().IsNotFound());
+
+  // A damaged chunk is named, as by Load.
+  const ChunkRef& victim = m->blobs[1].chunks[2];
+  {
+    std::fstream f(ChunkPath(victim), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good());
+    f.seekp(10);
+    f.put('\x7f');
+  }
+  Result<Manifest> bad =
+      store->LoadInto("proj", "job1", 7, 0, {{"t1", got_b.data(), got_b.size() * 4}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("blob 't1' chunk 2 "), std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(CheckpointStoreTest, PartialSavesAreInvisibleAndLatestStaysCommitted) {
   auto store = Open();
   std::vector<float> a = RandomFloats(100'000, 8), b = RandomFloats(100'000, 9);

@@ -2,14 +2,21 @@
 
 #include <xxhash.h>
 
+#include "trainyard/checkpoints/xxh3_avx2.h"
 #include "trainyard/common/json.h"
 #include "trainyard/common/page_token.h"
 
 namespace trainyard::checkpoints {
 
 std::string ChunkHash(const void* data, size_t size) {
+  XXH128_hash_t h;
+  if (internal::Xxh3Avx2Usable()) {
+    internal::Xxh3Avx2(data, size, &h.low64, &h.high64);
+  } else {
+    h = XXH3_128bits(data, size);
+  }
   XXH128_canonical_t canon;
-  XXH128_canonicalFromHash(&canon, XXH3_128bits(data, size));
+  XXH128_canonicalFromHash(&canon, h);
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out(32, '0');
   for (int i = 0; i < 16; ++i) {
