@@ -39,7 +39,7 @@ struct Args {
   uint64_t tensor_mb = 64;
   uint64_t chunk_mib = 4;
   int threads = 8;
-  int rounds = 3;
+  int rounds = 5;
   std::string dir;
   std::string python;
   bool keep = false;
