@@ -178,8 +178,7 @@ class Connection : public Transaction {
 
   Result<sqlite3_stmt*> Prepare(std::string_view sql, const std::vector<Value>& params) {
     sqlite3_stmt* stmt = nullptr;
-    std::string key(sql);
-    auto it = cache_.find(key);
+    auto it = cache_.find(sql);
     if (it != cache_.end()) {
       stmt = it->second;
       sqlite3_clear_bindings(stmt);
@@ -192,7 +191,7 @@ class Connection : public Transaction {
         for (auto& [s, st] : cache_) sqlite3_finalize(st);
         cache_.clear();
       }
-      cache_.emplace(std::move(key), stmt);
+      cache_.emplace(std::string(sql), stmt);
     }
     int expected = sqlite3_bind_parameter_count(stmt);
     if (expected != static_cast<int>(params.size())) {
@@ -218,7 +217,12 @@ class Connection : public Transaction {
   }
 
   sqlite3* db_ = nullptr;
-  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  // Looked up by string_view: no copy of the SQL text per statement run.
+  struct SqlHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, sqlite3_stmt*, SqlHash, std::equal_to<>> cache_;
 
  public:
   sqlite3* handle() { return db_; }
