@@ -377,10 +377,13 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
     std::vector<Range> ranges;
     TY_RETURN_IF_ERROR(tracking_.ScanMetricHistoryRanges(
         id, key, threads, kStepsPerRange, [&](int n) { ranges.resize(static_cast<size_t>(n)); },
-        [&](int r, const TrackingService::MetricPoint& p) {
+        [&](int r, const TrackingService::MetricPoint* points, size_t n) {
           JsonTextBuffer& out = ranges[static_cast<size_t>(r)].text;
-          out.Append(",");
-          AppendMetricPointJson(out, key_json, p.value, p.timestamp, p.step);
+          for (size_t i = 0; i < n; ++i) {
+            out.Append(",");
+            AppendMetricPointJson(out, key_json, points[i].value, points[i].timestamp,
+                                  points[i].step);
+          }
         }));
     static const std::string kOpen = "{\"metrics\":[", kClose = "]}";
     std::vector<http::Response::BodyPiece> pieces{{nullptr, kOpen}};

@@ -1022,12 +1022,16 @@ Status TrackingService::ScanMetricHistorySharded(
     const std::function<void(int, const MetricPoint&)>& fn) {
   // One range per thread: `steps_per_range` large enough that the span makes `shards`.
   return ScanMetricHistoryRanges(
-      run_id, key, shards, std::numeric_limits<int64_t>::max(), [](int) {}, fn);
+      run_id, key, shards, std::numeric_limits<int64_t>::max(), [](int) {},
+      [&](int r, const MetricPoint* points, size_t n) {
+        for (size_t i = 0; i < n; ++i) fn(r, points[i]);
+      });
 }
 
 Status TrackingService::ScanMetricHistoryRanges(
     const std::string& run_id, const std::string& key, int threads, int64_t steps_per_range,
-    const std::function<void(int)>& plan, const std::function<void(int, const MetricPoint&)>& fn) {
+    const std::function<void(int)>& plan,
+    const std::function<void(int, const MetricPoint*, size_t)>& fn) {
   if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
   std::optional<int64_t> series;
   int64_t lo = 0, hi = -1;
@@ -1058,6 +1062,9 @@ Status TrackingService::ScanMetricHistoryRanges(
   int ranges = static_cast<int>(std::clamp<long double>(std::max<long double>(wanted, threads), 1,
                                                         std::min<long double>(span, 1 << 20)));
   threads = std::min(threads, ranges);
+  static const std::vector<store::NumberKind> kPointColumns = {
+      store::NumberKind::kInt64, store::NumberKind::kInt64, store::NumberKind::kInt64,
+      store::NumberKind::kDouble};
   std::vector<int64_t> bounds{lo};
   for (int i = 1; i < ranges; ++i) {
     bounds.push_back(lo + static_cast<int64_t>(span * i / ranges));
@@ -1073,11 +1080,17 @@ Status TrackingService::ScanMetricHistoryRanges(
         if (r >= ranges) break;
         int64_t from = bounds[static_cast<size_t>(r)];
         int64_t to = r + 1 == ranges ? hi : bounds[static_cast<size_t>(r) + 1] - 1;
-        Status s = tx.QueryEach(
+        Status s = tx.QueryNumbers(
             "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? AND step >= ? "
             "AND step <= ? ORDER BY step, timestamp, is_nan, value",
-            {*series, from, to}, [&](const store::RowView& row) -> Status {
-              fn(r, MetricPoint{row.Int(0), row.Int(1), row.Int(2) ? std::nan("") : row.Double(3)});
+            {*series, from, to}, kPointColumns,
+            [&](const store::NumberCell* cells, size_t n) -> Status {
+              MetricPoint points[Transaction::kNumberBlockRows];
+              for (size_t i = 0; i < n; ++i) {
+                const store::NumberCell* c = cells + i * 4;
+                points[i] = MetricPoint{c[0].i, c[1].i, c[2].i ? std::nan("") : c[3].d};
+              }
+              fn(r, points, n);
               return Status::Ok();
             });
         if (!s.ok()) {
