@@ -214,8 +214,9 @@ class Connection : public Transaction {
     sqlite3_stmt* stmt = nullptr;
     auto it = cache_.find(sql);
     if (it != cache_.end()) {
+      // Every parameter is bound again below (their number must match), so the old
+      // bindings need no clearing: a multi-row INSERT has a thousand of them.
       stmt = it->second;
-      sqlite3_clear_bindings(stmt);
     } else {
       if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
