@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 
 namespace trainyard::api {
 namespace {
@@ -140,6 +141,65 @@ TEST(LogBatchDecoderTest, FastDeclinesWhatTheDomPathMustAnswer) {
     SCOPED_TRACE(body);
     EXPECT_FALSE(DecodeLogBatchFast(body).has_value());
   }
+}
+
+// Random edits of valid bodies: whatever the fast decoder takes, the DOM path takes too and
+// reads the same way (it declines the rest, which the DOM path then answers).
+TEST(LogBatchDecoderTest, FastAgreesWithDomOnMutatedBodies) {
+  const std::string seeds[] = {
+      R"({"run_id":"r1","metrics":[{"key":"loss","value":0.25,"timestamp":1700000000000,)"
+      R"("step":3},{"key":"acc","value":"NaN","timestamp":"17","step":null,"model_id":"m"}],)"
+      R"("params":[{"key":"lr","value":"0.1"}],"tags":[{"key":"t","value":null}]})",
+      R"({"run_uuid":"u","run_id":"","metrics":[{"step":-1,"timestamp":2.0,"value":-1e-7,)"
+      R"("key":"k\u00e9","extra":{"a":[1,2,{}]}}],"other":[true,false,null]})",
+  };
+  const std::string tokens[] = {"{",
+                                "}",
+                                "[",
+                                "]",
+                                ",",
+                                ":",
+                                "\"",
+                                "null",
+                                "1",
+                                "-0.5e3",
+                                "\"x\"",
+                                "true",
+                                "key",
+                                "value",
+                                "step",
+                                "run_id",
+                                "metrics",
+                                "\"NaN\"",
+                                "18446744073709551616",
+                                " "};
+  std::mt19937 rng(7);
+  int taken = 0;
+  for (int i = 0; i < 40000; ++i) {
+    std::string body = seeds[static_cast<size_t>(i) % std::size(seeds)];
+    int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rng() % (body.size() + 1);
+      switch (rng() % 3) {
+        case 0:  // delete a few bytes
+          body.erase(at, 1 + rng() % 4);
+          break;
+        case 1:  // insert a token
+          body.insert(at, tokens[rng() % std::size(tokens)]);
+          break;
+        default:  // replace a byte
+          if (at < body.size()) body[at] = static_cast<char>(32 + rng() % 95);
+      }
+    }
+    auto fast = DecodeLogBatchFast(body);
+    if (!fast) continue;
+    ++taken;
+    SCOPED_TRACE(body);
+    auto dom = Dom(body);
+    ASSERT_TRUE(dom.ok()) << dom.status().ToString();
+    ExpectSame(*fast, *dom);
+  }
+  EXPECT_GT(taken, 1000);  // the edits leave many bodies valid: the comparison ran
 }
 
 }  // namespace
