@@ -799,7 +799,8 @@ def main() -> int:
                 verify_ingest(server, res["run_ids"], res["requests"])
                 rounds[key].append(res)
                 say(f"  {key}: {res['points_per_s']:,.0f} points/s, {res['errors']} errors, "
-                    f"other load {res['other_cores']:.2f} cores")
+                    f"cores: server {res['server_cores']:.2f}, client {res['client_cores']:.2f}, "
+                    f"other {res['other_cores']:.2f}")
             # The client's ceiling, measured in every round as the machine's load drifts.
             res = ingest_round(ours, ours_exp, n, cfg["ceiling_seconds"], ceiling=True)
             rounds["ceiling"].append(res)

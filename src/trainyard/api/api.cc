@@ -127,7 +127,8 @@ static json::object QueryToObject(const http::Request& request) {
   return o;
 }
 
-http::Response Api::Serve(http::Request& request, const RawHandler& handler, bool authenticate) {
+http::Response Api::Serve(http::Request& request, const RawHandler& handler, bool authenticate,
+                          const RawFastHandler* fast) {
   identity::Principal principal;
   if (authenticate) {
     std::string auth = request.Header("authorization");
@@ -138,20 +139,27 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
     principal = std::move(p).value();
   }
   json::object body;
-  bool json_body = request.body_file.empty() && !Trim(request.body).empty() &&
-                   request.Header("content-type").find("json") != std::string::npos;
-  if (json_body || (request.body_file.empty() && !Trim(request.body).empty() &&
-                    request.method != http::Method::kPut)) {
-    auto parsed = ParseJsonObject(request.body);
-    if (!parsed.ok()) return ErrorResponse(parsed.status());
-    body = std::move(parsed).value();
-  } else {
-    body = QueryToObject(request);
+  bool has_body = request.body_file.empty() && !Trim(request.body).empty();
+  bool parse_body = has_body && (request.method != http::Method::kPut ||
+                                 request.Header("content-type").find("json") != std::string::npos);
+  std::optional<Result<http::Response>> result;
+  if (parse_body && fast) {
+    Call call{principal, body, request};
+    result = (*fast)(call);
   }
-  Call call{principal, body, request};
-  auto result = handler(call);
+  if (!result) {
+    if (parse_body) {
+      auto parsed = ParseJsonObject(request.body);
+      if (!parsed.ok()) return ErrorResponse(parsed.status());
+      body = std::move(parsed).value();
+    } else {
+      body = QueryToObject(request);
+    }
+    Call call{principal, body, request};
+    result = handler(call);
+  }
   http::Response response =
-      result.ok() ? std::move(result).value() : ErrorResponse(result.status());
+      result->ok() ? std::move(*result).value() : ErrorResponse(result->status());
   bool mutating = request.method != http::Method::kGet && request.method != http::Method::kHead;
   if (authenticate && mutating) {
     identity_.Audit(identity::AuditRecord{clock_.NowMillis(), principal.user,
@@ -181,6 +189,23 @@ static RawHandler WrapJson(JsonHandler handler) {
 void Api::Route(http::Method method, const std::vector<std::string>& prefixes,
                 const std::string& path, JsonHandler handler) {
   RawRoute(method, prefixes, path, WrapJson(std::move(handler)));
+}
+
+void Api::Route(http::Method method, const std::vector<std::string>& prefixes,
+                const std::string& path, JsonHandler handler, FastJsonHandler fast) {
+  auto raw = std::make_shared<RawHandler>(WrapJson(std::move(handler)));
+  auto raw_fast = std::make_shared<RawFastHandler>(
+      [fast = std::move(fast)](Call& call) -> std::optional<Result<http::Response>> {
+        std::optional<Result<json::value>> result = fast(call);
+        if (!result) return std::nullopt;
+        if (!result->ok()) return Result<http::Response>(result->status());
+        return Result<http::Response>(http::Response::Json(200, json::serialize(**result)));
+      });
+  for (const auto& prefix : prefixes) {
+    router_.Add(method, prefix + path, [this, raw, raw_fast](http::Request& r) {
+      return Serve(r, *raw, true, raw_fast.get());
+    });
+  }
 }
 
 void Api::PublicRoute(http::Method method, const std::string& path, JsonHandler handler) {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct Call {
 using JsonHandler = std::function<Result<json::value>(Call&)>;
 // A handler that builds its own Response (artifact downloads).
 using RawHandler = std::function<Result<http::Response>(Call&)>;
+// A hot path's decoder of the raw body (call.request.body; call.body is empty): it answers
+// the requests it can decode without a JSON tree, and returns nullopt for the others, which
+// then go to the route's JsonHandler with the body parsed.
+using FastJsonHandler = std::function<std::optional<Result<json::value>>(Call&)>;
 
 class Api {
  public:
@@ -46,6 +51,9 @@ class Api {
   // Registers `path` under each prefix (e.g. "/api/2.0/mlflow" and "/ajax-api/2.0/mlflow").
   void Route(http::Method method, const std::vector<std::string>& prefixes, const std::string& path,
              JsonHandler handler);
+  // The same, trying `fast` first on requests whose body would be parsed as JSON.
+  void Route(http::Method method, const std::vector<std::string>& prefixes, const std::string& path,
+             JsonHandler handler, FastJsonHandler fast);
   void RawRoute(http::Method method, const std::vector<std::string>& prefixes,
                 const std::string& path, RawHandler handler);
   // Routes reachable without a token (health checks).
@@ -54,7 +62,9 @@ class Api {
   identity::IdentityService& identity() { return identity_; }
 
  private:
-  http::Response Serve(http::Request& request, const RawHandler& handler, bool authenticate);
+  using RawFastHandler = std::function<std::optional<Result<http::Response>>(Call&)>;
+  http::Response Serve(http::Request& request, const RawHandler& handler, bool authenticate,
+                       const RawFastHandler* fast = nullptr);
 
   http::Router& router_;
   identity::IdentityService& identity_;

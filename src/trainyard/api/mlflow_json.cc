@@ -1,8 +1,11 @@
 #include "trainyard/api/mlflow_json.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -229,6 +232,62 @@ std::string JsonTextBuffer::Take() {
   return out;
 }
 
+char* WriteShortestDouble(char* p, double v) {
+  if (std::signbit(v)) *p++ = '-';
+  if (v == 0) {
+    *p++ = '0';
+    return p;
+  }
+  // v = significand * 10^exponent, with the fewest digits that read back as v.
+  auto dec = fmt::detail::dragonbox::to_decimal(std::fabs(v));
+  uint64_t significand = dec.significand;
+  int exponent = dec.exponent;
+  while (significand % 10 == 0) {
+    significand /= 10;
+    ++exponent;
+  }
+  char digits[20];
+  char* digits_end = std::to_chars(digits, digits + sizeof digits, significand).ptr;
+  const int n = static_cast<int>(digits_end - digits);
+  const int sci_exponent = exponent + n - 1;
+  const int abs_sci = std::abs(sci_exponent);
+  const int sci_len = n + (n > 1 ? 1 : 0) + 2 + (abs_sci >= 100 ? 3 : 2);
+  const int fixed_len = exponent >= 0 ? n + exponent : (n + exponent > 0 ? n + 1 : 2 - exponent);
+  if (fixed_len <= sci_len) {
+    if (exponent >= 0) {
+      // An integer: to_chars writes its exact value (123456789012345683968, not ...680000),
+      // which has as many digits. Fixed is shorter only below 10^22, within 128 bits.
+      return std::to_chars(p, p + 32, static_cast<unsigned __int128>(std::fabs(v))).ptr;
+    }
+    const int int_digits = n + exponent;
+    if (int_digits > 0) {
+      std::memcpy(p, digits, static_cast<size_t>(int_digits));
+      p += int_digits;
+      *p++ = '.';
+      std::memcpy(p, digits + int_digits, static_cast<size_t>(n - int_digits));
+      return p + (n - int_digits);
+    }
+    *p++ = '0';
+    *p++ = '.';
+    std::memset(p, '0', static_cast<size_t>(-int_digits));
+    p += -int_digits;
+    std::memcpy(p, digits, static_cast<size_t>(n));
+    return p + n;
+  }
+  *p++ = digits[0];
+  if (n > 1) {
+    *p++ = '.';
+    std::memcpy(p, digits + 1, static_cast<size_t>(n - 1));
+    p += n - 1;
+  }
+  *p++ = 'e';
+  *p++ = sci_exponent < 0 ? '-' : '+';
+  if (abs_sci >= 100) *p++ = static_cast<char>('0' + abs_sci / 100);
+  *p++ = static_cast<char>('0' + abs_sci / 10 % 10);
+  *p++ = static_cast<char>('0' + abs_sci % 10);
+  return p;
+}
+
 void AppendMetricPointJson(JsonTextBuffer& out, std::string_view key_json, double value,
                            int64_t timestamp, int64_t step) {
   // Written in place: the metric-history hot path formats millions of these.
@@ -244,7 +303,7 @@ void AppendMetricPointJson(JsonTextBuffer& out, std::string_view key_json, doubl
   put(key_json);
   put(kValue);
   if (std::isfinite(value)) {
-    p = std::to_chars(p, end, value).ptr;
+    p = WriteShortestDouble(p, value);
   } else {
     put(std::isnan(value) ? "\"NaN\"" : value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
   }

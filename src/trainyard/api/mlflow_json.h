@@ -54,6 +54,11 @@ class JsonTextBuffer {
   size_t cap_ = 0;
 };
 
+// Writes finite `v` as std::to_chars(p, end, v) would (the shortest text that reads back as
+// v: fixed or scientific, whichever is shorter, fixed on a tie), about twice as fast: the
+// digits come from Dragonbox. Needs room for 32 bytes at `p`; returns the end.
+char* WriteShortestDouble(char* p, double v);
+
 // One point whose key is already JSON-encoded (`key_json`, with quotes).
 void AppendMetricPointJson(JsonTextBuffer& out, std::string_view key_json, double value,
                            int64_t timestamp, int64_t step);

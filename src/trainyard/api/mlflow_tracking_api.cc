@@ -4,6 +4,7 @@
 #include <array>
 #include <thread>
 
+#include "trainyard/api/log_batch_decoder.h"
 #include "trainyard/api/mlflow_json.h"
 #include "trainyard/common/strings.h"
 
@@ -47,40 +48,6 @@ Result<tracking::ViewType> ViewTypeField(const json::object& o, std::string_view
   return tracking::ViewType::kAll;
 }
 
-// MLflow sends the run id as run_id, older clients as run_uuid.
-Result<std::string> RunIdField(const json::object& o) {
-  TY_ASSIGN_OR_RETURN(auto id, OptionalString(o, "run_id"));
-  if (!id || id->empty()) {
-    TY_ASSIGN_OR_RETURN(id, OptionalString(o, "run_uuid"));
-  }
-  if (!id || id->empty()) return Status::InvalidArgument("missing required field 'run_id'");
-  return std::move(*id);
-}
-
-Result<tracking::Metric> MetricFromJson(const json::object& o, std::string_view where) {
-  tracking::Metric m;
-  auto key = RequiredString(o, "key");
-  if (!key.ok()) return key.status().WithContext(where);
-  m.key = std::move(*key);
-  auto value = RequiredDouble(o, "value");
-  if (!value.ok()) return value.status().WithContext(where);
-  m.value = *value;
-  auto ts = RequiredInt64(o, "timestamp");
-  if (!ts.ok()) return ts.status().WithContext(where);
-  m.timestamp = *ts;
-  auto step = OptionalInt64(o, "step");
-  if (!step.ok()) return step.status().WithContext(where);
-  m.step = step->value_or(0);
-  for (auto [field, target] :
-       {std::pair{"model_id", &m.model_id}, std::pair{"dataset_name", &m.dataset_name},
-        std::pair{"dataset_digest", &m.dataset_digest}}) {
-    auto s = OptionalString(o, field);
-    if (!s.ok()) return s.status().WithContext(where);
-    *target = s->value_or("");
-  }
-  return m;
-}
-
 class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
  public:
   TrackingRoutes(Api& api, TrackingService& tracking) : api_(api), tracking_(tracking) {}
@@ -98,6 +65,12 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
   Status AuthorizeLoggedModel(Call& call, const std::string& model_id, Action action) {
     TY_ASSIGN_OR_RETURN(std::string experiment_id, tracking_.LoggedModelExperiment(model_id));
     return AuthorizeExperiment(call, experiment_id, action);
+  }
+
+  Result<json::value> LogBatch(Call& c, const LogBatchRequest& r) {
+    TY_RETURN_IF_ERROR(AuthorizeRun(c, r.run_id, Action::kEdit));
+    TY_RETURN_IF_ERROR(tracking_.LogBatch(r.run_id, r.metrics, r.params, r.tags));
+    return json::object();
   }
 
   void Register() {
@@ -270,28 +243,18 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_RETURN_IF_ERROR(tracking_.DeleteTag(id, key));
                  return json::object();
                });
-    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-batch",
-               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
-                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
-                 std::vector<tracking::Metric> metrics;
-                 TY_ASSIGN_OR_RETURN(const json::array* arr, OptionalArray(c.body, "metrics"));
-                 if (arr) {
-                   metrics.reserve(arr->size());
-                   for (size_t i = 0; i < arr->size(); ++i) {
-                     std::string where = "metrics[" + std::to_string(i) + "]";
-                     if (!(*arr)[i].is_object()) {
-                       return Status::InvalidArgument(where + " must be an object");
-                     }
-                     TY_ASSIGN_OR_RETURN(auto m, MetricFromJson((*arr)[i].as_object(), where));
-                     metrics.push_back(std::move(m));
-                   }
-                 }
-                 TY_ASSIGN_OR_RETURN(auto params, KeyValuesFromJson(c.body, "params"));
-                 TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.LogBatch(id, metrics, params, tags));
-                 return json::object();
-               });
+    // The DOM path decodes (and words the errors for) whatever the fast decoder declines.
+    api_.Route(
+        Method::kPost, kMlflowPrefixes, "/runs/log-batch",
+        [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+          TY_ASSIGN_OR_RETURN(LogBatchRequest r, DecodeLogBatch(c.body));
+          return LogBatch(c, r);
+        },
+        [this, self = shared_from_this()](Call& c) -> std::optional<Result<json::value>> {
+          std::optional<LogBatchRequest> r = DecodeLogBatchFast(c.request.body);
+          if (!r) return std::nullopt;
+          return LogBatch(c, *r);
+        });
     api_.Route(
         Method::kPost, kMlflowPrefixes, "/runs/log-inputs",
         [this, self = shared_from_this()](Call& c) -> Result<json::value> {
@@ -414,10 +377,13 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
     std::vector<Range> ranges;
     TY_RETURN_IF_ERROR(tracking_.ScanMetricHistoryRanges(
         id, key, threads, kStepsPerRange, [&](int n) { ranges.resize(static_cast<size_t>(n)); },
-        [&](int r, const TrackingService::MetricPoint& p) {
+        [&](int r, const TrackingService::MetricPoint* points, size_t n) {
           JsonTextBuffer& out = ranges[static_cast<size_t>(r)].text;
-          out.Append(",");
-          AppendMetricPointJson(out, key_json, p.value, p.timestamp, p.step);
+          for (size_t i = 0; i < n; ++i) {
+            out.Append(",");
+            AppendMetricPointJson(out, key_json, points[i].value, points[i].timestamp,
+                                  points[i].step);
+          }
         }));
     static const std::string kOpen = "{\"metrics\":[", kClose = "]}";
     std::vector<http::Response::BodyPiece> pieces{{nullptr, kOpen}};

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -324,12 +325,15 @@ void IdentityService::InvalidateCache() {
 }
 
 void IdentityService::Audit(AuditRecord record) {
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(audit_mu_);
+    // The writer thread waits for a first record, then lingers for a batch (AuditLoop).
+    wake = audit_queue_.empty() || audit_queue_.size() + 1 >= 512;
     audit_queue_.push_back(std::move(record));
     ++audit_enqueued_;
   }
-  audit_cv_.notify_one();
+  if (wake) audit_cv_.notify_one();
 }
 
 Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who, int64_t before,
@@ -373,6 +377,10 @@ void IdentityService::AuditLoop() {
   while (true) {
     audit_cv_.wait(lock, [&] { return audit_stop_ || !audit_queue_.empty(); });
     if (audit_queue_.empty() && audit_stop_) return;
+    // Let records gather for a moment: every batch is a write transaction, and under a
+    // stream of requests (metric ingest) one per request would take the writer from them.
+    audit_cv_.wait_for(lock, std::chrono::milliseconds(20),
+                       [&] { return audit_stop_ || audit_queue_.size() >= 512; });
     std::vector<AuditRecord> batch;
     batch.swap(audit_queue_);
     lock.unlock();

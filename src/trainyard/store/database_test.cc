@@ -404,6 +404,92 @@ TEST_P(DatabaseTest, WritersAreSerializedAndReadersSeeConsistentSnapshots) {
   EXPECT_EQ(QueryInt(*db_, "SELECT COUNT(*) FROM ledger"), 2 * kWriters * kWritesEach);
 }
 
+// Concurrent writers (which SQLite commits in groups): each one's changes commit or roll
+// back by its own outcome alone, and each caller gets its own status.
+TEST_P(DatabaseTest, ConcurrentWritersCommitOrRollBackAlone) {
+  TY_ASSERT_OK(ExecOne(*db_, "CREATE TABLE t (id BIGINT PRIMARY KEY, w BIGINT NOT NULL)"));
+  TY_ASSERT_OK(ExecOne(*db_, "INSERT INTO t (id, w) VALUES (?, ?)", {int64_t{-1}, int64_t{-1}}));
+  constexpr int kWriters = 6;
+  constexpr int kWritesEach = 60;
+  std::atomic<int> wrong_status{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      for (int i = 0; i < kWritesEach; ++i) {
+        int64_t id = w * 1000 + i;
+        Status s = db_->Write([&](Transaction& tx) -> Status {
+          TY_RETURN_IF_ERROR(
+              tx.Exec("INSERT INTO t (id, w) VALUES (?, ?)", {id, int64_t{w}}).status());
+          TY_RETURN_IF_ERROR(tx.Exec("UPDATE t SET w = w + 1 WHERE id = -1").status());
+          if (i % 3 == 1) return Status::FailedPrecondition("writer " + std::to_string(id));
+          if (i % 3 == 2) {  // a failing statement: the id taken by the first row
+            return tx.Exec("INSERT INTO t (id, w) VALUES (?, ?)", {int64_t{-1}, int64_t{0}})
+                .status();
+          }
+          return Status::Ok();
+        });
+        bool right = i % 3 == 0   ? s.ok()
+                     : i % 3 == 1 ? s.code() == StatusCode::kFailedPrecondition &&
+                                        s.message() == "writer " + std::to_string(id)
+                                  : s.code() == StatusCode::kAlreadyExists;
+        if (!right) {
+          ++wrong_status;
+          ADD_FAILURE() << "write " << id << ": " << s.ToString();
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong_status.load(), 0);
+  int64_t committed = kWriters * ((kWritesEach + 2) / 3);
+  EXPECT_EQ(QueryInt(*db_, "SELECT COUNT(*) FROM t WHERE id >= 0"), committed);
+  EXPECT_EQ(QueryInt(*db_, "SELECT COUNT(*) FROM t WHERE id >= 0 AND (id % 1000) % 3 <> 0"), 0);
+  EXPECT_EQ(QueryInt(*db_, "SELECT w FROM t WHERE id = -1"), committed - 1);
+}
+
+TEST_P(DatabaseTest, QueryNumbersHandsOverRowsInBlocks) {
+  TY_ASSERT_OK(ExecOne(*db_, "CREATE TABLE pts (a BIGINT NOT NULL, b DOUBLE PRECISION NOT NULL)"));
+  constexpr int64_t kRows = 600;  // two full blocks and a partial one
+  TY_ASSERT_OK(db_->Write([&](Transaction& tx) -> Status {
+    for (int64_t i = 0; i < kRows; ++i) {
+      TY_RETURN_IF_ERROR(tx.Exec("INSERT INTO pts (a, b) VALUES (?, ?)",
+                                 {i * 1'000'000'007LL - 3, static_cast<double>(i) / 7})
+                             .status());
+    }
+    return Status::Ok();
+  }));
+  const std::vector<NumberKind> kinds = {NumberKind::kDouble, NumberKind::kInt64,
+                                         NumberKind::kInt64};
+  std::vector<size_t> blocks;
+  int64_t next = 0;
+  TY_EXPECT_OK(db_->Read([&](Transaction& tx) -> Status {
+    return tx.QueryNumbers("SELECT b, a, a + 1 FROM pts WHERE a >= ? ORDER BY a", {int64_t{-3}},
+                           kinds, [&](const NumberCell* cells, size_t n) -> Status {
+                             blocks.push_back(n);
+                             for (size_t r = 0; r < n; ++r, ++next) {
+                               EXPECT_EQ(cells[r * 3].d, static_cast<double>(next) / 7);
+                               EXPECT_EQ(cells[r * 3 + 1].i, next * 1'000'000'007LL - 3);
+                               EXPECT_EQ(cells[r * 3 + 2].i, next * 1'000'000'007LL - 2);
+                             }
+                             return Status::Ok();
+                           });
+  }));
+  EXPECT_EQ(next, kRows);
+  EXPECT_EQ(blocks, (std::vector<size_t>{256, 256, 88}));
+  // An error from the callback stops the scan and is returned; the connection stays usable.
+  int calls = 0;
+  Status s = db_->Read([&](Transaction& tx) -> Status {
+    return tx.QueryNumbers("SELECT a FROM pts ORDER BY a", {}, {NumberKind::kInt64},
+                           [&](const NumberCell*, size_t) -> Status {
+                             ++calls;
+                             return Status::FailedPrecondition("enough");
+                           });
+  });
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(QueryInt(*db_, "SELECT COUNT(*) FROM pts"), kRows);
+}
+
 TEST_P(DatabaseTest, ReadKeepsItsSnapshotWhileAWriterCommits) {
   TY_ASSERT_OK(ExecOne(*db_, "CREATE TABLE t (id BIGINT PRIMARY KEY)"));
   TY_ASSERT_OK(ExecOne(*db_, "INSERT INTO t (id) VALUES (1)"));

@@ -53,6 +53,11 @@ std::string Placeholders(size_t rows, size_t cols) {
   return out;
 }
 
+std::string InsertMetricsSql(size_t rows) {
+  return "INSERT INTO metrics (series_id, step, timestamp, is_nan, value) VALUES " +
+         Placeholders(rows, 5) + " ON CONFLICT DO NOTHING";
+}
+
 std::string InList(size_t n) {
   std::string out = "(";
   for (size_t i = 0; i < n; ++i) out += i ? ", ?" : "?";
@@ -724,21 +729,37 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
                                      std::to_string(limits_.max_tag_value_length) + " characters");
     }
   }
-  std::map<std::string, const Metric*> latest;
-  std::vector<std::string> keys;  // distinct metric keys, in order of appearance
-  std::vector<size_t> key_index;  // per metric: its key's index in `keys`
-  std::unordered_map<std::string_view, size_t> key_pos;
+  std::vector<std::string> keys;      // distinct metric keys, in order of appearance
+  std::vector<const Metric*> latest;  // per key: its latest point in the batch
+  std::vector<uint32_t> key_index;    // per metric: its key's index in `keys`
+  std::unordered_map<std::string_view, uint32_t> key_pos;
   key_index.reserve(metrics.size());
+  uint32_t k = 0;  // the previous metric's key: batches usually repeat it
   for (const auto& m : metrics) {
-    auto [pos, inserted] = key_pos.emplace(m.key, keys.size());
-    if (inserted) {
-      TY_RETURN_IF_ERROR(ValidateKey("metric", m.key));
-      keys.push_back(m.key);
+    if (keys.empty() || m.key != keys[k]) {
+      auto [pos, inserted] = key_pos.emplace(m.key, static_cast<uint32_t>(keys.size()));
+      if (inserted) {
+        TY_RETURN_IF_ERROR(ValidateKey("metric", m.key));
+        keys.push_back(m.key);
+        latest.push_back(&m);
+      }
+      k = pos->second;
     }
-    key_index.push_back(pos->second);
-    auto it = latest.find(m.key);
-    if (it == latest.end() || Later(m, *it->second)) latest[m.key] = &m;
+    key_index.push_back(k);
+    if (Later(m, *latest[k])) latest[k] = &m;
   }
+  // The rows of `metrics` (series ids filled in below), bound as they are.
+  std::vector<Value> rows;
+  rows.reserve(metrics.size() * 5);
+  for (const Metric& m : metrics) {
+    bool nan = std::isnan(m.value);
+    rows.emplace_back(int64_t{0});
+    rows.emplace_back(m.step);
+    rows.emplace_back(m.timestamp);
+    rows.emplace_back(int64_t{nan ? 1 : 0});
+    rows.emplace_back(nan ? 0.0 : m.value);
+  }
+  static const std::string kFullChunkSql = InsertMetricsSql(kInsertChunk);
   std::vector<int64_t> series_ids(keys.size(), -1);
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
@@ -801,27 +822,21 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
       }
       series_ids[k] = *found;
     }
+    for (size_t i = 0; i < metrics.size(); ++i) rows[i * 5] = series_ids[key_index[i]];
     std::vector<Value> args;
     for (size_t start = 0; start < metrics.size(); start += kInsertChunk) {
       size_t n = std::min(kInsertChunk, metrics.size() - start);
-      args.clear();
-      args.reserve(n * 5);
-      for (size_t i = start; i < start + n; ++i) {
-        const Metric& m = metrics[i];
-        bool nan = std::isnan(m.value);
-        args.emplace_back(series_ids[key_index[i]]);
-        args.emplace_back(m.step);
-        args.emplace_back(m.timestamp);
-        args.emplace_back(int64_t{nan ? 1 : 0});
-        args.emplace_back(nan ? 0.0 : m.value);
+      args.assign(rows.begin() + static_cast<ptrdiff_t>(start * 5),
+                  rows.begin() + static_cast<ptrdiff_t>((start + n) * 5));
+      if (n == kInsertChunk) {
+        TY_RETURN_IF_ERROR(Exec(tx, kFullChunkSql, args));
+      } else {
+        TY_RETURN_IF_ERROR(Exec(tx, InsertMetricsSql(n), args));
       }
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO metrics (series_id, step, timestamp, is_nan, value) "
-                              "VALUES " +
-                                  Placeholders(n, 5) + " ON CONFLICT DO NOTHING",
-                              args));
     }
-    for (const auto& [key, m] : latest) {
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const std::string& key = keys[k];
+      const Metric* m = latest[k];
       TY_RETURN_IF_ERROR(Exec(
           tx,
           "INSERT INTO latest_metrics (run_uuid, key, step, timestamp, value, is_nan) VALUES (?, "
@@ -1007,12 +1022,16 @@ Status TrackingService::ScanMetricHistorySharded(
     const std::function<void(int, const MetricPoint&)>& fn) {
   // One range per thread: `steps_per_range` large enough that the span makes `shards`.
   return ScanMetricHistoryRanges(
-      run_id, key, shards, std::numeric_limits<int64_t>::max(), [](int) {}, fn);
+      run_id, key, shards, std::numeric_limits<int64_t>::max(), [](int) {},
+      [&](int r, const MetricPoint* points, size_t n) {
+        for (size_t i = 0; i < n; ++i) fn(r, points[i]);
+      });
 }
 
 Status TrackingService::ScanMetricHistoryRanges(
     const std::string& run_id, const std::string& key, int threads, int64_t steps_per_range,
-    const std::function<void(int)>& plan, const std::function<void(int, const MetricPoint&)>& fn) {
+    const std::function<void(int)>& plan,
+    const std::function<void(int, const MetricPoint*, size_t)>& fn) {
   if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
   std::optional<int64_t> series;
   int64_t lo = 0, hi = -1;
@@ -1043,6 +1062,9 @@ Status TrackingService::ScanMetricHistoryRanges(
   int ranges = static_cast<int>(std::clamp<long double>(std::max<long double>(wanted, threads), 1,
                                                         std::min<long double>(span, 1 << 20)));
   threads = std::min(threads, ranges);
+  static const std::vector<store::NumberKind> kPointColumns = {
+      store::NumberKind::kInt64, store::NumberKind::kInt64, store::NumberKind::kInt64,
+      store::NumberKind::kDouble};
   std::vector<int64_t> bounds{lo};
   for (int i = 1; i < ranges; ++i) {
     bounds.push_back(lo + static_cast<int64_t>(span * i / ranges));
@@ -1058,11 +1080,17 @@ Status TrackingService::ScanMetricHistoryRanges(
         if (r >= ranges) break;
         int64_t from = bounds[static_cast<size_t>(r)];
         int64_t to = r + 1 == ranges ? hi : bounds[static_cast<size_t>(r) + 1] - 1;
-        Status s = tx.QueryEach(
+        Status s = tx.QueryNumbers(
             "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? AND step >= ? "
             "AND step <= ? ORDER BY step, timestamp, is_nan, value",
-            {*series, from, to}, [&](const store::RowView& row) -> Status {
-              fn(r, MetricPoint{row.Int(0), row.Int(1), row.Int(2) ? std::nan("") : row.Double(3)});
+            {*series, from, to}, kPointColumns,
+            [&](const store::NumberCell* cells, size_t n) -> Status {
+              MetricPoint points[Transaction::kNumberBlockRows];
+              for (size_t i = 0; i < n; ++i) {
+                const store::NumberCell* c = cells + i * 4;
+                points[i] = MetricPoint{c[0].i, c[1].i, c[2].i ? std::nan("") : c[3].d};
+              }
+              fn(r, points, n);
               return Status::Ok();
             });
         if (!s.ok()) {

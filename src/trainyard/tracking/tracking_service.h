@@ -144,13 +144,14 @@ class TrackingService {
                                   const std::function<void(int, const MetricPoint&)>& fn);
   // A whole history (no paging) scanned as consecutive step ranges of about
   // `steps_per_range` steps (at least `threads` ranges) by `threads` threads, each
-  // taking the next unscanned range in step order: fn(range, point) is called in order
-  // within a range (on one thread), and range i's steps all precede range i+1's. Each
-  // thread reads one snapshot. plan(ranges) comes first, once, with the number of ranges
-  // (not called for an empty history). NotFound for an unknown run, before any call.
+  // taking the next unscanned range in step order: fn(range, points, n) hands over the
+  // next n points of a range (in order, on one thread; the array is valid during the
+  // call), and range i's steps all precede range i+1's. Each thread reads one snapshot.
+  // plan(ranges) comes first, once, with the number of ranges (not called for an empty
+  // history). NotFound for an unknown run, before any call.
   Status ScanMetricHistoryRanges(const std::string& run_id, const std::string& key, int threads,
                                  int64_t steps_per_range, const std::function<void(int)>& plan,
-                                 const std::function<void(int, const MetricPoint&)>& fn);
+                                 const std::function<void(int, const MetricPoint*, size_t)>& fn);
   // The same, collected (for small histories and tests).
   Result<Page<Metric>> GetMetricHistory(const std::string& run_id, const std::string& key,
                                         std::optional<int64_t> max_results,

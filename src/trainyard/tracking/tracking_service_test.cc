@@ -35,8 +35,11 @@ class TrackingServiceTest : public ::testing::Test {
                     ->ScanMetricHistoryRanges(
                         run_id_, "loss", threads, steps_per_range,
                         [&](int n) { parts.resize(static_cast<size_t>(n)); },
-                        [&](int r, const TrackingService::MetricPoint& p) {
-                          parts[static_cast<size_t>(r)].emplace_back(p.step, p.timestamp, p.value);
+                        [&](int r, const TrackingService::MetricPoint* p, size_t n) {
+                          for (size_t i = 0; i < n; ++i) {
+                            parts[static_cast<size_t>(r)].emplace_back(p[i].step, p[i].timestamp,
+                                                                       p[i].value);
+                          }
                         })
                     .ok());
     std::vector<std::tuple<int64_t, int64_t, double>> out;
@@ -105,11 +108,11 @@ TEST_F(TrackingServiceTest, ShardedHistoryEqualsSequentialHistory) {
       same(Ranges(threads, steps));
     }
   }
-  EXPECT_TRUE(
-      tracking_
-          ->ScanMetricHistoryRanges(
-              "nope", "loss", 2, 10, [](int) {}, [](int, const TrackingService::MetricPoint&) {})
-          .IsNotFound());
+  EXPECT_TRUE(tracking_
+                  ->ScanMetricHistoryRanges(
+                      "nope", "loss", 2, 10, [](int) {},
+                      [](int, const TrackingService::MetricPoint*, size_t) {})
+                  .IsNotFound());
   // Pages add up to the whole, in order.
   std::vector<std::tuple<int64_t, int64_t, double>> paged;
   std::string token;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -145,6 +146,40 @@ class Connection : public Transaction {
     return Status::Ok();
   }
 
+  Status QueryNumbers(std::string_view sql, const std::vector<Value>& params,
+                      const std::vector<NumberKind>& kinds,
+                      const std::function<Status(const NumberCell*, size_t)>& fn) override {
+    TY_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
+    const int cols = static_cast<int>(kinds.size());
+    std::vector<NumberCell> cells(kNumberBlockRows * kinds.size());
+    size_t rows = 0;
+    Status s;
+    while (true) {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        s = SqliteError(db_, "query");
+        break;
+      }
+      NumberCell* row = cells.data() + rows * kinds.size();
+      for (int c = 0; c < cols; ++c) {
+        if (kinds[static_cast<size_t>(c)] == NumberKind::kInt64) {
+          row[c].i = sqlite3_column_int64(stmt, c);
+        } else {
+          row[c].d = sqlite3_column_double(stmt, c);
+        }
+      }
+      if (++rows == kNumberBlockRows) {
+        s = fn(cells.data(), rows);
+        rows = 0;
+        if (!s.ok()) break;
+      }
+    }
+    sqlite3_reset(stmt);
+    if (s.ok() && rows > 0 && cols > 0) s = fn(cells.data(), rows);
+    return s;
+  }
+
   Result<int64_t> Exec(std::string_view sql, const std::vector<Value>& params) override {
     TY_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
     // sqlite3_changes() keeps the last DML's count across DDL; the total's delta does not.
@@ -177,11 +212,11 @@ class Connection : public Transaction {
 
   Result<sqlite3_stmt*> Prepare(std::string_view sql, const std::vector<Value>& params) {
     sqlite3_stmt* stmt = nullptr;
-    std::string key(sql);
-    auto it = cache_.find(key);
+    auto it = cache_.find(sql);
     if (it != cache_.end()) {
+      // Every parameter is bound again below (their number must match), so the old
+      // bindings need no clearing: a multi-row INSERT has a thousand of them.
       stmt = it->second;
-      sqlite3_clear_bindings(stmt);
     } else {
       if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
@@ -191,7 +226,7 @@ class Connection : public Transaction {
         for (auto& [s, st] : cache_) sqlite3_finalize(st);
         cache_.clear();
       }
-      cache_.emplace(std::move(key), stmt);
+      cache_.emplace(std::string(sql), stmt);
     }
     int expected = sqlite3_bind_parameter_count(stmt);
     if (expected != static_cast<int>(params.size())) {
@@ -217,7 +252,12 @@ class Connection : public Transaction {
   }
 
   sqlite3* db_ = nullptr;
-  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  // Looked up by string_view: no copy of the SQL text per statement run.
+  struct SqlHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, sqlite3_stmt*, SqlHash, std::equal_to<>> cache_;
 
  public:
   sqlite3* handle() { return db_; }
@@ -241,21 +281,30 @@ class SqliteDatabase : public Database {
 
   std::string_view Backend() const override { return "sqlite"; }
 
+  // Group commit: a writer queues its callback; the one at the head of the queue (the
+  // leader) runs every queued callback in one transaction, each in its own savepoint (so a
+  // failing one rolls back alone), commits once, and only then tells each its outcome. A
+  // callback's Write returns after the commit that made its changes durable, as before;
+  // concurrent writers share the cost of BEGIN/COMMIT and of writing the WAL frames.
   Status Write(const std::function<Status(Transaction&)>& fn) override {
-    std::lock_guard<std::mutex> lock(write_mu_);
-    TY_RETURN_IF_ERROR(writer_->Run("BEGIN IMMEDIATE"));
-    Status s = fn(*writer_);
-    if (!s.ok()) {
-      (void)writer_->Run("ROLLBACK");
-      return s;
+    PendingWrite self{&fn};
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    queue_.push_back(&self);
+    while (!self.done && queue_.front() != &self) self.cv.wait(lock);
+    if (self.done) return std::move(self.status);
+    size_t n = std::min(queue_.size(), kMaxGroup);
+    std::vector<PendingWrite*> group(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
+    lock.unlock();
+    RunGroup(group);
+    lock.lock();
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
+    // Notified under the lock: a waiter cannot return (destroying its cv) before we let go.
+    for (PendingWrite* w : group) {
+      w->done = true;
+      if (w != &self) w->cv.notify_one();
     }
-    Status c = writer_->Run("COMMIT");
-    if (!c.ok()) (void)writer_->Run("ROLLBACK");
-    if (c.ok() && ++commits_since_checkpoint_ >= 64) {
-      commits_since_checkpoint_ = 0;
-      checkpoint_cv_.notify_one();
-    }
-    return c;
+    if (!queue_.empty()) queue_.front()->cv.notify_one();
+    return std::move(self.status);
   }
 
   Status Read(const std::function<Status(Transaction&)>& fn) override {
@@ -305,6 +354,85 @@ class SqliteDatabase : public Database {
                               nullptr);
   }
 
+  struct PendingWrite {
+    explicit PendingWrite(const std::function<Status(Transaction&)>* f) : fn(f) {}
+    const std::function<Status(Transaction&)>* fn;
+    Status status;
+    bool done = false;  // guarded by queue_mu_
+    std::condition_variable cv;
+  };
+  static constexpr size_t kMaxGroup = 64;
+
+  static Status RunCallback(const PendingWrite& w, Transaction& tx) {
+    try {
+      return (*w.fn)(tx);
+    } catch (const std::exception& e) {
+      return Status::Internal(std::string("write transaction failed: ") + e.what());
+    }
+  }
+
+  // Runs `group` in as few transactions as possible and sets each one's status.
+  void RunGroup(const std::vector<PendingWrite*>& group) {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (group.size() == 1) {  // no savepoint needed: exactly one transaction of its own
+      PendingWrite& w = *group[0];
+      w.status = writer_->Run("BEGIN IMMEDIATE");
+      if (!w.status.ok()) return;
+      w.status = RunCallback(w, *writer_);
+      if (!w.status.ok()) {
+        (void)writer_->Run("ROLLBACK");
+        return;
+      }
+      w.status = Commit();
+      return;
+    }
+    size_t next = 0;
+    while (next < group.size()) {
+      Status begun = writer_->Run("BEGIN IMMEDIATE");
+      if (!begun.ok()) {
+        for (; next < group.size(); ++next) group[next]->status = begun;
+        return;
+      }
+      std::vector<PendingWrite*> in_tx;  // callbacks whose changes this transaction holds
+      bool lost = false;                 // SQLite rolled the whole transaction back
+      for (; next < group.size() && !lost; ++next) {
+        PendingWrite& w = *group[next];
+        w.status = writer_->Run("SAVEPOINT ty_group_write");
+        if (w.status.ok()) w.status = RunCallback(w, *writer_);
+        if (w.status.ok()) w.status = writer_->Run("RELEASE ty_group_write");
+        if (w.status.ok()) {
+          in_tx.push_back(&w);
+          continue;
+        }
+        // Some errors (disk full, I/O) end the transaction: what the others in it did is gone.
+        if (sqlite3_get_autocommit(writer_->handle())) {
+          for (PendingWrite* done : in_tx) done->status = w.status;
+          in_tx.clear();
+          lost = true;
+          continue;
+        }
+        (void)writer_->Run("ROLLBACK TO ty_group_write");
+        (void)writer_->Run("RELEASE ty_group_write");
+      }
+      if (lost) continue;
+      Status c = Commit();
+      if (!c.ok()) {
+        for (PendingWrite* w : in_tx) w->status = c;
+      }
+    }
+  }
+
+  // COMMIT, or ROLLBACK when it fails. Caller holds write_mu_.
+  Status Commit() {
+    Status c = writer_->Run("COMMIT");
+    if (!c.ok()) (void)writer_->Run("ROLLBACK");
+    if (c.ok() && ++commits_since_checkpoint_ >= 64) {
+      commits_since_checkpoint_ = 0;
+      checkpoint_cv_.notify_one();
+    }
+    return c;
+  }
+
   std::unique_ptr<Connection> TakeReader() {
     std::lock_guard<std::mutex> lock(readers_mu_);
     if (readers_.empty()) return nullptr;
@@ -320,6 +448,8 @@ class SqliteDatabase : public Database {
 
   const std::string path_;
   const bool sync_full_;
+  std::mutex queue_mu_;
+  std::deque<PendingWrite*> queue_;  // guarded by queue_mu_; the head is the leader
   std::mutex write_mu_;
   std::unique_ptr<Connection> writer_;  // guarded by write_mu_
   std::mutex readers_mu_;

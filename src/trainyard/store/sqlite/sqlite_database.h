@@ -1,6 +1,8 @@
-// The SQLite backend of Database: one writer connection (writers serialized by a
-// mutex) and a pool of reader connections, in WAL mode so readers never block the
-// writer. Prepared statements are cached per connection.
+// The SQLite backend of Database: one writer connection and a pool of reader
+// connections, in WAL mode so readers never block the writer. Writers are serialized and
+// group-committed: concurrent Write() calls share one transaction (each callback in its own
+// savepoint, so it commits or rolls back alone) and each returns after that commit.
+// Prepared statements are cached per connection.
 #pragma once
 
 #include <memory>
