@@ -121,6 +121,14 @@ struct ChunkTask {
   uint64_t offset = 0;
 };
 
+// The index of the blob named `name` in a rank's manifest (names are unique per rank).
+std::optional<size_t> BlobIndex(const Manifest& m, std::string_view name) {
+  for (size_t i = 0; i < m.blobs.size(); ++i) {
+    if (m.blobs[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
 std::vector<ChunkTask> ChunkTasks(const Manifest& m) {
   std::vector<ChunkTask> tasks;
   for (size_t b = 0; b < m.blobs.size(); ++b) {
@@ -800,25 +808,21 @@ Result<Manifest> CheckpointStore::LoadInto(std::string_view project, std::string
                                            const std::vector<LoadTarget>& targets) {
   TY_ASSIGN_OR_RETURN(Manifest m, RankManifest(project, job, step, rank));
   std::vector<char*> dst(m.blobs.size(), nullptr);
+  std::vector<bool> targeted(m.blobs.size(), false);
   for (const LoadTarget& t : targets) {
-    size_t index = m.blobs.size();
-    for (size_t i = 0; i < m.blobs.size(); ++i) {
-      if (m.blobs[i].name == t.name) index = i;
-    }
     std::string where = Describe(m.ref) + ": blob '" + t.name + "'";
-    if (index == m.blobs.size()) {
-      return Status::InvalidArgument(where + " is not in the checkpoint");
-    }
-    if (dst[index] != nullptr) return Status::InvalidArgument(where + " has two targets");
-    if (t.size != m.blobs[index].size) {
-      return Status::InvalidArgument(where + " has " + std::to_string(m.blobs[index].size) +
+    std::optional<size_t> index = BlobIndex(m, t.name);
+    if (!index) return Status::InvalidArgument(where + " is not in the checkpoint");
+    if (targeted[*index]) return Status::InvalidArgument(where + " has two targets");
+    targeted[*index] = true;
+    if (t.size != m.blobs[*index].size) {
+      return Status::InvalidArgument(where + " has " + std::to_string(m.blobs[*index].size) +
                                      " bytes; the target has " + std::to_string(t.size));
     }
     if (t.data == nullptr && t.size > 0) {
       return Status::InvalidArgument(where + ": the target's memory is null");
     }
-    dst[index] = static_cast<char*>(t.data);
-    if (t.size == 0) dst[index] = nullptr;  // nothing to read
+    if (t.size > 0) dst[*index] = static_cast<char*>(t.data);  // empty blobs: nothing to read
   }
   TY_RETURN_IF_ERROR(ReadBlobs(m, dst));
   return m;
@@ -826,40 +830,18 @@ Result<Manifest> CheckpointStore::LoadInto(std::string_view project, std::string
 
 Result<Blob> CheckpointStore::LoadBlob(std::string_view project, std::string_view job, int64_t step,
                                        int rank, std::string_view name) {
-  TY_ASSIGN_OR_RETURN(CheckpointInfo info, Get(project, job, step));
-  if (rank < 0 || rank >= info.world_size) {
-    return Status::NotFound("checkpoint " + std::string(project) + "/" + std::string(job) +
-                            " step " + std::to_string(step) + " has no rank " +
-                            std::to_string(rank) + " (world_size " +
-                            std::to_string(info.world_size) + ")");
-  }
-  const Manifest& m = info.ranks[static_cast<size_t>(rank)];
-  size_t index = m.blobs.size();
-  for (size_t i = 0; i < m.blobs.size(); ++i) {
-    if (m.blobs[i].name == name) index = i;
-  }
-  if (index == m.blobs.size()) {
+  TY_ASSIGN_OR_RETURN(Manifest m, RankManifest(project, job, step, rank));
+  std::optional<size_t> index = BlobIndex(m, name);
+  if (!index) {
     return Status::NotFound("checkpoint " + std::string(project) + "/" + std::string(job) +
                             " step " + std::to_string(step) + " rank " + std::to_string(rank) +
                             " has no blob named '" + std::string(name) + "'");
   }
-  const BlobManifest& b = m.blobs[index];
+  const BlobManifest& b = m.blobs[*index];
   Bytes buffer(b.size);
-  std::vector<uint64_t> offsets;
-  uint64_t off = 0;
-  for (const ChunkRef& c : b.chunks) {
-    offsets.push_back(off);
-    off += c.size;
-  }
-  std::vector<std::string> scratch(pool_->Concurrency());
-  ErrorSlot error;
-  pool_->ParallelFor(b.chunks.size(), [&](size_t i, size_t worker) {
-    if (error.failed()) return;
-    char* dst = reinterpret_cast<char*>(buffer.data()) + offsets[i];
-    Status s = ReadChunk(m, index, i, offsets[i], dst, scratch[worker]);
-    if (!s.ok()) error.Set(i, std::move(s));
-  });
-  if (error.failed()) return error.status();
+  std::vector<char*> dst(m.blobs.size(), nullptr);
+  dst[*index] = reinterpret_cast<char*>(buffer.data());
+  TY_RETURN_IF_ERROR(ReadBlobs(m, dst));
   return b.kind == BlobKind::kTensor
              ? Blob::OwnedTensor(b.name, b.dtype, b.shape, std::move(buffer))
              : Blob::OwnedFile(b.name, std::move(buffer));
