@@ -749,15 +749,19 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
     if (Later(m, *latest[k])) latest[k] = &m;
   }
   // The rows of `metrics` (series ids filled in below), bound as they are.
-  std::vector<Value> rows;
-  rows.reserve(metrics.size() * 5);
-  for (const Metric& m : metrics) {
+  // One parameter list per INSERT of up to kInsertChunk rows, built before the write
+  // transaction so that only the series ids are filled in while it is held.
+  std::vector<std::vector<Value>> chunks((metrics.size() + kInsertChunk - 1) / kInsertChunk);
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    std::vector<Value>& args = chunks[i / kInsertChunk];
+    if (args.empty()) args.reserve(std::min(kInsertChunk, metrics.size() - i) * 5);
+    const Metric& m = metrics[i];
     bool nan = std::isnan(m.value);
-    rows.emplace_back(int64_t{0});
-    rows.emplace_back(m.step);
-    rows.emplace_back(m.timestamp);
-    rows.emplace_back(int64_t{nan ? 1 : 0});
-    rows.emplace_back(nan ? 0.0 : m.value);
+    args.emplace_back(int64_t{0});
+    args.emplace_back(m.step);
+    args.emplace_back(m.timestamp);
+    args.emplace_back(int64_t{nan ? 1 : 0});
+    args.emplace_back(nan ? 0.0 : m.value);
   }
   static const std::string kFullChunkSql = InsertMetricsSql(kInsertChunk);
   std::vector<int64_t> series_ids(keys.size(), -1);
@@ -822,13 +826,12 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
       }
       series_ids[k] = *found;
     }
-    for (size_t i = 0; i < metrics.size(); ++i) rows[i * 5] = series_ids[key_index[i]];
-    std::vector<Value> args;
-    for (size_t start = 0; start < metrics.size(); start += kInsertChunk) {
-      size_t n = std::min(kInsertChunk, metrics.size() - start);
-      args.assign(rows.begin() + static_cast<ptrdiff_t>(start * 5),
-                  rows.begin() + static_cast<ptrdiff_t>((start + n) * 5));
-      if (n == kInsertChunk) {
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      chunks[i / kInsertChunk][i % kInsertChunk * 5] = series_ids[key_index[i]];
+    }
+    for (const std::vector<Value>& args : chunks) {
+      size_t n = args.size() / 5;
+      if (n == kInsertChunk) {  // the usual case: the SQL text is built once
         TY_RETURN_IF_ERROR(Exec(tx, kFullChunkSql, args));
       } else {
         TY_RETURN_IF_ERROR(Exec(tx, InsertMetricsSql(n), args));
