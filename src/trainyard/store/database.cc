@@ -42,6 +42,13 @@ std::string Row::Text(size_t i) const {
   return "";
 }
 
+std::string_view Row::Bytes(size_t i) const {
+  const Value& v = values_[i];
+  if (auto p = std::get_if<Blob>(&v)) return p->bytes;
+  if (auto p = std::get_if<std::string>(&v)) return *p;
+  return {};
+}
+
 namespace {
 
 class RowAdapter : public RowView {
@@ -55,6 +62,7 @@ class RowAdapter : public RowView {
     text_ = row_.Text(i);
     return text_;
   }
+  std::string_view Bytes(size_t i) const override { return row_.Bytes(i); }
 
  private:
   const Row& row_;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -17,6 +18,7 @@ namespace {
 
 constexpr Oid kUnknownOid = 0;  // the server infers the type from context
 constexpr Oid kBoolOid = 16;
+constexpr Oid kByteaOid = 17;
 constexpr Oid kInt8Oid = 20;
 constexpr Oid kFloat8Oid = 701;
 constexpr size_t kMaxParams = 65535;  // the protocol counts parameters in 16 bits
@@ -98,10 +100,13 @@ std::string FormatDouble(double v) {
   return std::string(buf, r.ptr);
 }
 
-// Parameters in libpq's text format. `values` point into `params` and `numbers`.
+// Parameters in libpq's text format, but blobs in binary. `values` point into `params`
+// and `numbers`; `lengths` and `formats` matter for blobs only.
 struct BoundParams {
   std::vector<std::string> numbers;
   std::vector<const char*> values;
+  std::vector<int> lengths;
+  std::vector<int> formats;
   std::vector<Oid> types;
   std::string signature;  // one letter per parameter's type; part of the statement cache key
 };
@@ -113,6 +118,8 @@ Status Bind(const std::vector<Value>& params, BoundParams* out) {
   }
   out->numbers.resize(params.size());
   out->values.resize(params.size());
+  out->lengths.assign(params.size(), 0);
+  out->formats.assign(params.size(), 0);
   out->types.resize(params.size());
   out->signature.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
@@ -135,6 +142,16 @@ Status Bind(const std::vector<Value>& params, BoundParams* out) {
       out->values[i] = p->c_str();
       out->types[i] = kUnknownOid;
       out->signature[i] = 's';
+    } else if (auto p = std::get_if<Blob>(&v)) {
+      if (p->bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+        return Status::InvalidArgument("parameter " + std::to_string(i + 1) +
+                                       " is a blob larger than 2 GiB");
+      }
+      out->values[i] = p->bytes.data();
+      out->lengths[i] = static_cast<int>(p->bytes.size());
+      out->formats[i] = 1;
+      out->types[i] = kByteaOid;
+      out->signature[i] = 'b';
     } else {
       out->values[i] = nullptr;
       out->types[i] = kUnknownOid;
@@ -142,6 +159,28 @@ Status Bind(const std::vector<Value>& params, BoundParams* out) {
     }
   }
   return Status::Ok();
+}
+
+// A BYTEA cell in text format: "\\x" and two hex digits per byte (bytea_output = hex,
+// the default since PostgreSQL 9.0).
+Result<std::string> DecodeByteaHex(std::string_view text) {
+  if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) {
+    return Status::Internal("postgresql: a bytea value is not in hex format (set bytea_output "
+                            "to 'hex')");
+  }
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out((text.size() - 2) / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    int hi = nibble(text[2 + 2 * i]), lo = nibble(text[3 + 2 * i]);
+    if (hi < 0 || lo < 0) return Status::Internal("postgresql: a bytea value has a bad hex digit");
+    out[i] = static_cast<char>(hi << 4 | lo);
+  }
+  return out;
 }
 
 Status ErrorStatus(PGconn* conn, const PGresult* res, std::string_view sql) {
@@ -203,8 +242,8 @@ class PgConnection : public Transaction {
     TY_ASSIGN_OR_RETURN(PgResult res, Execute(sql, params));
     const int nrows = PQntuples(res.get());
     const int ncols = PQnfields(res.get());
-    std::vector<bool> is_bool(ncols);
-    for (int c = 0; c < ncols; ++c) is_bool[c] = PQftype(res.get(), c) == kBoolOid;
+    std::vector<Oid> types(ncols);
+    for (int c = 0; c < ncols; ++c) types[c] = PQftype(res.get(), c);
     Rows rows;
     rows.reserve(nrows);
     for (int r = 0; r < nrows; ++r) {
@@ -213,9 +252,15 @@ class PgConnection : public Transaction {
       for (int c = 0; c < ncols; ++c) {
         if (PQgetisnull(res.get(), r, c)) {
           values.emplace_back(std::monostate{});
-        } else if (is_bool[c]) {
+        } else if (types[c] == kBoolOid) {
           // SQLite has no booleans: `a = b` is 0 or 1 there, so it is here too.
           values.emplace_back(int64_t{PQgetvalue(res.get(), r, c)[0] == 't' ? 1 : 0});
+        } else if (types[c] == kByteaOid) {
+          TY_ASSIGN_OR_RETURN(std::string bytes,
+                              DecodeByteaHex(std::string_view(
+                                  PQgetvalue(res.get(), r, c),
+                                  static_cast<size_t>(PQgetlength(res.get(), r, c)))));
+          values.emplace_back(Blob{std::move(bytes)});
         } else {
           values.emplace_back(std::string(PQgetvalue(res.get(), r, c),
                                           static_cast<size_t>(PQgetlength(res.get(), r, c))));
@@ -276,8 +321,9 @@ class PgConnection : public Transaction {
       key.append(bound.signature);
       auto it = prepared_.find(key);
       if (it != prepared_.end()) {
-        PgResult res(PQexecPrepared(conn_, it->second.c_str(), n, bound.values.data(), nullptr,
-                                    nullptr, /*resultFormat=*/0));
+        PgResult res(PQexecPrepared(conn_, it->second.c_str(), n, bound.values.data(),
+                                    bound.lengths.data(), bound.formats.data(),
+                                    /*resultFormat=*/0));
         TY_RETURN_IF_ERROR(Check(res.get(), sql));
         return res;
       }
@@ -298,13 +344,13 @@ class PgConnection : public Transaction {
       PgResult prep(PQprepare(conn_, name.c_str(), rewritten.c_str(), n, bound.types.data()));
       TY_RETURN_IF_ERROR(Check(prep.get(), sql));
       auto it = prepared_.emplace(std::move(key), std::move(name)).first;
-      PgResult res(PQexecPrepared(conn_, it->second.c_str(), n, bound.values.data(), nullptr,
-                                  nullptr, /*resultFormat=*/0));
+      PgResult res(PQexecPrepared(conn_, it->second.c_str(), n, bound.values.data(),
+                                  bound.lengths.data(), bound.formats.data(), /*resultFormat=*/0));
       TY_RETURN_IF_ERROR(Check(res.get(), sql));
       return res;
     }
     PgResult res(PQexecParams(conn_, rewritten.c_str(), n, bound.types.data(), bound.values.data(),
-                              nullptr, nullptr, /*resultFormat=*/0));
+                              bound.lengths.data(), bound.formats.data(), /*resultFormat=*/0));
     TY_RETURN_IF_ERROR(Check(res.get(), sql));
     return res;
   }

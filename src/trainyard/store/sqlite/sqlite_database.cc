@@ -45,6 +45,12 @@ class StatementRow : public RowView {
     return t ? std::string_view(reinterpret_cast<const char*>(t), static_cast<size_t>(n))
              : std::string_view();
   }
+  std::string_view Bytes(size_t i) const override {
+    const void* b = sqlite3_column_blob(stmt_, static_cast<int>(i));  // before _bytes
+    int n = sqlite3_column_bytes(stmt_, static_cast<int>(i));
+    return b ? std::string_view(static_cast<const char*>(b), static_cast<size_t>(n))
+             : std::string_view();
+  }
 
  private:
   sqlite3_stmt* stmt_;
@@ -111,6 +117,12 @@ class Connection : public Transaction {
           case SQLITE_NULL:
             values.emplace_back(std::monostate{});
             break;
+          case SQLITE_BLOB: {
+            const void* b = sqlite3_column_blob(stmt, c);
+            int n = sqlite3_column_bytes(stmt, c);
+            values.emplace_back(Blob{std::string(static_cast<const char*>(b), n)});
+            break;
+          }
           default: {
             const unsigned char* text = sqlite3_column_text(stmt, c);
             int n = sqlite3_column_bytes(stmt, c);
@@ -243,6 +255,10 @@ class Connection : public Transaction {
         rc = sqlite3_bind_double(stmt, idx, *p);
       } else if (auto p = std::get_if<std::string>(&v)) {
         rc = sqlite3_bind_text(stmt, idx, p->data(), static_cast<int>(p->size()), SQLITE_STATIC);
+      } else if (auto p = std::get_if<Blob>(&v)) {
+        // Not NULL for empty bytes: a zero-length blob is not SQL NULL.
+        rc = sqlite3_bind_blob(stmt, idx, p->bytes.data() ? p->bytes.data() : "",
+                               static_cast<int>(p->bytes.size()), SQLITE_STATIC);
       } else {
         rc = sqlite3_bind_null(stmt, idx);
       }
