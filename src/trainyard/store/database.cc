@@ -136,6 +136,10 @@ Status ApplyMigrations(Database& db, const std::vector<Migration>& migrations) {
                                         std::to_string(m.version));
         }
       }
+      if (m.code) {
+        TY_RETURN_IF_ERROR(
+            m.code(tx).WithContext("migration " + m.component + "/" + std::to_string(m.version)));
+      }
       auto r = tx.Exec("INSERT INTO schema_migrations (component, version) VALUES (?, ?)",
                        {m.component, static_cast<int64_t>(m.version)});
       return r.ok() ? Status::Ok() : r.status();

@@ -136,6 +136,9 @@ struct Migration {
   std::string component;
   int version;
   std::vector<std::string> statements;
+  // Runs after the statements, in the same transaction: for changes SQL alone cannot
+  // express portably (re-encoding rows).
+  std::function<Status(Transaction&)> code = nullptr;
 };
 
 Status ApplyMigrations(Database& db, const std::vector<Migration>& migrations);

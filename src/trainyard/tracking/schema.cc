@@ -1,6 +1,47 @@
 #include "trainyard/tracking/schema.h"
 
+#include <cmath>
+
+#include "trainyard/tracking/metric_blocks.h"
+
 namespace trainyard::tracking {
+namespace {
+
+using store::Rows;
+using store::Transaction;
+using store::Value;
+
+// Version 2: every series' rows of `metrics` become blocks of up to this many points.
+constexpr size_t kMigratedBlockPoints = 4096;
+
+Status MoveMetricRowsIntoBlocks(Transaction& tx) {
+  TY_ASSIGN_OR_RETURN(Rows series, tx.Query("SELECT DISTINCT series_id FROM metrics"));
+  for (const auto& s : series) {
+    int64_t id = s.Int(0);
+    std::vector<MetricPoint> points;
+    TY_RETURN_IF_ERROR(tx.QueryEach(
+        "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ?", {id},
+        [&](const store::RowView& r) -> Status {
+          points.push_back({r.Int(0), r.Int(1), r.Int(2) ? std::nan("") : r.Double(3)});
+          return Status::Ok();
+        }));
+    SortAndDedup(points);
+    for (size_t at = 0; at < points.size(); at += kMigratedBlockPoints) {
+      size_t n = std::min(kMigratedBlockPoints, points.size() - at);
+      auto r = tx.Exec(
+          "INSERT INTO metric_blocks (series_id, first_step, seq, last_step, points, data) "
+          "VALUES (?, ?, ?, ?, ?, ?)",
+          {id, points[at].step, static_cast<int64_t>(at / kMigratedBlockPoints),
+           points[at + n - 1].step, static_cast<int64_t>(n),
+           store::Blob{EncodeMetricBlock(points.data() + at, n)}});
+      if (!r.ok()) return r.status();
+    }
+  }
+  auto r = tx.Exec("DROP TABLE metrics");
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+}  // namespace
 
 std::vector<store::Migration> TrackingMigrations() {
   return {
@@ -88,6 +129,18 @@ std::vector<store::Migration> TrackingMigrations() {
            " run_uuid TEXT NOT NULL, model_id TEXT NOT NULL, step BIGINT NOT NULL,"
            " PRIMARY KEY (run_uuid, model_id))",
        }},
+      // Points are stored in blocks (metric_blocks.h): a row per series and log-batch,
+      // in the order of the block's first step. `seq` tells apart blocks that start at
+      // the same step; `points` is the block's count, readable without its data.
+      {"tracking",
+       2,
+       {
+           "CREATE TABLE metric_blocks ("
+           " series_id BIGINT NOT NULL, first_step BIGINT NOT NULL, seq BIGINT NOT NULL,"
+           " last_step BIGINT NOT NULL, points BIGINT NOT NULL, data BYTEA NOT NULL,"
+           " PRIMARY KEY (series_id, first_step, seq))",
+       },
+       MoveMetricRowsIntoBlocks},
   };
 }
 

@@ -25,10 +25,6 @@ using store::Value;
 constexpr char kActive[] = "active";
 constexpr char kDeleted[] = "deleted";
 constexpr char kRunNameTag[] = "mlflow.runName";
-// Rows per multi-row INSERT: large enough to amortize statement overhead, small
-// enough to stay under SQLite's bound-parameter limit.
-constexpr size_t kInsertChunk = 200;
-
 std::optional<int64_t> OptInt(const Row& row, size_t i) {
   if (row.IsNull(i)) return std::nullopt;
   return row.Int(i);
@@ -37,25 +33,6 @@ std::optional<int64_t> OptInt(const Row& row, size_t i) {
 Status Exec(Transaction& tx, std::string_view sql, const std::vector<Value>& params = {}) {
   auto r = tx.Exec(sql, params);
   return r.ok() ? Status::Ok() : r.status();
-}
-
-// "?, ?, ?" repeated per row: "(?, ?), (?, ?)".
-std::string Placeholders(size_t rows, size_t cols) {
-  std::string row = "(";
-  for (size_t c = 0; c < cols; ++c) row += c ? ", ?" : "?";
-  row += ")";
-  std::string out;
-  out.reserve(rows * (row.size() + 2));
-  for (size_t r = 0; r < rows; ++r) {
-    if (r) out += ", ";
-    out += row;
-  }
-  return out;
-}
-
-std::string InsertMetricsSql(size_t rows) {
-  return "INSERT INTO metrics (series_id, step, timestamp, is_nan, value) VALUES " +
-         Placeholders(rows, 5) + " ON CONFLICT DO NOTHING";
 }
 
 std::string InList(size_t n) {
@@ -748,22 +725,28 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
     key_index.push_back(k);
     if (Later(m, *latest[k])) latest[k] = &m;
   }
-  // The rows of `metrics` (series ids filled in below), bound as they are.
-  // One parameter list per INSERT of up to kInsertChunk rows, built before the write
-  // transaction so that only the series ids are filled in while it is held.
-  std::vector<std::vector<Value>> chunks((metrics.size() + kInsertChunk - 1) / kInsertChunk);
-  for (size_t i = 0; i < metrics.size(); ++i) {
-    std::vector<Value>& args = chunks[i / kInsertChunk];
-    if (args.empty()) args.reserve(std::min(kInsertChunk, metrics.size() - i) * 5);
-    const Metric& m = metrics[i];
-    bool nan = std::isnan(m.value);
-    args.emplace_back(int64_t{0});
-    args.emplace_back(m.step);
-    args.emplace_back(m.timestamp);
-    args.emplace_back(int64_t{nan ? 1 : 0});
-    args.emplace_back(nan ? 0.0 : m.value);
+  // One block per key, its INSERT's parameters built before the write transaction:
+  // while it is held, each key costs one row, and only the series id is filled in.
+  std::vector<std::vector<Value>> block_rows(keys.size());
+  {
+    std::vector<std::vector<MetricPoint>> points(keys.size());
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const Metric& m = metrics[i];
+      points[key_index[i]].push_back(MetricPoint{m.step, m.timestamp, m.value});
+    }
+    for (size_t k = 0; k < keys.size(); ++k) {
+      SortAndDedup(points[k]);
+      int64_t first = points[k].front().step;
+      // series_id, first_step, last_step, points, data; series_id, first_step again.
+      block_rows[k] = {int64_t{0},
+                       first,
+                       points[k].back().step,
+                       static_cast<int64_t>(points[k].size()),
+                       store::Blob{EncodeMetricBlock(points[k].data(), points[k].size())},
+                       int64_t{0},
+                       first};
+    }
   }
-  static const std::string kFullChunkSql = InsertMetricsSql(kInsertChunk);
   std::vector<int64_t> series_ids(keys.size(), -1);
   {
     std::lock_guard<std::mutex> lock(cache_mu_);
@@ -826,16 +809,16 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
       }
       series_ids[k] = *found;
     }
-    for (size_t i = 0; i < metrics.size(); ++i) {
-      chunks[i / kInsertChunk][i % kInsertChunk * 5] = series_ids[key_index[i]];
-    }
-    for (const std::vector<Value>& args : chunks) {
-      size_t n = args.size() / 5;
-      if (n == kInsertChunk) {  // the usual case: the SQL text is built once
-        TY_RETURN_IF_ERROR(Exec(tx, kFullChunkSql, args));
-      } else {
-        TY_RETURN_IF_ERROR(Exec(tx, InsertMetricsSql(n), args));
-      }
+    for (size_t k = 0; k < keys.size(); ++k) {
+      std::vector<Value>& row = block_rows[k];
+      row[0] = series_ids[k];
+      row[5] = series_ids[k];
+      // seq: one more than that of any block of the series starting at the same step.
+      TY_RETURN_IF_ERROR(Exec(tx,
+                              "INSERT INTO metric_blocks (series_id, first_step, seq, last_step, "
+                              "points, data) SELECT ?, ?, COALESCE(MAX(seq) + 1, 0), ?, ?, ? FROM "
+                              "metric_blocks WHERE series_id = ? AND first_step = ?",
+                              row));
     }
     for (size_t k = 0; k < keys.size(); ++k) {
       const std::string& key = keys[k];
@@ -981,6 +964,18 @@ Result<std::optional<int64_t>> TrackingService::FindSeries(Transaction& tx,
   return std::optional<int64_t>(rows[0].Int(0));
 }
 
+Status TrackingService::ReadHistory(Transaction& tx, int64_t series, int64_t from_step,
+                                    int64_t to_step, std::vector<MetricPoint>& out) {
+  HistoryAssembler history(from_step, to_step);
+  TY_RETURN_IF_ERROR(tx.QueryEach(
+      "SELECT data FROM metric_blocks WHERE series_id = ? AND last_step >= ? AND first_step <= ? "
+      "ORDER BY first_step, seq",
+      {series, from_step, to_step},
+      [&](const store::RowView& row) -> Status { return history.Add(row.Bytes(0)); }));
+  out = history.Finish();
+  return Status::Ok();
+}
+
 Result<std::string> TrackingService::ScanMetricHistory(
     const std::string& run_id, const std::string& key, std::optional<int64_t> max_results,
     const std::string& page_token, const std::function<void(const MetricPoint&)>& fn) {
@@ -989,8 +984,13 @@ Result<std::string> TrackingService::ScanMetricHistory(
     return Status::InvalidArgument("max_results must be between 1 and " +
                                    std::to_string(limits_.max_history_page));
   }
-  TY_ASSIGN_OR_RETURN(int64_t offset, DecodePageToken(page_token));
-  std::string next_page_token;
+  std::optional<MetricPoint> after;  // the previous page's last point
+  if (!page_token.empty()) {
+    TY_ASSIGN_OR_RETURN(after, DecodeHistoryCursor(page_token));
+  }
+  // The page, plus one point that tells whether another page follows.
+  const size_t want = max_results ? static_cast<size_t>(*max_results) + 1 : SIZE_MAX;
+  std::vector<MetricPoint> points;
   Status s = db_.Read([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
     if (!series) {
@@ -1000,23 +1000,60 @@ Result<std::string> TrackingService::ScanMetricHistory(
       }
       return Status::Ok();  // the run has no such metric: an empty history
     }
-    // One more than a page tells whether another page follows. INT64_MAX is "all".
-    int64_t limit = max_results ? *max_results + 1 : INT64_MAX;
-    int64_t seen = 0;
-    return tx.QueryEach(
-        "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? ORDER BY step, "
-        "timestamp, is_nan, value LIMIT ? OFFSET ?",
-        {*series, limit, offset}, [&](const store::RowView& row) -> Status {
-          if (max_results && seen == *max_results) {
-            next_page_token = EncodePageToken(offset + *max_results);
-            return Status::Ok();
-          }
-          ++seen;
-          fn(MetricPoint{row.Int(0), row.Int(1), row.Int(2) ? std::nan("") : row.Double(3)});
-          return Status::Ok();
-        });
+    const int64_t from = after ? after->step : INT64_MIN;
+    if (!max_results) {
+      TY_RETURN_IF_ERROR(ReadHistory(tx, *series, from, INT64_MAX, points));
+      if (after) {
+        points.erase(points.begin(), std::upper_bound(points.begin(), points.end(), *after,
+                                                      PointLess));
+      }
+      return Status::Ok();
+    }
+    // Blocks in order of their first step, a few at a time, until no later block can
+    // hold one of the first `want` points after the cursor: once `want` points are
+    // collected, the step of the last of them bounds the blocks still needed.
+    std::optional<int64_t> bound;
+    auto settle = [&] {
+      SortAndDedup(points);
+      if (points.size() >= want) {
+        points.resize(want);
+        bound = points.back().step;
+      }
+    };
+    constexpr int64_t kBlocksPerQuery = 16;
+    int64_t last_first = INT64_MIN, last_seq = -1;
+    while (true) {
+      TY_ASSIGN_OR_RETURN(
+          Rows blocks,
+          tx.Query("SELECT first_step, seq, data FROM metric_blocks WHERE series_id = ? AND "
+                   "last_step >= ? AND (first_step > ? OR (first_step = ? AND seq > ?)) ORDER BY "
+                   "first_step, seq LIMIT ?",
+                   {*series, from, last_first, last_first, last_seq, kBlocksPerQuery}));
+      for (const auto& b : blocks) {
+        if (bound && b.Int(0) > *bound) return Status::Ok();
+        size_t before = points.size();
+        TY_RETURN_IF_ERROR(DecodeMetricBlock(b.Bytes(2), from, INT64_MAX, points));
+        if (after) {  // only points after the cursor
+          auto kept = std::remove_if(points.begin() + static_cast<ptrdiff_t>(before), points.end(),
+                                     [&](const MetricPoint& p) { return !PointLess(*after, p); });
+          points.erase(kept, points.end());
+        }
+        if (points.size() >= (bound ? 2 * want : want)) settle();
+      }
+      if (blocks.size() < static_cast<size_t>(kBlocksPerQuery)) return Status::Ok();
+      last_first = blocks.back().Int(0);
+      last_seq = blocks.back().Int(1);
+    }
   });
   if (!s.ok()) return s;
+  SortAndDedup(points);
+  if (points.size() > want) points.resize(want);
+  std::string next_page_token;
+  if (max_results && points.size() > static_cast<size_t>(*max_results)) {
+    points.pop_back();
+    next_page_token = EncodeHistoryCursor(points.back());
+  }
+  for (const MetricPoint& p : points) fn(p);
   return next_page_token;
 }
 
@@ -1036,10 +1073,9 @@ Status TrackingService::ScanMetricHistoryRanges(
     const std::function<void(int)>& plan,
     const std::function<void(int, const MetricPoint*, size_t)>& fn) {
   if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
-  std::optional<int64_t> series;
-  int64_t lo = 0, hi = -1;
+  std::vector<MetricPoint> points;
   TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(series, FindSeries(tx, run_id, key));
+    TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
     if (!series) {
       TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
       if (run.empty()) {
@@ -1047,68 +1083,40 @@ Status TrackingService::ScanMetricHistoryRanges(
       }
       return Status::Ok();
     }
-    TY_ASSIGN_OR_RETURN(Rows range, tx.Query("SELECT MIN(step), MAX(step) FROM metrics WHERE "
-                                             "series_id = ?",
-                                             {*series}));
-    if (!range.empty() && !range[0].IsNull(0)) {
-      lo = range[0].Int(0);
-      hi = range[0].Int(1);
-    }
-    return Status::Ok();
+    return ReadHistory(tx, *series, INT64_MIN, INT64_MAX, points);
   }));
-  if (!series || hi < lo) return Status::Ok();
+  if (points.empty()) return Status::Ok();
   // Step ranges of equal width: [lo, b1), [b1, b2), ..., [bn-1, hi]. The span can reach
   // 2^64 (negative steps), so the arithmetic is in long double.
+  const int64_t lo = points.front().step, hi = points.back().step;
   long double span = static_cast<long double>(hi) - lo + 1;
   threads = std::max(threads, 1);
   long double wanted = std::ceil(span / std::max<int64_t>(steps_per_range, 1));
   int ranges = static_cast<int>(std::clamp<long double>(std::max<long double>(wanted, threads), 1,
                                                         std::min<long double>(span, 1 << 20)));
   threads = std::min(threads, ranges);
-  static const std::vector<store::NumberKind> kPointColumns = {
-      store::NumberKind::kInt64, store::NumberKind::kInt64, store::NumberKind::kInt64,
-      store::NumberKind::kDouble};
-  std::vector<int64_t> bounds{lo};
-  for (int i = 1; i < ranges; ++i) {
-    bounds.push_back(lo + static_cast<int64_t>(span * i / ranges));
+  // starts[r]: the index of range r's first point (a range may be empty).
+  std::vector<size_t> starts(static_cast<size_t>(ranges) + 1, points.size());
+  starts[0] = 0;
+  for (size_t r = 1; r < static_cast<size_t>(ranges); ++r) {
+    int64_t first_step = lo + static_cast<int64_t>(span * static_cast<long double>(r) / ranges);
+    starts[r] = static_cast<size_t>(
+        std::lower_bound(points.begin() + static_cast<ptrdiff_t>(starts[r - 1]), points.end(),
+                         first_step, [](const MetricPoint& p, int64_t s) { return p.step < s; }) -
+        points.begin());
   }
   plan(ranges);
   std::atomic<int> next{0};
-  std::atomic<bool> stop{false};
-  std::vector<Status> results(static_cast<size_t>(threads));
-  auto scan = [&](int thread) {
-    results[static_cast<size_t>(thread)] = db_.Read([&](Transaction& tx) -> Status {
-      while (!stop.load()) {
-        int r = next.fetch_add(1);
-        if (r >= ranges) break;
-        int64_t from = bounds[static_cast<size_t>(r)];
-        int64_t to = r + 1 == ranges ? hi : bounds[static_cast<size_t>(r) + 1] - 1;
-        Status s = tx.QueryNumbers(
-            "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? AND step >= ? "
-            "AND step <= ? ORDER BY step, timestamp, is_nan, value",
-            {*series, from, to}, kPointColumns,
-            [&](const store::NumberCell* cells, size_t n) -> Status {
-              MetricPoint points[Transaction::kNumberBlockRows];
-              for (size_t i = 0; i < n; ++i) {
-                const store::NumberCell* c = cells + i * 4;
-                points[i] = MetricPoint{c[0].i, c[1].i, c[2].i ? std::nan("") : c[3].d};
-              }
-              fn(r, points, n);
-              return Status::Ok();
-            });
-        if (!s.ok()) {
-          stop = true;
-          return s;
-        }
-      }
-      return Status::Ok();
-    });
+  auto work = [&] {
+    for (int r = next.fetch_add(1); r < ranges; r = next.fetch_add(1)) {
+      size_t from = starts[static_cast<size_t>(r)], to = starts[static_cast<size_t>(r) + 1];
+      if (to > from) fn(r, points.data() + from, to - from);
+    }
   };
   std::vector<std::thread> workers;
-  for (int i = 1; i < threads; ++i) workers.emplace_back(scan, i);
-  scan(0);
+  for (int i = 1; i < threads; ++i) workers.emplace_back(work);
+  work();
   for (auto& t : workers) t.join();
-  for (const Status& r : results) TY_RETURN_IF_ERROR(r);
   return Status::Ok();
 }
 
@@ -1153,41 +1161,35 @@ Result<std::vector<Metric>> TrackingService::GetMetricHistoryBulkInterval(
       }
       TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
       if (!series) continue;
-      TY_ASSIGN_OR_RETURN(
-          Rows steps,
-          tx.Query("SELECT DISTINCT step FROM metrics WHERE series_id = ? AND step >= ? AND step "
-                   "<= ? ORDER BY step",
-                   {*series, start_step.value_or(INT64_MIN), end_step.value_or(INT64_MAX)}));
-      if (steps.empty()) continue;
+      std::vector<MetricPoint> points;
+      TY_RETURN_IF_ERROR(ReadHistory(tx, *series, start_step.value_or(INT64_MIN),
+                                     end_step.value_or(INT64_MAX), points));
+      if (points.empty()) continue;
+      std::vector<int64_t> steps;  // distinct, ascending
+      for (const MetricPoint& p : points) {
+        if (steps.empty() || steps.back() != p.step) steps.push_back(p.step);
+      }
       // Evenly spaced picks over the distinct steps, always the first and the last.
-      std::vector<int64_t> picked;
+      std::set<int64_t> wanted;
       size_t n = steps.size();
       if (static_cast<int64_t>(n) <= max_results) {
-        for (const auto& r : steps) picked.push_back(r.Int(0));
+        wanted.insert(steps.begin(), steps.end());
       } else {
-        std::set<size_t> idx;
         for (int64_t i = 0; i < max_results; ++i) {
-          idx.insert(static_cast<size_t>(std::llround(static_cast<double>(i) * (n - 1) /
-                                                      std::max<int64_t>(1, max_results - 1))));
+          wanted.insert(steps[static_cast<size_t>(std::llround(
+              static_cast<double>(i) * (n - 1) / std::max<int64_t>(1, max_results - 1)))]);
         }
-        for (size_t i : idx) picked.push_back(steps[i].Int(0));
       }
-      int64_t lo = picked.front(), hi = picked.back();
-      std::set<int64_t> wanted(picked.begin(), picked.end());
-      TY_RETURN_IF_ERROR(tx.QueryEach(
-          "SELECT step, timestamp, is_nan, value FROM metrics WHERE series_id = ? AND step >= ? "
-          "AND step <= ? ORDER BY step, timestamp, is_nan, value",
-          {*series, lo, hi}, [&](const store::RowView& r) -> Status {
-            if (!wanted.count(r.Int(0))) return Status::Ok();
-            Metric m;
-            m.key = key;
-            m.run_id = run_id;
-            m.step = r.Int(0);
-            m.timestamp = r.Int(1);
-            m.value = r.Int(2) ? std::nan("") : r.Double(3);
-            out.push_back(std::move(m));
-            return Status::Ok();
-          }));
+      for (const MetricPoint& p : points) {
+        if (!wanted.count(p.step)) continue;
+        Metric m;
+        m.key = key;
+        m.run_id = run_id;
+        m.step = p.step;
+        m.timestamp = p.timestamp;
+        m.value = p.value;
+        out.push_back(std::move(m));
+      }
     }
     return Status::Ok();
   });

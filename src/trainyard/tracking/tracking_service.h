@@ -21,6 +21,7 @@
 #include "trainyard/common/clock.h"
 #include "trainyard/common/status.h"
 #include "trainyard/store/database.h"
+#include "trainyard/tracking/metric_blocks.h"
 #include "trainyard/tracking/types.h"
 
 namespace trainyard::tracking {
@@ -125,11 +126,7 @@ class TrackingService {
   }
 
   // --- metrics
-  struct MetricPoint {
-    int64_t step;
-    int64_t timestamp;
-    double value;
-  };
+  using MetricPoint = tracking::MetricPoint;
   // Streams the points of one metric of a run to `fn`, ordered by step then timestamp,
   // without materializing them; with max_results, one page. Returns the next page's
   // token ("" on the last page).
@@ -196,6 +193,9 @@ class TrackingService {
   // The series of (run, key): from the cache, else the table; nullopt if none yet.
   Result<std::optional<int64_t>> FindSeries(store::Transaction& tx, const std::string& run_id,
                                             const std::string& key);
+  // The points of a series with steps in [from_step, to_step], in history order.
+  Status ReadHistory(store::Transaction& tx, int64_t series, int64_t from_step, int64_t to_step,
+                     std::vector<MetricPoint>& out);
   Status SetLifecycle(const std::string& table, const std::string& id_column, const std::string& id,
                       const std::string& what, bool deleted);
 
