@@ -267,6 +267,44 @@ TEST_P(MetricHistoryTest, HistoriesOfOutOfOrderOverlappingBatchesMatchAModel) {
   EXPECT_TRUE(bad.status().IsInvalidArgument());
 }
 
+// A trainer that logs each step as it goes (a batch of one point per key) fills blocks
+// of up to 256 points, not a row per step; a late point still lands in its place.
+TEST_P(MetricHistoryTest, StepByStepLoggingFillsBlocks) {
+  StartService();
+  std::vector<MetricPoint> loss;
+  for (int64_t step = 1; step <= 1000; ++step) {
+    std::vector<Metric> metrics;
+    for (const char* key : {"loss", "lr"}) {
+      Metric m;
+      m.key = key;
+      m.step = step;
+      m.timestamp = 100 + step;
+      m.value = 1.0 / static_cast<double>(step);
+      metrics.push_back(m);
+    }
+    loss.push_back({step, 100 + step, 1.0 / static_cast<double>(step)});
+    ASSERT_TRUE(tracking_->LogBatch(run_id_, metrics, {}, {}).ok());
+  }
+  Metric late;
+  late.key = "loss";
+  late.step = 0;
+  late.timestamp = 5;
+  late.value = 9.0;
+  ASSERT_TRUE(tracking_->LogBatch(run_id_, {late}, {}, {}).ok());
+  loss.insert(loss.begin(), {0, 5, 9.0});
+  ExpectSame(Whole("loss"), loss);
+  ExpectSame(Paged("loss", 300), loss);
+  auto counted = db_->Read([&](store::Transaction& tx) -> Status {
+    auto rows = tx.Query("SELECT COUNT(*), SUM(points), MAX(points) FROM metric_blocks");
+    if (!rows.ok()) return rows.status();
+    EXPECT_EQ((*rows)[0].Int(0), 2 * 4 + 1);  // per key 256 + 256 + 256 + 232; the late one
+    EXPECT_EQ((*rows)[0].Int(1), 2001);
+    EXPECT_EQ((*rows)[0].Int(2), 256);
+    return Status::Ok();
+  });
+  EXPECT_TRUE(counted.ok()) << counted.ToString();
+}
+
 // A database written by version 1 (a row per point) is moved into blocks on start.
 TEST_P(MetricHistoryTest, MigrationMovesVersionOnePointRowsIntoBlocks) {
   std::vector<store::Migration> v1 = TrackingService::Migrations();

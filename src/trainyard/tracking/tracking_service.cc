@@ -25,6 +25,10 @@ using store::Value;
 constexpr char kActive[] = "active";
 constexpr char kDeleted[] = "deleted";
 constexpr char kRunNameTag[] = "mlflow.runName";
+// A log-batch with at most this many points of a key adds them to the key's last
+// block, if that has fewer than kTailBlockPoints; larger batches make blocks of their own.
+constexpr size_t kSmallBatchPoints = 32;
+constexpr int64_t kTailBlockPoints = 256;
 std::optional<int64_t> OptInt(const Row& row, size_t i) {
   if (row.IsNull(i)) return std::nullopt;
   return row.Int(i);
@@ -728,8 +732,8 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
   // One block per key, its INSERT's parameters built before the write transaction:
   // while it is held, each key costs one row, and only the series id is filled in.
   std::vector<std::vector<Value>> block_rows(keys.size());
+  std::vector<std::vector<MetricPoint>> points(keys.size());
   {
-    std::vector<std::vector<MetricPoint>> points(keys.size());
     for (size_t i = 0; i < metrics.size(); ++i) {
       const Metric& m = metrics[i];
       points[key_index[i]].push_back(MetricPoint{m.step, m.timestamp, m.value});
@@ -813,6 +817,29 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
       std::vector<Value>& row = block_rows[k];
       row[0] = series_ids[k];
       row[5] = series_ids[k];
+      // A few points (a trainer logging each step as it goes) join the series' last
+      // block while it is small, so that a history is not a row per step.
+      if (points[k].size() <= kSmallBatchPoints) {
+        TY_ASSIGN_OR_RETURN(Rows tail,
+                            tx.Query("SELECT first_step, seq, points, data FROM metric_blocks "
+                                     "WHERE series_id = ? ORDER BY first_step DESC, seq DESC "
+                                     "LIMIT 1",
+                                     {series_ids[k]}));
+        if (!tail.empty() && tail[0].Int(2) < kTailBlockPoints &&
+            points[k].front().step >= tail[0].Int(0)) {
+          std::vector<MetricPoint> merged;
+          TY_RETURN_IF_ERROR(DecodeMetricBlock(tail[0].Bytes(3), INT64_MIN, INT64_MAX, merged));
+          merged.insert(merged.end(), points[k].begin(), points[k].end());
+          SortAndDedup(merged);
+          TY_RETURN_IF_ERROR(Exec(tx,
+                                  "UPDATE metric_blocks SET last_step = ?, points = ?, data = ? "
+                                  "WHERE series_id = ? AND first_step = ? AND seq = ?",
+                                  {merged.back().step, static_cast<int64_t>(merged.size()),
+                                   store::Blob{EncodeMetricBlock(merged.data(), merged.size())},
+                                   series_ids[k], tail[0].Int(0), tail[0].Int(1)}));
+          continue;
+        }
+      }
       // seq: one more than that of any block of the series starting at the same step.
       TY_RETURN_IF_ERROR(Exec(tx,
                               "INSERT INTO metric_blocks (series_id, first_step, seq, last_step, "
