@@ -991,6 +991,18 @@ Result<std::optional<int64_t>> TrackingService::FindSeries(Transaction& tx,
   return std::optional<int64_t>(rows[0].Int(0));
 }
 
+Result<std::optional<int64_t>> TrackingService::FindRunSeries(Transaction& tx,
+                                                              const std::string& run_id,
+                                                              const std::string& key) {
+  TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
+  if (series) return series;
+  TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
+  if (run.empty()) {
+    return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
+  }
+  return series;
+}
+
 Status TrackingService::ReadHistory(Transaction& tx, int64_t series, int64_t from_step,
                                     int64_t to_step, std::vector<MetricPoint>& out) {
   HistoryAssembler history(from_step, to_step);
@@ -1019,14 +1031,8 @@ Result<std::string> TrackingService::ScanMetricHistory(
   const size_t want = max_results ? static_cast<size_t>(*max_results) + 1 : SIZE_MAX;
   std::vector<MetricPoint> points;
   Status s = db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
-    if (!series) {
-      TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
-      if (run.empty()) {
-        return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
-      }
-      return Status::Ok();  // the run has no such metric: an empty history
-    }
+    TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
+    if (!series) return Status::Ok();  // the run has no such metric: an empty history
     const int64_t from = after ? after->step : INT64_MIN;
     if (!max_results) {
       TY_RETURN_IF_ERROR(ReadHistory(tx, *series, from, INT64_MAX, points));
@@ -1102,14 +1108,8 @@ Status TrackingService::ScanMetricHistoryRanges(
   if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
   std::vector<MetricPoint> points;
   TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
-    if (!series) {
-      TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
-      if (run.empty()) {
-        return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
-      }
-      return Status::Ok();
-    }
+    TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
+    if (!series) return Status::Ok();
     return ReadHistory(tx, *series, INT64_MIN, INT64_MAX, points);
   }));
   if (points.empty()) return Status::Ok();
@@ -1182,11 +1182,7 @@ Result<std::vector<Metric>> TrackingService::GetMetricHistoryBulkInterval(
   std::vector<Metric> out;
   Status s = db_.Read([&](Transaction& tx) -> Status {
     for (const auto& run_id : run_ids) {
-      TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
-      if (run.empty()) {
-        return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
-      }
-      TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
+      TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
       if (!series) continue;
       std::vector<MetricPoint> points;
       TY_RETURN_IF_ERROR(ReadHistory(tx, *series, start_step.value_or(INT64_MIN),

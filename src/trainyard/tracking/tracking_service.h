@@ -193,6 +193,9 @@ class TrackingService {
   // The series of (run, key): from the cache, else the table; nullopt if none yet.
   Result<std::optional<int64_t>> FindSeries(store::Transaction& tx, const std::string& run_id,
                                             const std::string& key);
+  // FindSeries, but NotFound when the run does not exist either.
+  Result<std::optional<int64_t>> FindRunSeries(store::Transaction& tx, const std::string& run_id,
+                                               const std::string& key);
   // The points of a series with steps in [from_step, to_step], in history order.
   Status ReadHistory(store::Transaction& tx, int64_t series, int64_t from_step, int64_t to_step,
                      std::vector<MetricPoint>& out);
