@@ -1059,9 +1059,9 @@ Result<std::string> TrackingService::ScanMetricHistory(
       TY_ASSIGN_OR_RETURN(
           Rows blocks,
           tx.Query("SELECT first_step, seq, data FROM metric_blocks WHERE series_id = ? AND "
-                   "last_step >= ? AND (first_step > ? OR (first_step = ? AND seq > ?)) ORDER BY "
-                   "first_step, seq LIMIT ?",
-                   {*series, from, last_first, last_first, last_seq, kBlocksPerQuery}));
+                   "(first_step, seq) > (?, ?) AND last_step >= ? ORDER BY first_step, seq "
+                   "LIMIT ?",
+                   {*series, last_first, last_seq, from, kBlocksPerQuery}));
       for (const auto& b : blocks) {
         if (bound && b.Int(0) > *bound) return Status::Ok();
         size_t before = points.size();
