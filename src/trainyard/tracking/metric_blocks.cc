@@ -16,7 +16,8 @@ namespace {
 constexpr char kFormat = 1;
 constexpr std::string_view kCursorPrefix = "h1:";
 
-static_assert(std::endian::native == std::endian::little || std::endian::native == std::endian::big);
+static_assert(std::endian::native == std::endian::little ||
+              std::endian::native == std::endian::big);
 
 uint64_t ToLittle(uint64_t v) {
   if constexpr (std::endian::native == std::endian::big) return __builtin_bswap64(v);
@@ -94,8 +95,8 @@ Status DecodeMetricBlock(std::string_view bytes, int64_t from_step, int64_t to_s
   for (size_t i = 0; i < n; ++i, p += kBlockPointBytes) {
     int64_t step = static_cast<int64_t>(Get(p));
     if (step < from_step || step > to_step) continue;
-    dst[kept++] = MetricPoint{step, static_cast<int64_t>(Get(p + 8)),
-                              std::bit_cast<double>(Get(p + 16))};
+    dst[kept++] =
+        MetricPoint{step, static_cast<int64_t>(Get(p + 8)), std::bit_cast<double>(Get(p + 16))};
   }
   out.resize(at + kept);
   return Status::Ok();

@@ -30,10 +30,10 @@ bool Same(const MetricPoint& a, const MetricPoint& b) {
 void ExpectSame(const std::vector<MetricPoint>& got, const std::vector<MetricPoint>& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_TRUE(Same(got[i], want[i])) << "point " << i << ": step " << got[i].step << " vs "
-                                       << want[i].step << ", timestamp " << got[i].timestamp
-                                       << " vs " << want[i].timestamp << ", value "
-                                       << got[i].value << " vs " << want[i].value;
+    EXPECT_TRUE(Same(got[i], want[i]))
+        << "point " << i << ": step " << got[i].step << " vs " << want[i].step << ", timestamp "
+        << got[i].timestamp << " vs " << want[i].timestamp << ", value " << got[i].value << " vs "
+        << want[i].value;
   }
 }
 
@@ -63,8 +63,8 @@ TEST(MetricBlocksTest, DamagedBlocksAreErrorsNotGarbage) {
   MetricPoint p{1, 2, 3.0};
   std::string bytes = EncodeMetricBlock(&p, 1);
   std::vector<MetricPoint> out;
-  for (std::string bad : {std::string(), bytes.substr(0, bytes.size() - 1), "\x02" + bytes.substr(1),
-                          bytes + "x"}) {
+  for (std::string bad :
+       {std::string(), bytes.substr(0, bytes.size() - 1), "\x02" + bytes.substr(1), bytes + "x"}) {
     Status s = DecodeMetricBlock(bad, INT64_MIN, INT64_MAX, out);
     EXPECT_EQ(s.code(), StatusCode::kInternal) << bad.size();
     EXPECT_NE(s.message().find("damaged"), std::string::npos);
@@ -74,7 +74,7 @@ TEST(MetricBlocksTest, DamagedBlocksAreErrorsNotGarbage) {
 }
 
 TEST(MetricBlocksTest, HistoryOrderPutsNaNLastAndKeepsEachPointOnce) {
-  std::vector<MetricPoint> points = {{2, 1, kNaN}, {2, 1, 0.5}, {1, 9, 3.0}, {2, 1, kNaN},
+  std::vector<MetricPoint> points = {{2, 1, kNaN}, {2, 1, 0.5}, {1, 9, 3.0},  {2, 1, kNaN},
                                      {2, 0, 7.0},  {2, 1, 0.5}, {2, 1, -1.0}, {1, 9, 3.0}};
   SortAndDedup(points);
   ExpectSame(points, {{1, 9, 3.0}, {2, 0, 7.0}, {2, 1, -1.0}, {2, 1, 0.5}, {2, 1, kNaN}});
@@ -107,9 +107,9 @@ TEST(MetricBlocksTest, CursorsRoundTripAndOtherTokensAreRefused) {
     EXPECT_TRUE(Same(*back, p));
     EXPECT_EQ(std::signbit(back->value), std::signbit(p.value));
   }
-  for (std::string bad : {std::string("junk"), EncodePageToken(100), Base64Encode("h1:1:2"),
-                          Base64Encode("h1:1:2:x"), Base64Encode("h1:1:2:3:4"),
-                          Base64Encode("h1:99999999999999999999:2:3")}) {
+  for (std::string bad :
+       {std::string("junk"), EncodePageToken(100), Base64Encode("h1:1:2"), Base64Encode("h1:1:2:x"),
+        Base64Encode("h1:1:2:3:4"), Base64Encode("h1:99999999999999999999:2:3")}) {
     auto r = DecodeHistoryCursor(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_TRUE(r.status().IsInvalidArgument());
@@ -330,8 +330,10 @@ TEST_P(MetricHistoryTest, MigrationMovesVersionOnePointRowsIntoBlocks) {
                                             .status());
                      want.push_back({i / 2, i % 2, nan ? kNaN : i * 0.5});
                    }
-                   return tx.Exec("INSERT INTO metrics (series_id, step, timestamp, is_nan, "
-                                  "value) VALUES (2, 1, 1, 0, 0.25)")
+                   return tx
+                       .Exec(
+                           "INSERT INTO metrics (series_id, step, timestamp, is_nan, "
+                           "value) VALUES (2, 1, 1, 0, 0.25)")
                        .status();
                  })
                   .ok());

@@ -1037,8 +1037,8 @@ Result<std::string> TrackingService::ScanMetricHistory(
     if (!max_results) {
       TY_RETURN_IF_ERROR(ReadHistory(tx, *series, from, INT64_MAX, points));
       if (after) {
-        points.erase(points.begin(), std::upper_bound(points.begin(), points.end(), *after,
-                                                      PointLess));
+        points.erase(points.begin(),
+                     std::upper_bound(points.begin(), points.end(), *after, PointLess));
       }
       return Status::Ok();
     }

@@ -165,8 +165,9 @@ Status Bind(const std::vector<Value>& params, BoundParams* out) {
 // the default since PostgreSQL 9.0).
 Result<std::string> DecodeByteaHex(std::string_view text) {
   if (text.size() < 2 || text[0] != '\\' || text[1] != 'x' || text.size() % 2 != 0) {
-    return Status::Internal("postgresql: a bytea value is not in hex format (set bytea_output "
-                            "to 'hex')");
+    return Status::Internal(
+        "postgresql: a bytea value is not in hex format (set bytea_output "
+        "to 'hex')");
   }
   auto nibble = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
@@ -256,10 +257,10 @@ class PgConnection : public Transaction {
           // SQLite has no booleans: `a = b` is 0 or 1 there, so it is here too.
           values.emplace_back(int64_t{PQgetvalue(res.get(), r, c)[0] == 't' ? 1 : 0});
         } else if (types[c] == kByteaOid) {
-          TY_ASSIGN_OR_RETURN(std::string bytes,
-                              DecodeByteaHex(std::string_view(
-                                  PQgetvalue(res.get(), r, c),
-                                  static_cast<size_t>(PQgetlength(res.get(), r, c)))));
+          TY_ASSIGN_OR_RETURN(
+              std::string bytes,
+              DecodeByteaHex(std::string_view(PQgetvalue(res.get(), r, c),
+                                              static_cast<size_t>(PQgetlength(res.get(), r, c)))));
           values.emplace_back(Blob{std::move(bytes)});
         } else {
           values.emplace_back(std::string(PQgetvalue(res.get(), r, c),
