@@ -78,31 +78,6 @@ Status Transaction::QueryEach(std::string_view sql, const std::vector<Value>& pa
   return Status::Ok();
 }
 
-Status Transaction::QueryNumbers(std::string_view sql, const std::vector<Value>& params,
-                                 const std::vector<NumberKind>& kinds,
-                                 const std::function<Status(const NumberCell*, size_t)>& fn) {
-  const size_t cols = kinds.size();
-  std::vector<NumberCell> cells;
-  cells.reserve(kNumberBlockRows * cols);
-  TY_RETURN_IF_ERROR(QueryEach(sql, params, [&](const RowView& row) -> Status {
-    for (size_t c = 0; c < cols; ++c) {
-      NumberCell cell;
-      if (kinds[c] == NumberKind::kInt64) {
-        cell.i = row.Int(c);
-      } else {
-        cell.d = row.Double(c);
-      }
-      cells.push_back(cell);
-    }
-    if (cells.size() < kNumberBlockRows * cols) return Status::Ok();
-    Status s = fn(cells.data(), kNumberBlockRows);
-    cells.clear();
-    return s;
-  }));
-  if (cells.empty() || cols == 0) return Status::Ok();
-  return fn(cells.data(), cells.size() / cols);
-}
-
 Result<std::unique_ptr<Database>> OpenDatabase(const DatabaseOptions& options) {
   const std::string& url = options.url;
   if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) {

@@ -73,13 +73,6 @@ class RowView {
   virtual std::string_view Bytes(size_t i) const = 0;
 };
 
-// How QueryNumbers reads a column, and the cell it reads it into.
-enum class NumberKind { kInt64, kDouble };
-union NumberCell {
-  int64_t i;
-  double d;
-};
-
 class Transaction {
  public:
   virtual ~Transaction() = default;
@@ -89,14 +82,6 @@ class Transaction {
   // Rows (for large results). Stops at the first error `fn` returns.
   virtual Status QueryEach(std::string_view sql, const std::vector<Value>& params,
                            const std::function<Status(const RowView&)>& fn);
-  // Runs a statement whose columns are all non-NULL numbers and hands its rows to `fn` in
-  // blocks of up to kNumberBlockRows: cells[r * kinds.size() + c] is column c of row r, read
-  // as kinds[c]. For scans of millions of rows (no call per row or per cell). Stops at the
-  // first error `fn` returns. The cells are valid only during the call.
-  static constexpr size_t kNumberBlockRows = 256;
-  virtual Status QueryNumbers(std::string_view sql, const std::vector<Value>& params,
-                              const std::vector<NumberKind>& kinds,
-                              const std::function<Status(const NumberCell*, size_t)>& fn);
   // Runs a statement; returns the number of rows it changed.
   virtual Result<int64_t> Exec(std::string_view sql, const std::vector<Value>& params = {}) = 0;
 };

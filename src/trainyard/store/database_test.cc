@@ -478,49 +478,6 @@ TEST_P(DatabaseTest, ConcurrentWritersCommitOrRollBackAlone) {
   EXPECT_EQ(QueryInt(*db_, "SELECT w FROM t WHERE id = -1"), committed - 1);
 }
 
-TEST_P(DatabaseTest, QueryNumbersHandsOverRowsInBlocks) {
-  TY_ASSERT_OK(ExecOne(*db_, "CREATE TABLE pts (a BIGINT NOT NULL, b DOUBLE PRECISION NOT NULL)"));
-  constexpr int64_t kRows = 600;  // two full blocks and a partial one
-  TY_ASSERT_OK(db_->Write([&](Transaction& tx) -> Status {
-    for (int64_t i = 0; i < kRows; ++i) {
-      TY_RETURN_IF_ERROR(tx.Exec("INSERT INTO pts (a, b) VALUES (?, ?)",
-                                 {i * 1'000'000'007LL - 3, static_cast<double>(i) / 7})
-                             .status());
-    }
-    return Status::Ok();
-  }));
-  const std::vector<NumberKind> kinds = {NumberKind::kDouble, NumberKind::kInt64,
-                                         NumberKind::kInt64};
-  std::vector<size_t> blocks;
-  int64_t next = 0;
-  TY_EXPECT_OK(db_->Read([&](Transaction& tx) -> Status {
-    return tx.QueryNumbers("SELECT b, a, a + 1 FROM pts WHERE a >= ? ORDER BY a", {int64_t{-3}},
-                           kinds, [&](const NumberCell* cells, size_t n) -> Status {
-                             blocks.push_back(n);
-                             for (size_t r = 0; r < n; ++r, ++next) {
-                               EXPECT_EQ(cells[r * 3].d, static_cast<double>(next) / 7);
-                               EXPECT_EQ(cells[r * 3 + 1].i, next * 1'000'000'007LL - 3);
-                               EXPECT_EQ(cells[r * 3 + 2].i, next * 1'000'000'007LL - 2);
-                             }
-                             return Status::Ok();
-                           });
-  }));
-  EXPECT_EQ(next, kRows);
-  EXPECT_EQ(blocks, (std::vector<size_t>{256, 256, 88}));
-  // An error from the callback stops the scan and is returned; the connection stays usable.
-  int calls = 0;
-  Status s = db_->Read([&](Transaction& tx) -> Status {
-    return tx.QueryNumbers("SELECT a FROM pts ORDER BY a", {}, {NumberKind::kInt64},
-                           [&](const NumberCell*, size_t) -> Status {
-                             ++calls;
-                             return Status::FailedPrecondition("enough");
-                           });
-  });
-  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(calls, 1);
-  EXPECT_EQ(QueryInt(*db_, "SELECT COUNT(*) FROM pts"), kRows);
-}
-
 TEST_P(DatabaseTest, ReadKeepsItsSnapshotWhileAWriterCommits) {
   TY_ASSERT_OK(ExecOne(*db_, "CREATE TABLE t (id BIGINT PRIMARY KEY)"));
   TY_ASSERT_OK(ExecOne(*db_, "INSERT INTO t (id) VALUES (1)"));

@@ -733,23 +733,21 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
   // while it is held, each key costs one row, and only the series id is filled in.
   std::vector<std::vector<Value>> block_rows(keys.size());
   std::vector<std::vector<MetricPoint>> points(keys.size());
-  {
-    for (size_t i = 0; i < metrics.size(); ++i) {
-      const Metric& m = metrics[i];
-      points[key_index[i]].push_back(MetricPoint{m.step, m.timestamp, m.value});
-    }
-    for (size_t k = 0; k < keys.size(); ++k) {
-      SortAndDedup(points[k]);
-      int64_t first = points[k].front().step;
-      // series_id, first_step, last_step, points, data; series_id, first_step again.
-      block_rows[k] = {int64_t{0},
-                       first,
-                       points[k].back().step,
-                       static_cast<int64_t>(points[k].size()),
-                       store::Blob{EncodeMetricBlock(points[k].data(), points[k].size())},
-                       int64_t{0},
-                       first};
-    }
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    const Metric& m = metrics[i];
+    points[key_index[i]].push_back(MetricPoint{m.step, m.timestamp, m.value});
+  }
+  for (size_t k = 0; k < keys.size(); ++k) {
+    SortAndDedup(points[k]);
+    int64_t first = points[k].front().step;
+    // series_id, first_step, last_step, points, data; series_id, first_step again.
+    block_rows[k] = {int64_t{0},
+                     first,
+                     points[k].back().step,
+                     static_cast<int64_t>(points[k].size()),
+                     store::Blob{EncodeMetricBlock(points[k].data(), points[k].size())},
+                     int64_t{0},
+                     first};
   }
   std::vector<int64_t> series_ids(keys.size(), -1);
   {
@@ -1079,12 +1077,14 @@ Result<std::string> TrackingService::ScanMetricHistory(
     }
   });
   if (!s.ok()) return s;
-  SortAndDedup(points);
-  if (points.size() > want) points.resize(want);
   std::string next_page_token;
-  if (max_results && points.size() > static_cast<size_t>(*max_results)) {
-    points.pop_back();
-    next_page_token = EncodeHistoryCursor(points.back());
+  if (max_results) {  // a whole history came from ReadHistory in order already
+    SortAndDedup(points);
+    if (points.size() >= want) {
+      points.resize(want);
+      points.pop_back();
+      next_page_token = EncodeHistoryCursor(points.back());
+    }
   }
   for (const MetricPoint& p : points) fn(p);
   return next_page_token;

@@ -158,40 +158,6 @@ class Connection : public Transaction {
     return Status::Ok();
   }
 
-  Status QueryNumbers(std::string_view sql, const std::vector<Value>& params,
-                      const std::vector<NumberKind>& kinds,
-                      const std::function<Status(const NumberCell*, size_t)>& fn) override {
-    TY_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
-    const int cols = static_cast<int>(kinds.size());
-    std::vector<NumberCell> cells(kNumberBlockRows * kinds.size());
-    size_t rows = 0;
-    Status s;
-    while (true) {
-      int rc = sqlite3_step(stmt);
-      if (rc == SQLITE_DONE) break;
-      if (rc != SQLITE_ROW) {
-        s = SqliteError(db_, "query");
-        break;
-      }
-      NumberCell* row = cells.data() + rows * kinds.size();
-      for (int c = 0; c < cols; ++c) {
-        if (kinds[static_cast<size_t>(c)] == NumberKind::kInt64) {
-          row[c].i = sqlite3_column_int64(stmt, c);
-        } else {
-          row[c].d = sqlite3_column_double(stmt, c);
-        }
-      }
-      if (++rows == kNumberBlockRows) {
-        s = fn(cells.data(), rows);
-        rows = 0;
-        if (!s.ok()) break;
-      }
-    }
-    sqlite3_reset(stmt);
-    if (s.ok() && rows > 0 && cols > 0) s = fn(cells.data(), rows);
-    return s;
-  }
-
   Result<int64_t> Exec(std::string_view sql, const std::vector<Value>& params) override {
     TY_ASSIGN_OR_RETURN(sqlite3_stmt * stmt, Prepare(sql, params));
     // sqlite3_changes() keeps the last DML's count across DDL; the total's delta does not.
