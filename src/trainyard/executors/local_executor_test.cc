@@ -265,13 +265,17 @@ TEST_F(LocalExecutorTest, StopReachesGrandchildren) {
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &term, &old);
+  // `ready` is written by a shell builtin after the inner shell has reaped its `mv`: were
+  // the SIGTERM to come while `mv` is still a child, the shim (the subreaper) would adopt it
+  // and take its exit status 0 for the workload's result, as it should for a program that
+  // outlives its shell.
   auto launched = Launch(Attempt("job-tree",
                                  "sleep 1000 & echo $! > gc1.tmp && mv gc1.tmp gc1;"
                                  "sh -c 'sleep 1000 & echo $! > gc2.tmp && mv gc2.tmp gc2; "
-                                 "wait' & wait"));
+                                 ": > ready; wait' & wait"));
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   ASSERT_TRUE(launched.ok()) << launched.status().ToString();
-  ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir_ / "gc1") && fs::exists(dir_ / "gc2"); }));
+  ASSERT_TRUE(WaitUntil([&] { return fs::exists(dir_ / "ready"); }));
   int gc1 = ReadPid(dir_ / "gc1"), gc2 = ReadPid(dir_ / "gc2");
   ASSERT_GT(gc1, 0);
   ASSERT_GT(gc2, 0);
