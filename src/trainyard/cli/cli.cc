@@ -362,6 +362,13 @@ int Main(int argc, char** argv) {
                          "slurm.conf for the Slurm commands (SLURM_CONF)");
   server_cmd->add_option("--slurm-sbatch-arg", config.slurm_sbatch_args,
                          "extra sbatch argument, e.g. --constraint=a100 (repeatable)");
+  server_cmd->add_flag("--single-user", config.single_user,
+                       "run every job as this server's OS account; only admins may submit "
+                       "(implied when not root; as root, jobs otherwise run as their users' "
+                       "mapped OS accounts)");
+  server_cmd->add_option("--job-dir", config.job_dir,
+                         "where jobs' private directories live (default: <data-dir>/jobs, or "
+                         "<data-dir>-jobs in multi-user mode)");
   server_cmd->add_option("--advertise-url", config.advertise_url,
                          "URL workloads use to reach this server (default http://HOST:PORT)");
   server_cmd->add_option("--log-format", log_format, "text, or json (one object per line)")
@@ -418,12 +425,20 @@ int Main(int argc, char** argv) {
 
   auto* users = app.add_subcommand("users", "manage users (admins)");
   users->require_subcommand(1);
-  std::string user_name;
+  std::string user_name, user_os_user;
   bool user_admin = false;
   auto* users_create = users->add_subcommand("create", "create a user");
   users_create->add_option("name", user_name, "user name")->required();
   users_create->add_flag("--admin", user_admin, "make the user an admin");
+  users_create->add_option("--os-user", user_os_user,
+                           "the OS account the user's jobs run as (multi-user mode)");
   add_client_options(users_create);
+  auto* users_update = users->add_subcommand("update", "change a user's OS account mapping");
+  users_update->add_option("name", user_name, "user name")->required();
+  users_update->add_option("--os-user", user_os_user,
+                           "the OS account the user's jobs run as (\"\" removes the mapping)")
+      ->required();
+  add_client_options(users_update);
   auto* users_list = users->add_subcommand("list", "list users");
   add_client_options(users_list);
 
@@ -484,9 +499,20 @@ int Main(int argc, char** argv) {
   }
   if (users_create->parsed()) {
     auto r = client.Call("POST", "/api/trainyard/v1/users",
-                         {{"name", user_name}, {"is_admin", user_admin}});
+                         {{"name", user_name}, {"is_admin", user_admin}, {"os_user", user_os_user}});
     if (!r.ok()) return Fail(r.status());
-    std::cout << "Created user " << user_name << (user_admin ? " (admin)" : "") << "\n";
+    std::cout << "Created user " << user_name << (user_admin ? " (admin)" : "")
+              << (user_os_user.empty() ? "" : ", jobs run as OS account " + user_os_user) << "\n";
+    return 0;
+  }
+  if (users_update->parsed()) {
+    auto r = client.Call("PATCH", "/api/trainyard/v1/users/" + UrlEncode(user_name),
+                         {{"os_user", user_os_user}});
+    if (!r.ok()) return Fail(r.status());
+    std::cout << "User " << user_name
+              << (user_os_user.empty() ? " has no OS account now"
+                                       : "'s jobs run as OS account " + user_os_user)
+              << "\n";
     return 0;
   }
   if (users_list->parsed()) {
@@ -494,10 +520,11 @@ int Main(int argc, char** argv) {
     if (!r.ok()) return Fail(r.status());
     std::vector<std::vector<std::string>> rows;
     for (const auto& u : Arr(*r, "users")) {
+      std::string os_user = Str(u, "os_user");
       rows.push_back({Str(u, "name"), Str(u, "is_admin") == "true" ? "yes" : "no",
-                      FormatTime(Int(u, "created_at"))});
+                      os_user.empty() ? "-" : os_user, FormatTime(Int(u, "created_at"))});
     }
-    PrintTable(std::cout, {"USER", "ADMIN", "CREATED"}, rows);
+    PrintTable(std::cout, {"USER", "ADMIN", "OS USER", "CREATED"}, rows);
     return 0;
   }
   return 2;

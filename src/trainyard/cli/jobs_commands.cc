@@ -241,6 +241,12 @@ int ShowCluster(Client& client) {
                     FormatBytes(static_cast<double>(Int(n, "memory"))), jobs});
   }
   std::cout << "Pool " << Str(*r, "pool") << "\n";
+  std::string mode = Str(*r, "mode");
+  std::cout << "Mode " << mode
+            << (mode == "multi-user" ? " (jobs run as their owners' mapped OS accounts)"
+                                     : " (jobs run as the server's OS account; only admins submit)")
+            << "\n";
+  if (!Str(*r, "containment").empty()) std::cout << "Cgroups " << Str(*r, "containment") << "\n";
   PrintTable(std::cout, {"NODE", "GPUS USED", "CPUS USED", "MEMORY", "JOBS"}, rows);
   return 0;
 }
