@@ -45,8 +45,8 @@ void RegisterIdentityRoutes(Api& api) {
     TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
     TY_ASSIGN_OR_RETURN(auto admin, OptionalBool(c.body, "is_admin"));
     TY_ASSIGN_OR_RETURN(auto os_user, OptionalString(c.body, "os_user"));
-    TY_ASSIGN_OR_RETURN(auto user, ids.CreateUser(c.principal, name, admin.value_or(false),
-                                                  os_user.value_or("")));
+    TY_ASSIGN_OR_RETURN(
+        auto user, ids.CreateUser(c.principal, name, admin.value_or(false), os_user.value_or("")));
     return json::object{{"user", UserToJson(user)}};
   });
   // Updates a user's OS account mapping (admins only). Separate from the enable/disable and

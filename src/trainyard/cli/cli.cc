@@ -435,8 +435,9 @@ int Main(int argc, char** argv) {
   add_client_options(users_create);
   auto* users_update = users->add_subcommand("update", "change a user's OS account mapping");
   users_update->add_option("name", user_name, "user name")->required();
-  users_update->add_option("--os-user", user_os_user,
-                           "the OS account the user's jobs run as (\"\" removes the mapping)")
+  users_update
+      ->add_option("--os-user", user_os_user,
+                   "the OS account the user's jobs run as (\"\" removes the mapping)")
       ->required();
   add_client_options(users_update);
   auto* users_list = users->add_subcommand("list", "list users");
@@ -448,6 +449,8 @@ int Main(int argc, char** argv) {
   auto* submit = app.add_subcommand("submit", "submit a job (prints its id)");
   submit->add_option("file", job_file, "job spec (YAML)")->required();
   submit->add_flag("-f,--follow", job_follow, "stream state changes and rank 0's output");
+  std::vector<std::string> job_env;
+  submit->add_option("--env", job_env, "NAME=VALUE added to the job's env (repeatable)");
   add_client_options(submit);
   auto* jobs_cmd = app.add_subcommand("jobs", "list jobs: state, queue position, why they wait");
   jobs_cmd->add_flag("--active", jobs_active, "only pending and running jobs");
@@ -474,7 +477,7 @@ int Main(int argc, char** argv) {
 
   if (server_cmd->parsed()) return RunServer(config, log_level, log_format, port_file);
   Client client(client_options);
-  if (submit->parsed()) return SubmitJob(client, job_file, job_follow);
+  if (submit->parsed()) return SubmitJob(client, job_file, job_follow, job_env);
   if (jobs_cmd->parsed()) return ListJobs(client, jobs_active, job_project, jobs_max);
   if (describe->parsed()) return DescribeJob(client, job_id);
   if (logs->parsed()) return JobLogs(client, job_id, job_follow, job_attempt, job_rank);
@@ -498,8 +501,9 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (users_create->parsed()) {
-    auto r = client.Call("POST", "/api/trainyard/v1/users",
-                         {{"name", user_name}, {"is_admin", user_admin}, {"os_user", user_os_user}});
+    auto r =
+        client.Call("POST", "/api/trainyard/v1/users",
+                    {{"name", user_name}, {"is_admin", user_admin}, {"os_user", user_os_user}});
     if (!r.ok()) return Fail(r.status());
     std::cout << "Created user " << user_name << (user_admin ? " (admin)" : "")
               << (user_os_user.empty() ? "" : ", jobs run as OS account " + user_os_user) << "\n";

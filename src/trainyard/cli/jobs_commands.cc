@@ -60,13 +60,21 @@ std::string Duration(int64_t start, int64_t end) {
 
 }  // namespace
 
-int SubmitJob(Client& client, const std::string& file, bool follow) {
+int SubmitJob(Client& client, const std::string& file, bool follow,
+              const std::vector<std::string>& env) {
   std::ifstream in(file);
   if (!in) return Fail(Status::InvalidArgument("cannot read " + file));
   std::stringstream ss;
   ss << in.rdbuf();
   auto spec = jobs::ParseJobSpec(ss.str(), file);
   if (!spec.ok()) return Fail(spec.status());
+  for (const auto& kv : env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Fail(Status::InvalidArgument("--env must be NAME=VALUE (got '" + kv + "')"));
+    }
+    spec->env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
   if (spec->working_dir.empty()) {
     // Like sbatch: the job runs where it was submitted from.
     std::error_code ec;

@@ -96,8 +96,8 @@ Result<int> OwnedDirAt(int parent_fd, const std::string& name, const std::string
   }
   int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
-    return Status::IOError("cannot open " + shown + " (it must be a directory, not a link): " +
-                           std::strerror(errno));
+    return Status::IOError("cannot open " + shown +
+                           " (it must be a directory, not a link): " + std::strerror(errno));
   }
   if (fchown(fd, uid, gid) != 0 || fchmod(fd, 0700) != 0) {
     int err = errno;

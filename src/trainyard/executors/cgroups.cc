@@ -136,10 +136,10 @@ CgroupManager::CgroupManager(CgroupLayout layout) {
         WriteFile(layout.v2_dir + "/cgroup.subtree_control", "+memory");
         v2_memory_ = WriteFile(parent + "/cgroup.subtree_control", "+memory");
       }
-      notes.push_back("cgroup v2 at " + parent + (Exists(parent + "/cgroup.kill") ||
-                                                          Exists(layout.v2_dir + "/cgroup.kill")
-                                                      ? " (cgroup.kill)"
-                                                      : "") +
+      notes.push_back("cgroup v2 at " + parent +
+                      (Exists(parent + "/cgroup.kill") || Exists(layout.v2_dir + "/cgroup.kill")
+                           ? " (cgroup.kill)"
+                           : "") +
                       (v2_memory_ ? ", memory.max" : ""));
     } else {
       problems.push_back("cgroup v2 not writable (" + error + ")");

@@ -34,9 +34,9 @@ TEST(CgroupLayout, PureV2) {
 }
 
 TEST(CgroupLayout, CombinedV1ControllersAndNoV2) {
-  CgroupLayout l = ParseCgroupLayout(
-      "cgroup /sys/fs/cgroup/memory,cpu cgroup rw,relatime,cpu,memory 0 0\n",
-      "3:cpu,memory:/user/1000\n");
+  CgroupLayout l =
+      ParseCgroupLayout("cgroup /sys/fs/cgroup/memory,cpu cgroup rw,relatime,cpu,memory 0 0\n",
+                        "3:cpu,memory:/user/1000\n");
   EXPECT_EQ(l.v2_dir, "");
   EXPECT_EQ(l.v1_memory_dir, "/sys/fs/cgroup/memory,cpu/user/1000");
 }

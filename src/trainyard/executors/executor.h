@@ -53,8 +53,8 @@ struct ClusterRequest {
 struct AttemptLaunch {
   std::string job_id;
   int attempt = 0;
-  std::string command;                     // run with /bin/sh -c
-  std::string working_dir;                 // "" = the server's cwd; must exist
+  std::string command;      // run with /bin/sh -c
+  std::string working_dir;  // "" = the server's cwd; must exist
   // The job's environment: the spec's env and the workload variables. Nothing of the server's
   // environment is inherited; the executor adds only safe basics (see JobEnvironment).
   std::map<std::string, std::string> env;
@@ -63,7 +63,7 @@ struct AttemptLaunch {
   std::string os_user;
   // The job's private temporary directory (TMPDIR); "" = /tmp.
   std::string tmp_dir;
-  std::vector<RankLaunch> ranks;           // ranks 0..nnodes*local_world_size-1, each once
+  std::vector<RankLaunch> ranks;  // ranks 0..nnodes*local_world_size-1, each once
   int nnodes = 1;
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";

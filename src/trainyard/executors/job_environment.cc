@@ -2,8 +2,8 @@
 
 namespace trainyard::executors {
 
-std::map<std::string, std::string> JobEnvironment(const JobEnvironmentBasics& basics,
-                                                  const std::map<std::string, std::string>& job_env) {
+std::map<std::string, std::string> JobEnvironment(
+    const JobEnvironmentBasics& basics, const std::map<std::string, std::string>& job_env) {
   std::map<std::string, std::string> env;
   env["PATH"] = kDefaultJobPath;
   if (!basics.user.empty()) {

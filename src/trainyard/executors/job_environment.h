@@ -23,7 +23,7 @@ struct JobEnvironmentBasics {
   std::string tmp_dir;  // "" = not set
 };
 
-std::map<std::string, std::string> JobEnvironment(const JobEnvironmentBasics& basics,
-                                                  const std::map<std::string, std::string>& job_env);
+std::map<std::string, std::string> JobEnvironment(
+    const JobEnvironmentBasics& basics, const std::map<std::string, std::string>& job_env);
 
 }  // namespace trainyard::executors

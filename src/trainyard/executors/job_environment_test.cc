@@ -12,10 +12,10 @@ TEST(JobEnvironment, OnlyBasicsAndTheJobsVariables) {
   auto env = JobEnvironment({"alice", "/home/alice", "C.UTF-8", "/jobs/j-1/tmp"},
                             {{"TRAINYARD_TOKEN", "t"}, {"STEPS", "3"}});
   unsetenv("AWS_SECRET_ACCESS_KEY");
-  std::map<std::string, std::string> want = {
-      {"PATH", kDefaultJobPath},   {"HOME", "/home/alice"}, {"USER", "alice"},
-      {"LOGNAME", "alice"},        {"LANG", "C.UTF-8"},     {"TMPDIR", "/jobs/j-1/tmp"},
-      {"TRAINYARD_TOKEN", "t"},    {"STEPS", "3"}};
+  std::map<std::string, std::string> want = {{"PATH", kDefaultJobPath}, {"HOME", "/home/alice"},
+                                             {"USER", "alice"},         {"LOGNAME", "alice"},
+                                             {"LANG", "C.UTF-8"},       {"TMPDIR", "/jobs/j-1/tmp"},
+                                             {"TRAINYARD_TOKEN", "t"},  {"STEPS", "3"}};
   EXPECT_EQ(env, want);
 }
 

@@ -438,8 +438,8 @@ class LocalExecutor final : public Executor {
       args.push_back("--user");
       args.push_back(launch.os_user);
     }
-    for (std::string a : {log_file, ExitPath(log_dir, r.rank).string(), working_dir.string(),
-                          launch.command}) {
+    for (std::string a :
+         {log_file, ExitPath(log_dir, r.rank).string(), working_dir.string(), launch.command}) {
       args.push_back(std::move(a));
     }
     // Everything the child needs is built before the spawn; posix_spawn runs only
@@ -727,10 +727,10 @@ class LocalExecutor final : public Executor {
   bool shutdown_ = false;
   ExitCallback callback_;
   std::map<Key, std::unique_ptr<AttemptState>> attempts_;
-  std::set<Key> reserved_;          // attempts being launched
-  std::unique_ptr<CgroupManager> cgroups_;  // set at construction; null = no cgroups
+  std::set<Key> reserved_;                   // attempts being launched
+  std::unique_ptr<CgroupManager> cgroups_;   // set at construction; null = no cgroups
   std::set<std::string> cgroups_to_remove_;  // ended attempts' cgroups not yet removable
-  std::map<uint64_t, Key> tokens_;  // epoll token → the attempt of that rank's pidfd
+  std::map<uint64_t, Key> tokens_;           // epoll token → the attempt of that rank's pidfd
   uint64_t next_token_ = kWakeToken + 1;
 
   std::mutex join_mu_;   // serializes joining watcher_

@@ -477,8 +477,7 @@ TEST_F(LocalExecutorIsolationTest, SetsidEscapeeDiesWithItsAttempt) {
   if (executor_->Containment().rfind("none", 0) == 0) {
     GTEST_SKIP() << "no writable cgroups here: " << executor_->Containment();
   }
-  ASSERT_TRUE(
-      Launch(Attempt("job-escape", std::string(kEscape) + "; exit 0")).ok());
+  ASSERT_TRUE(Launch(Attempt("job-escape", std::string(kEscape) + "; exit 0")).ok());
   auto exit = exits_.WaitFor("job-escape", 1);
   ASSERT_TRUE(exit.has_value());
   EXPECT_TRUE(exit->success);

@@ -73,8 +73,8 @@ int RunRankShim(int argc, char** argv) {
   std::vector<std::string> cgroups;
   std::string run_as;
   int first = 1;
-  while (first + 1 < argc && (std::strcmp(argv[first], "--cgroup") == 0 ||
-                              std::strcmp(argv[first], "--user") == 0)) {
+  while (first + 1 < argc &&
+         (std::strcmp(argv[first], "--cgroup") == 0 || std::strcmp(argv[first], "--user") == 0)) {
     if (argv[first][2] == 'c') {
       cgroups.emplace_back(argv[first + 1]);
     } else {
@@ -124,8 +124,8 @@ int RunRankShim(int argc, char** argv) {
   if (!run_as.empty()) {
     auto found = LookupOsAccount(run_as);
     if (!found.ok() || found->uid == 0) {
-      Say("cannot run the job as OS account '" + run_as + "': " +
-          (found.ok() ? std::string("it is root") : found.status().message()));
+      Say("cannot run the job as OS account '" + run_as +
+          "': " + (found.ok() ? std::string("it is root") : found.status().message()));
       WriteExitFile(exit_file, 127, 0);
       return 127;
     }
@@ -160,8 +160,7 @@ int RunRankShim(int argc, char** argv) {
     if (!run_as.empty()) {
       // Groups first, then the gid, then the uid (after which nothing else can be changed).
       if (setgroups(account.groups.size(), account.groups.data()) != 0 ||
-          setgid(account.gid) != 0 || setuid(account.uid) != 0 || getuid() == 0 ||
-          geteuid() == 0) {
+          setgid(account.gid) != 0 || setuid(account.uid) != 0 || getuid() == 0 || geteuid() == 0) {
         Say("cannot switch to OS account " + run_as + ": " + std::strerror(errno));
         _exit(127);
       }

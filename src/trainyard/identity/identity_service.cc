@@ -254,7 +254,8 @@ Result<User> IdentityService::SetOsUser(const Principal& who, const std::string&
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT 1 FROM users WHERE name = ?", {name}));
     if (rows.empty()) {
-      return Status::NotFound("user '" + name + "' does not exist; list users with 'trainyard "
+      return Status::NotFound("user '" + name +
+                              "' does not exist; list users with 'trainyard "
                               "users list'");
     }
     auto r = tx.Exec("UPDATE users SET os_user = ? WHERE name = ?",

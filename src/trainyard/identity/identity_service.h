@@ -99,8 +99,7 @@ class IdentityService {
   // NotFound when the user does not exist.
   Result<User> GetUser(const std::string& name);
   // Maps `name` to the OS account its jobs run as ("" removes the mapping); admins only.
-  Result<User> SetOsUser(const Principal& who, const std::string& name,
-                         const std::string& os_user);
+  Result<User> SetOsUser(const Principal& who, const std::string& name, const std::string& os_user);
   // Returns the new token's secret (shown once) and its info.
   Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
                                                         const std::string& user,

@@ -922,7 +922,8 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   launch.job_id = j.job_id;
   launch.attempt = attempt;
   launch.command = spec.command;
-  launch.working_dir = spec.working_dir.empty() ? (private_dir / "work").string() : spec.working_dir;
+  launch.working_dir =
+      spec.working_dir.empty() ? (private_dir / "work").string() : spec.working_dir;
   launch.tmp_dir = (private_dir / "tmp").string();
   launch.env = spec.env;
   launch.env["TRAINYARD_URL"] = server_url_;

@@ -1,7 +1,6 @@
 #include "trainyard/server/server.h"
 
 #include <spdlog/spdlog.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -125,20 +124,28 @@ Status Server::InitIdentityMode(jobs::JobServiceOptions& options) {
   std::string data_dir = options.data_dir;
   while (data_dir.size() > 1 && data_dir.back() == '/') data_dir.pop_back();
   if (config_.single_user) {
-    spdlog::info("mode: single-user (--single-user): jobs run as this server's OS account "
-                 "(uid {}); only admins may submit jobs",
-                 geteuid());
+    spdlog::info(
+        "mode: single-user (--single-user): jobs run as this server's OS account "
+        "(uid {}); only admins may submit jobs",
+        geteuid());
   } else if (geteuid() != 0) {
-    spdlog::warn("mode: single-user: the server is not root, so it cannot run jobs as their "
-                 "users' OS accounts; jobs run as this server's account (uid {}) and only "
-                 "admins may submit jobs",
-                 geteuid());
+    spdlog::warn(
+        "mode: single-user: the server is not root, so it cannot run jobs as their "
+        "users' OS accounts; jobs run as this server's account (uid {}) and only "
+        "admins may submit jobs",
+        geteuid());
   } else {
     multi_user_ = true;
-    spdlog::info("mode: multi-user: every job runs as its owner's mapped OS account (never "
-                 "root); map one with `trainyard users update NAME --os-user ACCT`");
+    spdlog::info(
+        "mode: multi-user: every job runs as its owner's mapped OS account (never "
+        "root); map one with `trainyard users update NAME --os-user ACCT`");
   }
   options.multi_user = multi_user_;
+  // Jobs run as other accounts: nothing in the data directory is theirs to read.
+  if (multi_user_ && ::chmod(data_dir.c_str(), 0700) != 0) {
+    return Status::IOError("cannot make the data directory " + data_dir +
+                           " private (0700): " + std::strerror(errno));
+  }
   options.job_dir_root = config_.job_dir;
   if (options.job_dir_root.empty() && multi_user_) options.job_dir_root = data_dir + "-jobs";
   if (!options.job_dir_root.empty()) {

@@ -26,7 +26,7 @@ class Executor;
 namespace trainyard::jobs {
 class JobService;
 struct JobServiceOptions;
-}
+}  // namespace trainyard::jobs
 namespace trainyard::checkpoints {
 class CheckpointService;
 }
