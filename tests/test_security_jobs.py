@@ -352,3 +352,39 @@ def test_single_user_mode_refuses_non_admins(server_factory):
     out = subprocess.run([str(TRAINYARD_BIN), "cluster", "--url", server.url, "--token",
                           server.token], capture_output=True, text=True, timeout=30)
     assert "Mode single-user" in out.stdout, out.stdout
+
+
+def test_slurm_job_is_submitted_as_its_owner(cluster, accounts):
+    """On the Slurm test cluster (tests/slurm_cluster.py), alice's job is submitted with
+    sbatch as ty-iso-alice, so Slurm runs it with her uid, and sees none of the server's
+    environment."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind((cluster.controller_addr, 0))
+        port = s.getsockname()[1]
+    server = TrainyardServer(
+        data_dir=cluster.shared_dir / f"iso-{uuid.uuid4().hex[:6]}", backend="sqlite",
+        single_user=False,
+        env={**os.environ, "AWS_SECRET_ACCESS_KEY": CANARY},
+        extra_args=["--executor", "slurm", "--slurm-conf", str(cluster.conf_path),
+                    "--host", "0.0.0.0", "--advertise-url",
+                    f"http://{cluster.controller_addr}:{port}", "--port", str(port)])
+    server.start()
+    try:
+        alice = Client(server, user_with_account(server, "alice", "ty-iso-alice"))
+        job = alice.submit({"name": "slurm-identity",
+                            "command": "echo uid=$(id -u) node=$(hostname); "
+                                       "env | grep -c " + CANARY + " || true; "
+                                       f"cat {server.data_dir}/admin.token || echo denied-token"})
+        alice.wait_state(job["job_id"], "succeeded", timeout=90)
+        out = alice.logs(job["job_id"])
+        assert f"uid={accounts['ty-iso-alice'].pw_uid} node=node" in out, out
+        assert "denied-token" in out and CANARY not in out, out
+        # Slurm itself says whose job it was.
+        private = Path(f"{server.data_dir}-jobs") / job["job_id"]
+        slurm_id = (private / "attempt-1" / "slurm-job-id").read_text().strip()
+        assert cluster.job(slurm_id)["UserId"].startswith(
+            f"ty-iso-alice({accounts['ty-iso-alice'].pw_uid})"), cluster.job(slurm_id)
+    finally:
+        server.stop()
