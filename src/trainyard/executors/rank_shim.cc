@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -61,6 +62,24 @@ bool WriteExitFile(const std::string& path, int exit_code, int signal_number) {
     close(dir_fd);
   }
   return true;
+}
+
+// Our children that are still running (not zombies). The shim is single-threaded, so its
+// thread's children are all of them.
+std::set<pid_t> LiveChildren() {
+  std::set<pid_t> out;
+  std::ifstream in("/proc/self/task/" + std::to_string(getpid()) + "/children");
+  pid_t pid = 0;
+  while (in >> pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    size_t paren = text.rfind(')');
+    if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z') {
+      out.insert(pid);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -185,18 +204,26 @@ int RunRankShim(int argc, char** argv) {
   }
   if (g_stop_requested) {
     // Stopping: wait for every remaining descendant (the server sends SIGKILL to the whole
-    // group when the grace period ends). When the shell died of the signal, a program of its
-    // that then exits on its own carries the workload's result.
-    int other = 0;
+    // group when the grace period ends). When the shell died of the signal, a program it
+    // started that was still running then and later exits on its own (e.g. after saving a
+    // checkpoint) carries the workload's result; the last such one to end decides. A helper
+    // that had already exited (a zombie handed to us with its dead parent) does not.
+    const std::set<pid_t> carriers = LiveChildren();
+    int other = 0, carried = 0;
+    bool any_carried = false;
     while (true) {
       pid_t reaped = waitpid(-1, &other, 0);
       if (reaped > 0) {
-        if (WIFSIGNALED(status) && WIFEXITED(other)) status = other;
+        if (carriers.count(reaped)) {
+          carried = other;
+          any_carried = true;
+        }
         continue;
       }
       if (errno == EINTR) continue;
       break;
     }
+    if (any_carried && WIFSIGNALED(status) && WIFEXITED(carried)) status = carried;
   }
   int exit_code = 0, signal_number = 0;
   if (WIFEXITED(status)) {
