@@ -159,6 +159,19 @@ Status Server::InitIdentityMode(jobs::JobServiceOptions& options) {
                              "; pass --job-dir DIR");
     }
     spdlog::info("job directories: {}", options.job_dir_root);
+    // Jobs' accounts must be able to reach their directories through every parent.
+    for (std::filesystem::path p = options.job_dir_root; multi_user_ && p.has_relative_path();
+         p = p.parent_path()) {
+      struct stat st {};
+      if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+        spdlog::warn(
+            "jobs cannot reach their directories under {}: {} is not traversable by "
+            "other accounts (mode {:o}); pass --job-dir DIR under traversable "
+            "directories",
+            options.job_dir_root, p.string(), st.st_mode & 07777);
+        break;
+      }
+    }
   }
   return Status::Ok();
 }
