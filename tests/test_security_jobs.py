@@ -388,3 +388,21 @@ def test_slurm_job_is_submitted_as_its_owner(cluster, accounts):
             f"ty-iso-alice({accounts['ty-iso-alice'].pw_uid})"), cluster.job(slurm_id)
     finally:
         server.stop()
+
+
+def test_submit_env_passes_variables_the_job_would_no_longer_inherit(server_factory, tmp_path):
+    server = server_factory.new()
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: env-pass\ncommand: echo \"outputs=$OUTPUTS home=$HOME\"\n")
+    env = {**os.environ, "OUTPUTS": "from-the-submitter", "TRAINYARD_URL": server.url,
+           "TRAINYARD_TOKEN": server.token}
+    out = subprocess.run([str(TRAINYARD_BIN), "submit", str(spec), "--env", "OUTPUTS=/x/y"],
+                         capture_output=True, text=True, env=env, timeout=30, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    admin = Client(server, server.token)
+    job_id = out.stdout.strip()
+    admin.wait_state(job_id, "succeeded")
+    assert f"outputs=/x/y home={pwd.getpwuid(os.geteuid()).pw_dir}" in admin.logs(job_id)
+    bad = subprocess.run([str(TRAINYARD_BIN), "submit", str(spec), "--env", "NOEQUALS"],
+                         capture_output=True, text=True, env=env, timeout=30)
+    assert bad.returncode != 0 and "NAME=VALUE" in bad.stderr, bad.stderr
