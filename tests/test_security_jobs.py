@@ -386,6 +386,11 @@ def test_slurm_job_is_submitted_as_its_owner(cluster, accounts):
         slurm_id = (private / "attempt-1" / "slurm-job-id").read_text().strip()
         assert cluster.job(slurm_id)["UserId"].startswith(
             f"ty-iso-alice({accounts['ty-iso-alice'].pw_uid})"), cluster.job(slurm_id)
+        # Cancelling goes through scancel as alice, which Slurm accepts for her own job.
+        job = alice.submit({"name": "slurm-cancel", "command": "echo started; exec sleep 300"})
+        alice.wait_log(job["job_id"], "started", timeout=90)
+        alice.cancel(job["job_id"])
+        alice.wait_state(job["job_id"], "cancelled", timeout=90)
     finally:
         server.stop()
 
