@@ -71,6 +71,10 @@ class TrainyardServer:
     backend: str
     db_url: str | None = None
     extra_args: list[str] = field(default_factory=list)
+    # Tests run as root, which would make the server multi-user (jobs as their users' mapped
+    # OS accounts); the tests that want that mode set this to False.
+    single_user: bool = True
+    env: dict[str, str] | None = None
     proc: subprocess.Popen | None = None
     port: int | None = None
     token: str | None = None
@@ -93,13 +97,16 @@ class TrainyardServer:
         port_file = self.data_dir.parent / f"{self.data_dir.name}.port{self.starts}"
         argv = [str(TRAINYARD_BIN), "server", "--data-dir", str(self.data_dir), "--port", "0",
                 "--port-file", str(port_file), "--log-level", LOG_LEVEL, *self.extra_args]
+        if self.single_user:
+            argv.append("--single-user")
         if self.db_url:
             argv += ["--db", self.db_url]
         with open(self.log_path, "ab") as log:
             log.write(f"--- start {self.starts}: {' '.join(argv)}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                                         stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+                                         env=self.env)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             if port_file.exists():

@@ -251,9 +251,10 @@ def test_users_and_tokens_for_them(server):
     name = f"cliuser{uuid.uuid4().hex[:6]}"
     assert f"Created user {name}" in cli(server, "users", "create", name).stdout
     names, rows = parse_table(cli(server, "users", "list").stdout, "USER")
-    assert names == ["USER", "ADMIN", "CREATED"]
+    assert names == ["USER", "ADMIN", "OS USER", "CREATED"]
     users = {r["USER"]: r for r in rows}
     assert users[name]["ADMIN"] == "no"
+    assert users[name]["OS USER"] == "-"
     assert users["admin"]["ADMIN"] == "yes"
     token = cli(server, "token", "create", "--user", name).stdout.strip()
     who = requests.get(server.api("/api/trainyard/v1/whoami"),

@@ -40,7 +40,7 @@ def start_server(data_dir: Path) -> tuple[subprocess.Popen, str, str]:
     port_file = data_dir.parent / "port"
     proc = subprocess.Popen([str(BIN), "server", "--data-dir", str(data_dir), "--port", "0",
                              "--port-file", str(port_file), "--log-level", "warn",
-                             "--local-cpus", "64"],
+                             "--local-cpus", "64", "--single-user"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while not port_file.exists() or not port_file.read_text().strip():

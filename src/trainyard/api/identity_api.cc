@@ -17,6 +17,13 @@ json::value TokenToJson(const identity::TokenInfo& t) {
   return o;
 }
 
+json::object UserToJson(const identity::User& u) {
+  return json::object{{"name", u.name},
+                      {"is_admin", u.is_admin},
+                      {"created_at", u.created_at},
+                      {"os_user", u.os_user}};
+}
+
 Result<Action> PrivilegeField(const json::object& body) {
   TY_ASSIGN_OR_RETURN(std::string p, RequiredString(body, "privilege"));
   if (p == "EDIT") return Action::kEdit;
@@ -37,16 +44,29 @@ void RegisterIdentityRoutes(Api& api) {
   api.Route(Method::kPost, kTrainyardPrefixes, "/users", [&ids](Call& c) -> Result<json::value> {
     TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
     TY_ASSIGN_OR_RETURN(auto admin, OptionalBool(c.body, "is_admin"));
-    TY_ASSIGN_OR_RETURN(auto user, ids.CreateUser(c.principal, name, admin.value_or(false)));
-    return json::object{{"user", json::object{{"name", user.name}, {"is_admin", user.is_admin}}}};
+    TY_ASSIGN_OR_RETURN(auto os_user, OptionalString(c.body, "os_user"));
+    TY_ASSIGN_OR_RETURN(
+        auto user, ids.CreateUser(c.principal, name, admin.value_or(false), os_user.value_or("")));
+    return json::object{{"user", UserToJson(user)}};
   });
+  // Updates a user's OS account mapping (admins only). Separate from the enable/disable and
+  // delete routes on purpose: each changes one thing.
+  api.Route(Method::kPatch, kTrainyardPrefixes, "/users/{name}",
+            [&ids](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(auto os_user, OptionalString(c.body, "os_user"));
+              if (!os_user) {
+                return Status::InvalidArgument(
+                    "os_user is required (the OS account the user's jobs run as; \"\" "
+                    "removes the mapping)");
+              }
+              TY_ASSIGN_OR_RETURN(
+                  auto user, ids.SetOsUser(c.principal, c.request.path_params["name"], *os_user));
+              return json::object{{"user", UserToJson(user)}};
+            });
   api.Route(Method::kGet, kTrainyardPrefixes, "/users", [&ids](Call& c) -> Result<json::value> {
     TY_ASSIGN_OR_RETURN(auto users, ids.ListUsers());
     json::array out;
-    for (const auto& u : users) {
-      out.emplace_back(
-          json::object{{"name", u.name}, {"is_admin", u.is_admin}, {"created_at", u.created_at}});
-    }
+    for (const auto& u : users) out.emplace_back(UserToJson(u));
     return json::object{{"users", std::move(out)}};
   });
   api.Route(Method::kPost, kTrainyardPrefixes, "/tokens", [&ids](Call& c) -> Result<json::value> {

@@ -219,7 +219,10 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs) {
                                       {"cpus_used", u.cpus_used},
                                       {"jobs", std::move(on)}});
     }
-    return json::object{{"pool", jobs.pool().name}, {"nodes", std::move(nodes)}};
+    return json::object{{"pool", jobs.pool().name},
+                        {"nodes", std::move(nodes)},
+                        {"mode", jobs.multi_user() ? "multi-user" : "single-user"},
+                        {"containment", jobs.Containment()}};
   });
 }
 

@@ -362,6 +362,13 @@ int Main(int argc, char** argv) {
                          "slurm.conf for the Slurm commands (SLURM_CONF)");
   server_cmd->add_option("--slurm-sbatch-arg", config.slurm_sbatch_args,
                          "extra sbatch argument, e.g. --constraint=a100 (repeatable)");
+  server_cmd->add_flag("--single-user", config.single_user,
+                       "run every job as this server's OS account; only admins may submit "
+                       "(implied when not root; as root, jobs otherwise run as their users' "
+                       "mapped OS accounts)");
+  server_cmd->add_option("--job-dir", config.job_dir,
+                         "where jobs' private directories live (default: <data-dir>/jobs, or "
+                         "<data-dir>-jobs in multi-user mode)");
   server_cmd->add_option("--advertise-url", config.advertise_url,
                          "URL workloads use to reach this server (default http://HOST:PORT)");
   server_cmd->add_option("--log-format", log_format, "text, or json (one object per line)")
@@ -418,12 +425,21 @@ int Main(int argc, char** argv) {
 
   auto* users = app.add_subcommand("users", "manage users (admins)");
   users->require_subcommand(1);
-  std::string user_name;
+  std::string user_name, user_os_user;
   bool user_admin = false;
   auto* users_create = users->add_subcommand("create", "create a user");
   users_create->add_option("name", user_name, "user name")->required();
   users_create->add_flag("--admin", user_admin, "make the user an admin");
+  users_create->add_option("--os-user", user_os_user,
+                           "the OS account the user's jobs run as (multi-user mode)");
   add_client_options(users_create);
+  auto* users_update = users->add_subcommand("update", "change a user's OS account mapping");
+  users_update->add_option("name", user_name, "user name")->required();
+  users_update
+      ->add_option("--os-user", user_os_user,
+                   "the OS account the user's jobs run as (\"\" removes the mapping)")
+      ->required();
+  add_client_options(users_update);
   auto* users_list = users->add_subcommand("list", "list users");
   add_client_options(users_list);
 
@@ -433,6 +449,8 @@ int Main(int argc, char** argv) {
   auto* submit = app.add_subcommand("submit", "submit a job (prints its id)");
   submit->add_option("file", job_file, "job spec (YAML)")->required();
   submit->add_flag("-f,--follow", job_follow, "stream state changes and rank 0's output");
+  std::vector<std::string> job_env;
+  submit->add_option("--env", job_env, "NAME=VALUE added to the job's env (repeatable)");
   add_client_options(submit);
   auto* jobs_cmd = app.add_subcommand("jobs", "list jobs: state, queue position, why they wait");
   jobs_cmd->add_flag("--active", jobs_active, "only pending and running jobs");
@@ -459,7 +477,7 @@ int Main(int argc, char** argv) {
 
   if (server_cmd->parsed()) return RunServer(config, log_level, log_format, port_file);
   Client client(client_options);
-  if (submit->parsed()) return SubmitJob(client, job_file, job_follow);
+  if (submit->parsed()) return SubmitJob(client, job_file, job_follow, job_env);
   if (jobs_cmd->parsed()) return ListJobs(client, jobs_active, job_project, jobs_max);
   if (describe->parsed()) return DescribeJob(client, job_id);
   if (logs->parsed()) return JobLogs(client, job_id, job_follow, job_attempt, job_rank);
@@ -483,10 +501,22 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (users_create->parsed()) {
-    auto r = client.Call("POST", "/api/trainyard/v1/users",
-                         {{"name", user_name}, {"is_admin", user_admin}});
+    auto r =
+        client.Call("POST", "/api/trainyard/v1/users",
+                    {{"name", user_name}, {"is_admin", user_admin}, {"os_user", user_os_user}});
     if (!r.ok()) return Fail(r.status());
-    std::cout << "Created user " << user_name << (user_admin ? " (admin)" : "") << "\n";
+    std::cout << "Created user " << user_name << (user_admin ? " (admin)" : "")
+              << (user_os_user.empty() ? "" : ", jobs run as OS account " + user_os_user) << "\n";
+    return 0;
+  }
+  if (users_update->parsed()) {
+    auto r = client.Call("PATCH", "/api/trainyard/v1/users/" + UrlEncode(user_name),
+                         {{"os_user", user_os_user}});
+    if (!r.ok()) return Fail(r.status());
+    std::cout << "User " << user_name
+              << (user_os_user.empty() ? " has no OS account now"
+                                       : "'s jobs run as OS account " + user_os_user)
+              << "\n";
     return 0;
   }
   if (users_list->parsed()) {
@@ -494,10 +524,11 @@ int Main(int argc, char** argv) {
     if (!r.ok()) return Fail(r.status());
     std::vector<std::vector<std::string>> rows;
     for (const auto& u : Arr(*r, "users")) {
+      std::string os_user = Str(u, "os_user");
       rows.push_back({Str(u, "name"), Str(u, "is_admin") == "true" ? "yes" : "no",
-                      FormatTime(Int(u, "created_at"))});
+                      os_user.empty() ? "-" : os_user, FormatTime(Int(u, "created_at"))});
     }
-    PrintTable(std::cout, {"USER", "ADMIN", "CREATED"}, rows);
+    PrintTable(std::cout, {"USER", "ADMIN", "OS USER", "CREATED"}, rows);
     return 0;
   }
   return 2;

@@ -60,13 +60,21 @@ std::string Duration(int64_t start, int64_t end) {
 
 }  // namespace
 
-int SubmitJob(Client& client, const std::string& file, bool follow) {
+int SubmitJob(Client& client, const std::string& file, bool follow,
+              const std::vector<std::string>& env) {
   std::ifstream in(file);
   if (!in) return Fail(Status::InvalidArgument("cannot read " + file));
   std::stringstream ss;
   ss << in.rdbuf();
   auto spec = jobs::ParseJobSpec(ss.str(), file);
   if (!spec.ok()) return Fail(spec.status());
+  for (const auto& kv : env) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Fail(Status::InvalidArgument("--env must be NAME=VALUE (got '" + kv + "')"));
+    }
+    spec->env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
   if (spec->working_dir.empty()) {
     // Like sbatch: the job runs where it was submitted from.
     std::error_code ec;
@@ -241,6 +249,12 @@ int ShowCluster(Client& client) {
                     FormatBytes(static_cast<double>(Int(n, "memory"))), jobs});
   }
   std::cout << "Pool " << Str(*r, "pool") << "\n";
+  std::string mode = Str(*r, "mode");
+  std::cout << "Mode " << mode
+            << (mode == "multi-user" ? " (jobs run as their owners' mapped OS accounts)"
+                                     : " (jobs run as the server's OS account; only admins submit)")
+            << "\n";
+  if (!Str(*r, "containment").empty()) std::cout << "Cgroups " << Str(*r, "containment") << "\n";
   PrintTable(std::cout, {"NODE", "GPUS USED", "CPUS USED", "MEMORY", "JOBS"}, rows);
   return 0;
 }

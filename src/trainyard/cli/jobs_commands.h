@@ -2,12 +2,16 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "trainyard/cli/client.h"
 
 namespace trainyard::cli {
 
-int SubmitJob(Client& client, const std::string& file, bool follow);
+// `env` ("NAME=VALUE" each) is added to the spec's env: a job sees nothing of the
+// submitter's or the server's environment otherwise.
+int SubmitJob(Client& client, const std::string& file, bool follow,
+              const std::vector<std::string>& env = {});
 int ListJobs(Client& client, bool active_only, const std::string& project, int max_results);
 int DescribeJob(Client& client, const std::string& job_id);
 int JobLogs(Client& client, const std::string& job_id, bool follow, int attempt, int rank);

@@ -53,10 +53,17 @@ struct ClusterRequest {
 struct AttemptLaunch {
   std::string job_id;
   int attempt = 0;
-  std::string command;                     // run with /bin/sh -c
-  std::string working_dir;                 // "" = the server's cwd; must exist
-  std::map<std::string, std::string> env;  // added to the inherited environment for every rank
-  std::vector<RankLaunch> ranks;           // ranks 0..nnodes*local_world_size-1, each once
+  std::string command;      // run with /bin/sh -c
+  std::string working_dir;  // "" = the server's cwd; must exist
+  // The job's environment: the spec's env and the workload variables. Nothing of the server's
+  // environment is inherited; the executor adds only safe basics (see JobEnvironment).
+  std::map<std::string, std::string> env;
+  // The OS account the workload runs as; "" = the server's own (single-user mode). Never
+  // root: executors refuse uid 0.
+  std::string os_user;
+  // The job's private temporary directory (TMPDIR); "" = /tmp.
+  std::string tmp_dir;
+  std::vector<RankLaunch> ranks;  // ranks 0..nnodes*local_world_size-1, each once
   int nnodes = 1;
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
@@ -130,6 +137,10 @@ class Executor {
   // How the cluster sees a running attempt right now, for people (e.g. "PENDING (Resources)"
   // while Slurm has not started it); "" when the executor has nothing to add.
   virtual std::string ClusterStatus(const std::string& job_id, int attempt) { return ""; }
+
+  // How this executor contains an attempt's processes, for people (e.g. "cgroup v2 at ...;
+  // memory limits via cgroup v1"), or why it cannot ("cgroups not writable: ...").
+  virtual std::string Containment() const { return ""; }
 };
 
 }  // namespace trainyard::executors

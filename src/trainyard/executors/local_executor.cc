@@ -24,9 +24,10 @@
 
 #include "trainyard/common/log.h"
 #include "trainyard/common/net.h"
+#include "trainyard/common/os_account.h"
+#include "trainyard/executors/cgroups.h"
+#include "trainyard/executors/job_environment.h"
 #include "trainyard/executors/rank_shim.h"
-
-extern char** environ;
 
 #ifndef P_PIDFD
 #define P_PIDFD 3
@@ -50,6 +51,10 @@ std::filesystem::path ExitPath(const std::filesystem::path& dir, int rank) {
 
 bool Failed(const RankExit& e) { return e.lost || e.exit_code != 0 || e.signal != 0; }
 
+std::string CgroupName(const std::string& job_id, int attempt) {
+  return job_id + "-a" + std::to_string(attempt);
+}
+
 // A spawned shim: its pid and pidfd, owned until handed to the executor.
 struct Spawned {
   int pid = 0;
@@ -61,6 +66,14 @@ class LocalExecutor final : public Executor {
  public:
   explicit LocalExecutor(LocalExecutorOptions options) : options_(std::move(options)) {
     if (options_.shim_path.empty()) options_.shim_path = "/proc/self/exe";
+    if (options_.cgroups) {
+      cgroups_ = std::make_unique<CgroupManager>(DetectCgroupLayout());
+      if (cgroups_->Available()) {
+        spdlog::info("executor=local per-attempt cgroups: {}", cgroups_->Describe());
+      } else {
+        spdlog::warn("executor=local per-attempt cgroups: {}", cgroups_->Describe());
+      }
+    }
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (epoll_fd_ >= 0 && wake_fd_ >= 0) {
@@ -86,6 +99,11 @@ class LocalExecutor final : public Executor {
     }
     if (epoll_fd_ >= 0) close(epoll_fd_);
     if (wake_fd_ >= 0) close(wake_fd_);
+    for (const auto& name : cgroups_to_remove_) cgroups_->Remove(name);
+  }
+
+  std::string Containment() const override {
+    return cgroups_ ? cgroups_->Describe() : "none: per-attempt cgroups are turned off";
   }
 
   void SetExitCallback(ExitCallback cb) override {
@@ -116,6 +134,22 @@ class LocalExecutor final : public Executor {
                                         "); set the local executor's shim_path to the trainyard "
                                         "binary");
     }
+    JobEnvironmentBasics basics;
+    if (!launch.os_user.empty()) {
+      auto account = LookupOsAccount(launch.os_user);
+      if (!account.ok()) return account.status();
+      if (account->uid == 0) {
+        return Status::FailedPrecondition("OS account '" + launch.os_user +
+                                          "' is root; jobs never run as root");
+      }
+      basics.user = account->name;
+      basics.home = account->home;
+    } else if (auto self = CurrentOsAccount(); self.ok()) {
+      basics.user = self->name;
+      basics.home = self->home;
+    }
+    if (const char* lang = getenv("LANG")) basics.lang = lang;
+    basics.tmp_dir = launch.tmp_dir;
     int master_port = launch.master_port;
     if (master_port == 0) {
       TY_ASSIGN_OR_RETURN(master_port, PickFreeLocalPort());
@@ -137,11 +171,24 @@ class LocalExecutor final : public Executor {
       std::filesystem::remove(ExitPath(log_dir, r.rank).string() + ".tmp", ec);
     }
 
-    std::vector<std::string> base_env = BaseEnvironment(launch, master_port);
+    const std::string cgroup = CgroupName(launch.job_id, launch.attempt);
+    std::vector<std::string> cgroup_dirs;
+    if (cgroups_) {
+      const int64_t memory =
+          launch.cluster.memory_mb_per_node * (int64_t{1} << 20) * std::max(1, launch.nnodes);
+      auto dirs = cgroups_->Create(cgroup, memory);
+      if (!dirs.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        reserved_.erase(key);
+        return Status::Internal("cannot create the attempt's cgroup: " + dirs.status().message());
+      }
+      cgroup_dirs = *dirs;
+    }
+    std::vector<std::string> base_env = BaseEnvironment(launch, basics, master_port);
     std::vector<Spawned> spawned;
     Status failure;
     for (const auto& r : launch.ranks) {
-      auto s = SpawnRank(launch, r, base_env, working_dir, log_dir);
+      auto s = SpawnRank(launch, r, base_env, working_dir, log_dir, cgroup_dirs);
       if (!s.ok()) {
         failure = s.status();
         break;
@@ -152,6 +199,7 @@ class LocalExecutor final : public Executor {
       KillAndReap(spawned);
       std::lock_guard<std::mutex> lock(mu_);
       reserved_.erase(key);
+      if (!cgroup_dirs.empty()) ReleaseCgroupLocked(cgroup);
       return failure;
     }
 
@@ -159,6 +207,7 @@ class LocalExecutor final : public Executor {
     attempt->job_id = launch.job_id;
     attempt->attempt = launch.attempt;
     attempt->log_dir = log_dir;
+    if (!cgroup_dirs.empty()) attempt->cgroup = cgroup;
     std::vector<RankProcess> processes;
     for (size_t i = 0; i < launch.ranks.size(); ++i) {
       RankState rs;
@@ -211,6 +260,7 @@ class LocalExecutor final : public Executor {
     state->job_id = job_id;
     state->attempt = attempt;
     state->log_dir = log_dir;
+    if (cgroups_ && cgroups_->Available()) state->cgroup = CgroupName(job_id, attempt);
     for (const auto& r : ranks) {
       RankState rs;
       rs.exit.rank = r.rank;
@@ -290,7 +340,15 @@ class LocalExecutor final : public Executor {
     bool stopped = false;          // by Stop()
     bool terminating = false;      // SIGTERM sent (by Stop or the gang)
     std::optional<SteadyTime> kill_deadline;
+    std::string cgroup;  // the attempt's cgroup name, "" = none
   };
+
+  // Kills what is left in an ended attempt's cgroup and removes it (later, when its
+  // processes have not gone yet).
+  void ReleaseCgroupLocked(const std::string& name) {
+    cgroups_->KillAll(name);
+    if (!cgroups_->Remove(name)) cgroups_to_remove_.insert(name);
+  }
 
   Status ValidateLaunch(const AttemptLaunch& launch) const {
     if (launch.job_id.empty()) return Status::InvalidArgument("job_id must not be empty");
@@ -328,16 +386,11 @@ class LocalExecutor final : public Executor {
     return Status::Ok();
   }
 
-  // The environment shared by all ranks, as NAME=value strings.
-  static std::vector<std::string> BaseEnvironment(const AttemptLaunch& launch, int master_port) {
-    std::map<std::string, std::string> env;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-      std::string_view entry(*e);
-      size_t eq = entry.find('=');
-      if (eq == std::string_view::npos || eq == 0) continue;
-      env.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
-    }
-    for (const auto& [name, value] : launch.env) env[name] = value;
+  // The environment shared by all ranks, as NAME=value strings: never the server's own.
+  static std::vector<std::string> BaseEnvironment(const AttemptLaunch& launch,
+                                                  const JobEnvironmentBasics& basics,
+                                                  int master_port) {
+    std::map<std::string, std::string> env = JobEnvironment(basics, launch.env);
     const std::string world = std::to_string(launch.nnodes * launch.local_world_size);
     env["WORLD_SIZE"] = world;
     env["ROLE_WORLD_SIZE"] = world;
@@ -362,7 +415,8 @@ class LocalExecutor final : public Executor {
   Result<Spawned> SpawnRank(const AttemptLaunch& launch, const RankLaunch& r,
                             const std::vector<std::string>& base_env,
                             const std::filesystem::path& working_dir,
-                            const std::filesystem::path& log_dir) {
+                            const std::filesystem::path& log_dir,
+                            const std::vector<std::string>& cgroup_dirs) {
     std::vector<std::string> env = base_env;
     std::string gpus;
     for (int id : r.gpu_ids) gpus += (gpus.empty() ? "" : ",") + std::to_string(id);
@@ -375,9 +429,19 @@ class LocalExecutor final : public Executor {
     env.push_back("CUDA_VISIBLE_DEVICES=" + gpus);
 
     const std::string log_file = LogPath(log_dir, r.rank).string();
-    std::vector<std::string> args = {
-        "trainyard",          "__rank-shim", log_file, ExitPath(log_dir, r.rank).string(),
-        working_dir.string(), launch.command};
+    std::vector<std::string> args = {"trainyard", "__rank-shim"};
+    for (const auto& dir : cgroup_dirs) {
+      args.push_back("--cgroup");
+      args.push_back(dir);
+    }
+    if (!launch.os_user.empty()) {
+      args.push_back("--user");
+      args.push_back(launch.os_user);
+    }
+    for (std::string a :
+         {log_file, ExitPath(log_dir, r.rank).string(), working_dir.string(), launch.command}) {
+      args.push_back(std::move(a));
+    }
     // Everything the child needs is built before the spawn; posix_spawn runs only
     // async-signal-safe steps between its clone and exec.
     std::vector<char*> argv, envp;
@@ -403,7 +467,7 @@ class LocalExecutor final : public Executor {
     // The shim reopens the log itself; this catches anything it prints before that.
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_file.c_str(),
-                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+                                     O_WRONLY | O_CREAT | O_APPEND, 0600);
     posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
 
     pid_t pid = 0;
@@ -578,6 +642,13 @@ class LocalExecutor final : public Executor {
           int ms = static_cast<int>(std::max<int64_t>(0, wait.count()));
           if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = ms;
         }
+        // Cgroups whose killed processes had not gone yet: try again soon.
+        for (auto it = cgroups_to_remove_.begin(); it != cgroups_to_remove_.end();) {
+          it = cgroups_->Remove(*it) ? cgroups_to_remove_.erase(it) : std::next(it);
+        }
+        if (!cgroups_to_remove_.empty() && (timeout_ms < 0 || timeout_ms > 100)) {
+          timeout_ms = 100;
+        }
       }
       int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
       if (n < 0 && errno != EINTR) {
@@ -620,10 +691,14 @@ class LocalExecutor final : public Executor {
               r.sigkilled = true;
               killpg(r.pid, SIGKILL);
             }
+            // Processes that left their process group (setsid) are still in the cgroup.
+            if (!a.cgroup.empty()) cgroups_->KillAll(a.cgroup);
           }
           bool done = std::all_of(a.ranks.begin(), a.ranks.end(),
                                   [](const RankState& r) { return r.exited; });
           if (done) {
+            // Nothing of the attempt outlives it, whatever left the shims' process groups.
+            if (!a.cgroup.empty()) ReleaseCgroupLocked(a.cgroup);
             finished.push_back(Summarize(a));
             it = attempts_.erase(it);
           } else {
@@ -652,8 +727,10 @@ class LocalExecutor final : public Executor {
   bool shutdown_ = false;
   ExitCallback callback_;
   std::map<Key, std::unique_ptr<AttemptState>> attempts_;
-  std::set<Key> reserved_;          // attempts being launched
-  std::map<uint64_t, Key> tokens_;  // epoll token → the attempt of that rank's pidfd
+  std::set<Key> reserved_;                   // attempts being launched
+  std::unique_ptr<CgroupManager> cgroups_;   // set at construction; null = no cgroups
+  std::set<std::string> cgroups_to_remove_;  // ended attempts' cgroups not yet removable
+  std::map<uint64_t, Key> tokens_;           // epoll token → the attempt of that rank's pidfd
   uint64_t next_token_ = kWakeToken + 1;
 
   std::mutex join_mu_;   // serializes joining watcher_

@@ -6,7 +6,15 @@
 //   signal mask and dispositions (the server blocks/ignores some signals; workloads must
 //   not inherit that). The shim runs `/bin/sh -c command` in its group, logs to
 //   log_dir/rank-R.log and records the result in log_dir/rank-R.exit.
-// - Environment per rank: the server's environment, then AttemptLaunch::env, then RANK,
+// - Identity: with AttemptLaunch::os_user the shim (which stays as the server's account, to
+//   write the log and exit file) starts the workload as that account; never as root.
+// - Containment: every attempt gets a cgroup (cgroups.h) that each shim joins before it
+//   forks; when the attempt ends (or its SIGKILL deadline passes) everything left in it is
+//   killed, `setsid` escapees included, and the cgroup is removed. resources.memory
+//   (cluster.memory_mb_per_node x nnodes) becomes its memory limit. Without writable cgroups
+//   attempts run without (Containment() says so).
+// - Environment per rank: never the server's; JobEnvironment's basics (PATH, HOME, USER,
+//   LOGNAME, LANG, TMPDIR = AttemptLaunch::tmp_dir), then AttemptLaunch::env, then RANK,
 //   LOCAL_RANK, NODE_RANK, GROUP_RANK, ROLE_RANK, WORLD_SIZE (= nnodes*local_world_size),
 //   LOCAL_WORLD_SIZE, GROUP_WORLD_SIZE, ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (a free
 //   port when 0), TORCHELASTIC_RUN_ID (= job id), CUDA_VISIBLE_DEVICES (gpu_ids, "" when
@@ -39,6 +47,8 @@ namespace trainyard::executors {
 
 struct LocalExecutorOptions {
   std::string shim_path;  // the trainyard binary; "" = /proc/self/exe
+  // Per-attempt cgroups (cgroups.h) where this machine lets us create them.
+  bool cgroups = true;
   std::chrono::milliseconds gang_stop_grace{10000};
 };
 

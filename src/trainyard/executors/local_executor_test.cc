@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "trainyard/common/os_account.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/exit_collector_for_test.h"
 #include "trainyard/executors/rank_shim.h"
@@ -138,6 +139,7 @@ class LocalExecutorTest : public ::testing::Test {
 };
 
 TEST_F(LocalExecutorTest, TwoRanksSeeTheirEnvironmentAndWriteTheirOwnLogs) {
+  // The server's own environment is never inherited (it holds the server's credentials).
   setenv("TY_EXEC_TEST_INHERITED", "yes", 1);
   fs::create_directories(dir_ / "work");
   AttemptLaunch launch = Attempt(
@@ -145,10 +147,12 @@ TEST_F(LocalExecutorTest, TwoRanksSeeTheirEnvironmentAndWriteTheirOwnLogs) {
       "echo \"rank=$RANK local=$LOCAL_RANK node=$NODE_RANK group=$GROUP_RANK role=$ROLE_RANK "
       "world=$WORLD_SIZE lws=$LOCAL_WORLD_SIZE cvd=[$CUDA_VISIBLE_DEVICES] addr=$MASTER_ADDR "
       "run=$TORCHELASTIC_RUN_ID ty=$TRAINYARD_RANK foo=$FOO inherited=$TY_EXEC_TEST_INHERITED "
-      "pwd=$(pwd)\"; echo \"port=$MASTER_PORT\"; echo to-stderr >&2",
+      "pwd=$(pwd)\"; echo \"port=$MASTER_PORT\"; echo \"path=$PATH tmp=$TMPDIR\"; "
+      "echo to-stderr >&2",
       2);
   launch.working_dir = (dir_ / "work").string();
   launch.env["FOO"] = "bar baz";
+  launch.tmp_dir = "/job-tmp";
   launch.ranks[0].gpu_ids = {0, 3};
   auto processes = Launch(launch);
   ASSERT_TRUE(processes.ok()) << processes.status().ToString();
@@ -169,7 +173,7 @@ TEST_F(LocalExecutorTest, TwoRanksSeeTheirEnvironmentAndWriteTheirOwnLogs) {
   std::string log0 = ReadFile(Log(0)), log1 = ReadFile(Log(1));
   const std::string work = fs::canonical(dir_ / "work").string();
   EXPECT_NE(log0.find("rank=0 local=0 node=0 group=0 role=0 world=2 lws=2 cvd=[0,3] "
-                      "addr=127.0.0.1 run=job-env ty=0 foo=bar baz inherited=yes pwd=" +
+                      "addr=127.0.0.1 run=job-env ty=0 foo=bar baz inherited= pwd=" +
                       work + "\n"),
             std::string::npos)
       << log0;
@@ -177,6 +181,8 @@ TEST_F(LocalExecutorTest, TwoRanksSeeTheirEnvironmentAndWriteTheirOwnLogs) {
             std::string::npos)
       << log1;
   EXPECT_EQ(log1.find("rank=0"), std::string::npos) << log1;
+  EXPECT_NE(log0.find("path=/usr/local/bin:/usr/bin:/bin tmp=/job-tmp\n"), std::string::npos)
+      << log0;
   EXPECT_NE(log0.find("to-stderr"), std::string::npos);
   // Both ranks got the same picked port.
   auto port_of = [](const std::string& log) {
@@ -455,6 +461,70 @@ TEST_F(LocalExecutorTest, CallbackCanLaunchTheNextAttempt) {
   ASSERT_TRUE(crashed.has_value() && started.has_value());
   std::printf("[ measured ] crash to next attempt's workload start (2 ranks): %.2f ms\n",
               (*started - *crashed) / 1e6);
+}
+
+}  // namespace
+}  // namespace trainyard::executors
+
+namespace trainyard::executors {
+namespace {
+
+class LocalExecutorIsolationTest : public LocalExecutorTest {};
+
+// Starts a process in a session of its own (out of the rank's process group) and waits until
+// it has written its pid, which it does only after setsid.
+constexpr const char* kEscape =
+    "setsid sh -c 'echo $$ > escapee.tmp && mv escapee.tmp escapee; exec sleep 1000' & "
+    "while [ ! -s escapee ]; do sleep 0.01; done";
+
+TEST_F(LocalExecutorIsolationTest, SetsidEscapeeDiesWithItsAttempt) {
+  if (executor_->Containment().rfind("none", 0) == 0) {
+    GTEST_SKIP() << "no writable cgroups here: " << executor_->Containment();
+  }
+  ASSERT_TRUE(Launch(Attempt("job-escape", std::string(kEscape) + "; exit 0")).ok());
+  auto exit = exits_.WaitFor("job-escape", 1);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->success);
+  int escapee = ReadPid(dir_ / "escapee");
+  ASSERT_GT(escapee, 0);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessEnded(escapee); }));
+}
+
+TEST_F(LocalExecutorIsolationTest, SetsidEscapeeDiesWhenTheAttemptIsStopped) {
+  if (executor_->Containment().rfind("none", 0) == 0) {
+    GTEST_SKIP() << "no writable cgroups here: " << executor_->Containment();
+  }
+  ASSERT_TRUE(Launch(Attempt("job-escape2", std::string(kEscape) + "; sleep 1000")).ok());
+  ASSERT_TRUE(WaitUntil([&] { return ReadPid(dir_ / "escapee") > 0; }));
+  int escapee = ReadPid(dir_ / "escapee");
+  ASSERT_TRUE(executor_->Stop("job-escape2", 1, milliseconds(100)).ok());
+  auto exit = exits_.WaitFor("job-escape2", 1);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->stopped);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessEnded(escapee); }));
+}
+
+TEST_F(LocalExecutorIsolationTest, WorkloadRunsAsTheGivenAccountAndNeverAsRoot) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching accounts needs root";
+  AttemptLaunch launch = Attempt("job-nobody", "echo \"uid=$(id -u) user=$USER home=$HOME\"");
+  launch.os_user = "nobody";
+  launch.working_dir = "/";
+  ASSERT_TRUE(Launch(launch).ok());
+  auto exit = exits_.WaitFor("job-nobody", 1);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->success);
+  std::string log = ReadFile(Log(0));
+  auto nobody = LookupOsAccount("nobody");
+  ASSERT_TRUE(nobody.ok());
+  EXPECT_NE(log.find("uid=" + std::to_string(nobody->uid) + " user=nobody home=" + nobody->home),
+            std::string::npos)
+      << log;
+
+  AttemptLaunch as_root = Attempt("job-root", "true");
+  as_root.os_user = "root";
+  auto refused = Launch(as_root);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("never run as root"), std::string::npos);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "trainyard/executors/rank_shim.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -11,10 +12,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "trainyard/common/json.h"
+#include "trainyard/common/os_account.h"
+#include "trainyard/executors/cgroups.h"
 
 namespace trainyard::executors {
 namespace {
@@ -59,6 +64,24 @@ bool WriteExitFile(const std::string& path, int exit_code, int signal_number) {
   return true;
 }
 
+// Our children that are still running (not zombies). The shim is single-threaded, so its
+// thread's children are all of them.
+std::set<pid_t> LiveChildren() {
+  std::set<pid_t> out;
+  std::ifstream in("/proc/self/task/" + std::to_string(getpid()) + "/children");
+  pid_t pid = 0;
+  while (in >> pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text;
+    std::getline(stat, text);
+    size_t paren = text.rfind(')');
+    if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z') {
+      out.insert(pid);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 namespace {
@@ -66,18 +89,32 @@ volatile sig_atomic_t g_stop_requested = 0;
 }  // namespace
 
 int RunRankShim(int argc, char** argv) {
-  if (argc != 5) {
+  std::vector<std::string> cgroups;
+  std::string run_as;
+  int first = 1;
+  while (first + 1 < argc &&
+         (std::strcmp(argv[first], "--cgroup") == 0 || std::strcmp(argv[first], "--user") == 0)) {
+    if (argv[first][2] == 'c') {
+      cgroups.emplace_back(argv[first + 1]);
+    } else {
+      run_as = argv[first + 1];
+    }
+    first += 2;
+  }
+  if (argc - first != 4) {
     std::fprintf(stderr,
-                 "usage: trainyard __rank-shim LOG_FILE EXIT_FILE WORKING_DIR COMMAND\n"
+                 "usage: trainyard __rank-shim [--cgroup DIR]... [--user ACCOUNT] LOG_FILE "
+                 "EXIT_FILE WORKING_DIR COMMAND\n"
                  "(internal: the local executor starts one per rank)\n");
     return 2;
   }
-  const std::string log_file = argv[1], exit_file = argv[2], working_dir = argv[3];
-  const char* command = argv[4];
+  const std::string log_file = argv[first], exit_file = argv[first + 1],
+                    working_dir = argv[first + 2];
+  const char* command = argv[first + 3];
 
   if (getpgrp() != getpid() && setsid() < 0) setpgid(0, 0);
   CloseInheritedDescriptors();
-  int log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log_fd < 0) {
     std::fprintf(stderr, "trainyard rank shim: cannot open log %s: %s\n", log_file.c_str(),
                  std::strerror(errno));
@@ -94,10 +131,24 @@ int RunRankShim(int argc, char** argv) {
     close(null_fd);
   }
 
-  if (!working_dir.empty() && chdir(working_dir.c_str()) != 0) {
-    Say("cannot change to working directory " + working_dir + ": " + std::strerror(errno));
+  // Join the attempt's cgroups before anything is forked, so no process of the rank can be
+  // outside them.
+  if (Status s = JoinCgroups(cgroups); !s.ok()) {
+    Say(s.message());
     WriteExitFile(exit_file, 127, 0);
     return 127;
+  }
+  // The account the workload runs as, resolved now: the child may only make system calls.
+  OsAccount account;
+  if (!run_as.empty()) {
+    auto found = LookupOsAccount(run_as);
+    if (!found.ok() || found->uid == 0) {
+      Say("cannot run the job as OS account '" + run_as +
+          "': " + (found.ok() ? std::string("it is root") : found.status().message()));
+      WriteExitFile(exit_file, 127, 0);
+      return 127;
+    }
+    account = *found;
   }
 
   // The shim outlives the workload's grace period to record its result: it notes a stop
@@ -125,6 +176,19 @@ int RunRankShim(int argc, char** argv) {
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &dfl, nullptr);
+    if (!run_as.empty()) {
+      // Groups first, then the gid, then the uid (after which nothing else can be changed).
+      if (setgroups(account.groups.size(), account.groups.data()) != 0 ||
+          setgid(account.gid) != 0 || setuid(account.uid) != 0 || getuid() == 0 || geteuid() == 0) {
+        Say("cannot switch to OS account " + run_as + ": " + std::strerror(errno));
+        _exit(127);
+      }
+    }
+    // As the job's account, so that a directory it may not enter is refused.
+    if (!working_dir.empty() && chdir(working_dir.c_str()) != 0) {
+      Say("cannot change to working directory " + working_dir + ": " + std::strerror(errno));
+      _exit(127);
+    }
     execl("/bin/sh", "sh", "-c", command, static_cast<char*>(nullptr));
     Say(std::string("cannot run /bin/sh: ") + std::strerror(errno));
     _exit(127);
@@ -140,18 +204,26 @@ int RunRankShim(int argc, char** argv) {
   }
   if (g_stop_requested) {
     // Stopping: wait for every remaining descendant (the server sends SIGKILL to the whole
-    // group when the grace period ends). When the shell died of the signal, a program of its
-    // that then exits on its own carries the workload's result.
-    int other = 0;
+    // group when the grace period ends). When the shell died of the signal, a program it
+    // started that was still running then and later exits on its own (e.g. after saving a
+    // checkpoint) carries the workload's result; the last such one to end decides. A helper
+    // that had already exited (a zombie handed to us with its dead parent) does not.
+    const std::set<pid_t> carriers = LiveChildren();
+    int other = 0, carried = 0;
+    bool any_carried = false;
     while (true) {
       pid_t reaped = waitpid(-1, &other, 0);
       if (reaped > 0) {
-        if (WIFSIGNALED(status) && WIFEXITED(other)) status = other;
+        if (carriers.count(reaped)) {
+          carried = other;
+          any_carried = true;
+        }
         continue;
       }
       if (errno == EINTR) continue;
       break;
     }
+    if (any_carried && WIFSIGNALED(status) && WIFEXITED(carried)) status = carried;
   }
   int exit_code = 0, signal_number = 0;
   if (WIFEXITED(status)) {

@@ -1,14 +1,18 @@
 // The rank shim: a small supervisor that runs one rank of an attempt and records how it
 // ended, so the result survives a restart of the server that launched it.
 //
-//   trainyard __rank-shim LOG_FILE EXIT_FILE WORKING_DIR COMMAND
+//   trainyard __rank-shim [--cgroup DIR]... [--user ACCOUNT] LOG_FILE EXIT_FILE WORKING_DIR COMMAND
 //
 // The shim
 // - leads its own session and process group (the executor spawns it that way; the shim
 //   calls setsid() itself when started otherwise), so the executor can signal the rank's
 //   whole process tree with killpg(shim pid);
-// - closes inherited descriptors, sends its stdout/stderr to LOG_FILE (appended), and runs
-//   `/bin/sh -c COMMAND` in WORKING_DIR in the same process group, stdin from /dev/null;
+// - closes inherited descriptors, sends its stdout/stderr to LOG_FILE (appended, 0600), joins
+//   each cgroup DIR (before it forks anything, so no process of the rank is outside them),
+//   and runs `/bin/sh -c COMMAND` in WORKING_DIR in the same process group, stdin from
+//   /dev/null; with --user, the workload drops to ACCOUNT (groups, gid, uid; never root)
+//   before it changes to WORKING_DIR and execs, while the shim itself stays as it was (to
+//   write the log and the exit file where the job cannot);
 // - ignores SIGTERM, SIGINT and SIGHUP itself (the workload gets default dispositions), so
 //   it outlives the workload's grace period and can record the result;
 // - writes EXIT_FILE atomically (tmp + fsync + rename) as {"exit_code":N,"signal":S} and
@@ -25,7 +29,7 @@
 
 namespace trainyard::executors {
 
-// The hidden CLI subcommand. argv[0] is the subcommand name; argv[1..4] as above.
+// The hidden CLI subcommand. argv[0] is the subcommand name; the rest as above.
 int RunRankShim(int argc, char** argv);
 
 struct ShimExit {

@@ -1,6 +1,7 @@
 #include "trainyard/executors/slurm_executor.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -21,7 +22,9 @@
 #include <utility>
 
 #include "trainyard/common/log.h"
+#include "trainyard/common/os_account.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/executors/job_environment.h"
 #include "trainyard/executors/rank_shim.h"
 
 extern char** environ;
@@ -68,16 +71,41 @@ struct CommandOutput {
   std::string err;
 };
 
-// Runs argv (looked up in PATH unless it contains '/') with `extra_env` added to ours, and
-// collects its output. Not a shell: arguments are passed as they are.
+// How a Slurm command runs: as the server (with its environment plus extra_env), or for a job
+// (as its OS account when set, with only `job_env`: sbatch hands its environment to the job).
+struct CommandIdentity {
+  const OsAccount* account = nullptr;                           // nullptr = the server's own
+  const std::map<std::string, std::string>* job_env = nullptr;  // replaces our environment
+};
+
+// argv[0] as execve needs it: looked up in our PATH unless it contains '/'.
+std::string ResolveProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = getenv("PATH");
+  for (const auto& dir : SplitString(path ? path : kDefaultJobPath, ':')) {
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return name;
+}
+
+// Runs argv (looked up in PATH unless it contains '/') with `extra_env` added to ours (or, for
+// a job, as `who` says), and collects its output. Not a shell: arguments are passed as they are.
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
-                                 const std::map<std::string, std::string>& extra_env) {
+                                 const std::map<std::string, std::string>& extra_env,
+                                 CommandIdentity who = {}) {
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    std::string_view kv(*e);
-    auto eq = kv.find('=');
-    if (eq != std::string_view::npos && extra_env.count(std::string(kv.substr(0, eq)))) continue;
-    env_strings.emplace_back(kv);
+  if (who.job_env == nullptr) {
+    for (char** e = environ; *e; ++e) {
+      std::string_view kv(*e);
+      auto eq = kv.find('=');
+      if (eq != std::string_view::npos && extra_env.count(std::string(kv.substr(0, eq)))) continue;
+      env_strings.emplace_back(kv);
+    }
+  } else {
+    for (const auto& [k, v] : *who.job_env) {
+      if (!extra_env.count(k)) env_strings.push_back(k + "=" + v);
+    }
   }
   for (const auto& [k, v] : extra_env) env_strings.push_back(k + "=" + v);
   std::vector<char*> envp;
@@ -95,23 +123,52 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
     close(out_pipe[1]);
     return Status::IOError(std::strerror(errno));
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, cargv[0], &fa, &attr, cargv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  int rc = 0;
+  if (who.account == nullptr) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    rc = posix_spawnp(&pid, cargv[0], &fa, &attr, cargv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+  } else {
+    // posix_spawn cannot change the user: fork, drop privileges, exec. Everything the child
+    // uses is prepared here; between fork and exec it makes only system calls.
+    const OsAccount& account = *who.account;
+    const std::string program = ResolveProgram(argv[0]);
+    pid = fork();
+    if (pid == 0) {
+      int null_fd = open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) dup2(null_fd, 0);
+      dup2(out_pipe[1], 1);
+      dup2(err_pipe[1], 2);
+      sigset_t none;
+      sigemptyset(&none);
+      for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      if (setgroups(account.groups.size(), account.groups.data()) != 0 ||
+          setgid(account.gid) != 0 || setuid(account.uid) != 0 || getuid() == 0 ||
+          chdir("/") != 0) {
+        static const char kMsg[] = "trainyard: cannot switch to the job's OS account\n";
+        [[maybe_unused]] ssize_t n = write(2, kMsg, sizeof(kMsg) - 1);
+        _exit(126);
+      }
+      execve(program.c_str(), cargv.data(), envp.data());
+      _exit(127);
+    }
+    rc = pid < 0 ? errno : 0;
+  }
   close(out_pipe[1]);
   close(err_pipe[1]);
   if (rc != 0) {
@@ -233,6 +290,7 @@ fs::path RankFile(const fs::path& dir, int rank, const char* suffix) {
 struct Watched {
   std::string job_id;
   int attempt = 0;
+  std::string os_user;  // the account that submitted it ("" = the server's)
   int64_t slurm_id = 0;
   fs::path log_dir;
   int nranks = 0;
@@ -276,11 +334,37 @@ class SlurmExecutor final : public Executor {
       return Status::IOError("cannot create log_dir " + launch.log_dir.string() + ": " +
                              ec.message());
     }
+    // Multi-user mode: the job is submitted as its account, so Slurm runs it as that uid.
+    std::optional<OsAccount> account;
+    JobEnvironmentBasics basics;
+    if (!launch.os_user.empty()) {
+      TY_ASSIGN_OR_RETURN(account, LookupOsAccount(launch.os_user));
+      if (account->uid == 0) {
+        return Status::FailedPrecondition("OS account '" + launch.os_user +
+                                          "' is root; jobs never run as root");
+      }
+      basics.user = account->name;
+      basics.home = account->home;
+    } else if (auto self = CurrentOsAccount(); self.ok()) {
+      basics.user = self->name;
+      basics.home = self->home;
+    }
+    if (const char* lang = getenv("LANG")) basics.lang = lang;
+    basics.tmp_dir = launch.tmp_dir;
+    // sbatch hands its own environment to the job: only the basics, never the server's (the
+    // job's variables are exported by the batch script).
+    std::map<std::string, std::string> sbatch_env = JobEnvironment(basics, {});
+    if (!options_.pool.bin_dir.empty()) sbatch_env["PATH"] += ":" + options_.pool.bin_dir;
     fs::path script = launch.log_dir / "batch.sh";
     TY_RETURN_IF_ERROR(WriteFileAtomically(script, BatchScript(launch), true));
+    if (account && chown(script.c_str(), account->uid, account->gid) != 0) {
+      return Status::IOError("cannot give " + script.string() + " to " + account->name + ": " +
+                             std::strerror(errno));
+    }
     TY_ASSIGN_OR_RETURN(auto args, SbatchArguments(options_.pool, launch, script.string()));
     args.insert(args.begin(), Bin("sbatch"));
-    TY_ASSIGN_OR_RETURN(auto out, RunCommand(args, options_.pool.client_env));
+    TY_ASSIGN_OR_RETURN(auto out, RunCommand(args, options_.pool.client_env,
+                                             {account ? &*account : nullptr, &sbatch_env}));
     if (out.exit_code != 0) {
       return Status::FailedPrecondition("sbatch refused job " + launch.job_id + " attempt " +
                                         std::to_string(launch.attempt) + ": " +
@@ -295,6 +379,7 @@ class SlurmExecutor final : public Executor {
     Watched w;
     w.job_id = launch.job_id;
     w.attempt = launch.attempt;
+    w.os_user = launch.os_user;
     w.slurm_id = *id;
     w.log_dir = launch.log_dir;
     w.nranks = static_cast<int>(launch.ranks.size());
@@ -313,6 +398,7 @@ class SlurmExecutor final : public Executor {
 
   Status Stop(const std::string& job_id, int attempt, std::chrono::milliseconds grace) override {
     int64_t id = 0;
+    std::string os_user;
     {
       std::lock_guard lock(mu_);
       auto it = watched_.find(Key(job_id, attempt));
@@ -323,13 +409,13 @@ class SlurmExecutor final : public Executor {
       it->second.stopped = true;
       it->second.cancel_at = std::chrono::steady_clock::now() + grace;
       id = it->second.slurm_id;
+      os_user = it->second.os_user;
       poke_ = true;
     }
     // TERM reaches the ranks of running steps; a pending job has none and is cancelled now.
-    auto out =
-        RunCommand({Bin("scancel"), "--signal=TERM", std::to_string(id)}, options_.pool.client_env);
+    auto out = Scancel(os_user, {"--signal=TERM", std::to_string(id)});
     if (!out.ok() || out->exit_code != 0 || grace.count() == 0) {
-      RunCommand({Bin("scancel"), std::to_string(id)}, options_.pool.client_env).status().ok();
+      Scancel(os_user, {std::to_string(id)}).status().ok();
     }
     cv_.notify_all();
     return Status::Ok();
@@ -382,6 +468,21 @@ class SlurmExecutor final : public Executor {
  private:
   static std::string Key(const std::string& job_id, int attempt) {
     return job_id + "#" + std::to_string(attempt);
+  }
+
+  // scancel as the job's account where known (multi-user mode), as Slurm expects of a user
+  // cancelling their own job; as the server otherwise.
+  Result<CommandOutput> Scancel(const std::string& os_user, std::vector<std::string> args) {
+    args.insert(args.begin(), Bin("scancel"));
+    if (os_user.empty()) return RunCommand(args, options_.pool.client_env);
+    auto account = LookupOsAccount(os_user);
+    if (!account.ok() || account->uid == 0) {
+      // The account vanished: the server (root) still may cancel the job.
+      return RunCommand(args, options_.pool.client_env);
+    }
+    std::map<std::string, std::string> env =
+        JobEnvironment({account->name, account->home, "", ""}, {});
+    return RunCommand(args, options_.pool.client_env, {&*account, &env});
   }
 
   std::string Bin(const std::string& name) const {
@@ -532,19 +633,19 @@ class SlurmExecutor final : public Executor {
       poke_ = false;
       if (shutdown_) break;
       now = std::chrono::steady_clock::now();
-      std::vector<int64_t> to_cancel;
+      std::vector<std::pair<int64_t, std::string>> to_cancel;  // (job id, account)
       std::vector<Watched> snapshot;
       for (auto& [k, w] : watched_) {
         if (w.cancel_at && *w.cancel_at <= now) {
-          to_cancel.push_back(w.slurm_id);
+          to_cancel.emplace_back(w.slurm_id, w.os_user);
           w.cancel_at.reset();
         }
         snapshot.push_back(w);
       }
       if (snapshot.empty()) continue;
       lock.unlock();
-      for (auto id : to_cancel) {
-        RunCommand({Bin("scancel"), std::to_string(id)}, options_.pool.client_env).status().ok();
+      for (const auto& [id, os_user] : to_cancel) {
+        Scancel(os_user, {std::to_string(id)}).status().ok();
       }
       std::vector<int64_t> ids;
       for (const auto& w : snapshot) ids.push_back(w.slurm_id);

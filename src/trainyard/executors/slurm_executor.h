@@ -34,6 +34,10 @@
 // - Stop: `scancel --signal=TERM` to the ranks now (a pending job is just cancelled), then
 //   `scancel` after `grace` from the watcher thread; Slurm then sends TERM and, after its
 //   KillWait, KILL.
+// - Identity: with AttemptLaunch::os_user (multi-user mode) sbatch and scancel run as that
+//   account (fork, drop privileges, exec), so Slurm runs the job as its uid; batch.sh is
+//   given to it. sbatch gets only the basics of the job's environment (JobEnvironment), never
+//   the server's: Slurm hands sbatch's environment to the job.
 // - Launch returns one RankProcess per rank whose pid is the Slurm job id (start_time 0);
 //   the id is also written to log_dir/slurm-job-id. Adopt takes either.
 //

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "trainyard/common/os_account.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::identity {
@@ -94,7 +95,8 @@ std::vector<store::Migration> IdentityService::Migrations() {
                " remote TEXT NOT NULL)",
                "CREATE INDEX audit_log_by_time ON audit_log (timestamp)",
            }},
-          {"identity", 2, {"ALTER TABLE tokens ADD COLUMN scope TEXT"}}};
+          {"identity", 2, {"ALTER TABLE tokens ADD COLUMN scope TEXT"}},
+          {"identity", 3, {"ALTER TABLE users ADD COLUMN os_user TEXT"}}};
 }
 
 Status IdentityService::Bootstrap(const std::string& data_dir) {
@@ -189,7 +191,7 @@ Status IdentityService::Authorize(const Principal& who, Action action, const Sec
 }
 
 Result<User> IdentityService::CreateUser(const Principal& who, const std::string& name,
-                                         bool is_admin) {
+                                         bool is_admin, const std::string& os_user) {
   if (!who.is_admin) return Status::PermissionDenied("only admins may create users");
   if (!who.scope.empty()) {
     return Status::PermissionDenied("a token scoped to " + who.scope + " may not create users");
@@ -199,10 +201,12 @@ Result<User> IdentityService::CreateUser(const Principal& who, const std::string
         "user name must be 1-128 letters, digits, '_', '-', '.', '@' (got '" + Abbreviate(name) +
         "')");
   }
-  User u{name, is_admin, clock_.NowMillis()};
+  if (!os_user.empty()) TY_RETURN_IF_ERROR(ValidateJobAccount(os_user).status());
+  User u{name, is_admin, clock_.NowMillis(), os_user};
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
-    auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at) VALUES (?, ?, ?)",
-                     {name, int64_t{is_admin ? 1 : 0}, u.created_at});
+    auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at, os_user) VALUES (?, ?, ?, ?)",
+                     {name, int64_t{is_admin ? 1 : 0}, u.created_at,
+                      os_user.empty() ? store::Value() : store::Value(os_user)});
     if (!r.ok() && r.status().IsAlreadyExists()) {
       return Status::AlreadyExists("user '" + name + "' already exists");
     }
@@ -215,13 +219,51 @@ Result<User> IdentityService::CreateUser(const Principal& who, const std::string
 Result<std::vector<User>> IdentityService::ListUsers() {
   std::vector<User> out;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(auto rows,
-                        tx.Query("SELECT name, is_admin, created_at FROM users ORDER BY name"));
-    for (const auto& r : rows) out.push_back(User{r.Text(0), r.Int(1) != 0, r.Int(2)});
+    TY_ASSIGN_OR_RETURN(
+        auto rows, tx.Query("SELECT name, is_admin, created_at, os_user FROM users ORDER BY name"));
+    for (const auto& r : rows) {
+      out.push_back(User{r.Text(0), r.Int(1) != 0, r.Int(2), r.IsNull(3) ? "" : r.Text(3)});
+    }
     return Status::Ok();
   });
   if (!s.ok()) return s;
   return out;
+}
+
+Result<User> IdentityService::GetUser(const std::string& name) {
+  User u;
+  Status s = db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT name, is_admin, created_at, os_user FROM "
+                                            "users WHERE name = ?",
+                                            {name}));
+    if (rows.empty()) return Status::NotFound("user '" + name + "' does not exist");
+    const auto& r = rows[0];
+    u = User{r.Text(0), r.Int(1) != 0, r.Int(2), r.IsNull(3) ? "" : r.Text(3)};
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return u;
+}
+
+Result<User> IdentityService::SetOsUser(const Principal& who, const std::string& name,
+                                        const std::string& os_user) {
+  if (!who.is_admin || !who.scope.empty()) {
+    return Status::PermissionDenied("only admins may map users to OS accounts");
+  }
+  if (!os_user.empty()) TY_RETURN_IF_ERROR(ValidateJobAccount(os_user).status());
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT 1 FROM users WHERE name = ?", {name}));
+    if (rows.empty()) {
+      return Status::NotFound("user '" + name +
+                              "' does not exist; list users with 'trainyard "
+                              "users list'");
+    }
+    auto r = tx.Exec("UPDATE users SET os_user = ? WHERE name = ?",
+                     {os_user.empty() ? store::Value() : store::Value(os_user), name});
+    return r.ok() ? Status::Ok() : r.status();
+  });
+  if (!s.ok()) return s;
+  return GetUser(name);
 }
 
 Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(

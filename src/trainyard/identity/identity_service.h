@@ -50,6 +50,8 @@ struct User {
   std::string name;
   bool is_admin = false;
   int64_t created_at = 0;
+  // The OS account this user's jobs run as in multi-user mode ("" = none mapped).
+  std::string os_user;
 };
 
 struct TokenInfo {
@@ -90,8 +92,14 @@ class IdentityService {
 
   Status Authorize(const Principal& who, Action action, const Securable& what);
 
-  Result<User> CreateUser(const Principal& who, const std::string& name, bool is_admin);
+  // `os_user` ("" = none) must name an existing OS account other than root.
+  Result<User> CreateUser(const Principal& who, const std::string& name, bool is_admin,
+                          const std::string& os_user = "");
   Result<std::vector<User>> ListUsers();
+  // NotFound when the user does not exist.
+  Result<User> GetUser(const std::string& name);
+  // Maps `name` to the OS account its jobs run as ("" removes the mapping); admins only.
+  Result<User> SetOsUser(const Principal& who, const std::string& name, const std::string& os_user);
   // Returns the new token's secret (shown once) and its info.
   Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
                                                         const std::string& user,

@@ -116,3 +116,34 @@ TEST_F(IdentityTest, AuditRecordsAreWritten) {
 
 }  // namespace
 }  // namespace trainyard::identity
+
+namespace trainyard::identity {
+namespace {
+
+TEST_F(IdentityTest, UsersMapToExistingNonRootOsAccountsByAdminsOnly) {
+  Principal admin = *ids_->Authenticate(admin_token_);
+  // "nobody" exists on every Debian machine; root is refused, unknown accounts too.
+  auto created = ids_->CreateUser(admin, "alice", false, "nobody");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  EXPECT_EQ(created->os_user, "nobody");
+  EXPECT_EQ(ids_->GetUser("alice")->os_user, "nobody");
+  auto root = ids_->CreateUser(admin, "rooty", false, "root");
+  EXPECT_TRUE(root.status().IsInvalidArgument()) << root.status().ToString();
+  EXPECT_NE(root.status().message().find("root"), std::string::npos);
+  auto unknown = ids_->SetOsUser(admin, "alice", "ty-no-such-account-here");
+  EXPECT_TRUE(unknown.status().IsInvalidArgument()) << unknown.status().ToString();
+  EXPECT_EQ(ids_->GetUser("alice")->os_user, "nobody");
+
+  Principal alice{"alice", false, "t", ""};
+  EXPECT_EQ(ids_->SetOsUser(alice, "alice", "").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ids_->SetOsUser(admin, "nobody-such", "nobody").status().code(), StatusCode::kNotFound);
+  auto cleared = ids_->SetOsUser(admin, "alice", "");
+  ASSERT_TRUE(cleared.ok());
+  EXPECT_EQ(cleared->os_user, "");
+  auto users = ids_->ListUsers();
+  ASSERT_TRUE(users.ok());
+  for (const auto& u : *users) EXPECT_EQ(u.os_user, "") << u.name;
+}
+
+}  // namespace
+}  // namespace trainyard::identity

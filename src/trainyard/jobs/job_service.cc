@@ -8,6 +8,7 @@
 #include <fstream>
 #include <regex>
 
+#include "trainyard/common/os_account.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::jobs {
@@ -584,6 +585,16 @@ Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec)
   if (!who.scope.empty()) {
     return Status::PermissionDenied("a token scoped to " + who.scope + " may not submit jobs");
   }
+  if (!options_.multi_user && !who.is_admin) {
+    return Status::PermissionDenied(
+        "this server runs in single-user mode (every job would run as the server's own OS "
+        "account), so only admins may submit jobs; ask an admin, or run the server as root "
+        "without --single-user and map users to OS accounts");
+  }
+  if (options_.multi_user) {
+    TY_ASSIGN_OR_RETURN(identity::User user, identity_.GetUser(who.user));
+    if (user.os_user.empty()) return NoOsAccount(who.user);
+  }
   if (Status s = CheckFeasible(pool_.nodes, ToRequest(spec)); !s.ok()) {
     return Status::InvalidArgument("resources: " + s.message());
   }
@@ -642,6 +653,34 @@ Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec)
     wake_ = true;
   }
   inbox_cv_.notify_all();
+  return out;
+}
+
+Status JobService::NoOsAccount(const std::string& user) {
+  return Status::FailedPrecondition("user " + user +
+                                    " has no OS account; an admin maps one with `trainyard users "
+                                    "update " +
+                                    user + " --os-user ACCT`");
+}
+
+Result<JobService::JobAccount> JobService::ResolveAccount(const JobInfo& j) {
+  JobAccount out;
+  if (!options_.multi_user) {
+    TY_ASSIGN_OR_RETURN(OsAccount self, CurrentOsAccount());
+    out.uid = self.uid;
+    out.gid = self.gid;
+    return out;
+  }
+  TY_ASSIGN_OR_RETURN(identity::User user, identity_.GetUser(j.owner));
+  if (user.os_user.empty()) return NoOsAccount(j.owner);
+  auto account = ValidateJobAccount(user.os_user);
+  if (!account.ok()) {
+    return Status::FailedPrecondition("OS account '" + user.os_user + "' of user " + j.owner +
+                                      " is no longer usable: " + account.status().message());
+  }
+  out.os_user = account->name;
+  out.uid = account->uid;
+  out.gid = account->gid;
   return out;
 }
 
@@ -852,11 +891,15 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   const JobSpec& spec = j.spec;
   int attempt = ++j.attempts;
   fs::path job_dir = fs::path(options_.data_dir) / "jobs" / j.job_id;
-  fs::path log_dir = job_dir / ("attempt-" + std::to_string(attempt));
-  fs::path checkpoint_dir = job_dir / "checkpoints";
+  fs::path private_dir = (options_.job_dir_root.empty() ? fs::path(options_.data_dir) / "jobs"
+                                                        : fs::path(options_.job_dir_root)) /
+                         j.job_id;
+  fs::path log_dir =
+      (options_.logs_in_job_dir ? private_dir : job_dir) / ("attempt-" + std::to_string(attempt));
+  fs::path checkpoint_dir = private_dir / "checkpoints";
   std::error_code ec;
-  fs::create_directories(log_dir, ec);
-  fs::create_directories(checkpoint_dir, ec);
+  if (!options_.logs_in_job_dir) fs::create_directories(log_dir, ec);
+  fs::create_directories(private_dir.parent_path(), ec);
 
   Running run;
   run.placement = placement;
@@ -879,7 +922,9 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   launch.job_id = j.job_id;
   launch.attempt = attempt;
   launch.command = spec.command;
-  launch.working_dir = spec.working_dir;
+  launch.working_dir =
+      spec.working_dir.empty() ? (private_dir / "work").string() : spec.working_dir;
+  launch.tmp_dir = (private_dir / "tmp").string();
   launch.env = spec.env;
   launch.env["TRAINYARD_URL"] = server_url_;
   launch.env["TRAINYARD_JOB_ID"] = j.job_id;
@@ -923,6 +968,13 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   r.running = std::move(run);
   j.state = JobState::kRunning;
   j.message.clear();
+  // The job's account and its private directory; a failure here fails this attempt.
+  TY_ASSIGN_OR_RETURN(JobAccount account, ResolveAccount(j));
+  launch.os_user = account.os_user;
+  std::vector<std::string> subdirs = {"work", "tmp", "checkpoints"};
+  if (options_.logs_in_job_dir) subdirs.push_back(log_dir.filename().string());
+  TY_RETURN_IF_ERROR(
+      EnsurePrivateDirectory(private_dir.string(), account.uid, account.gid, subdirs));
   identity::Principal owner{j.owner, false, "", ""};
   auto token = identity_.CreateToken(owner, j.owner,
                                      "job " + j.job_id + " attempt " + std::to_string(attempt),

@@ -23,6 +23,8 @@
 // Thread-safe; the public methods may be called from any thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -119,6 +121,16 @@ struct PoolConfig {
 
 struct JobServiceOptions {
   std::string data_dir;  // logs go to <data_dir>/jobs/<job>/attempt-<n>/
+  // Multi-user mode: every job runs as its owner's mapped OS account (users without one
+  // cannot submit). Single-user mode: jobs run as the server's account; only admins submit.
+  bool multi_user = false;
+  // Where each job's private directory <job_dir_root>/<job> (0700, owned by the job's account:
+  // work/ = the default working dir, tmp/ = TMPDIR, checkpoints/ = TRAINYARD_CHECKPOINT_DIR)
+  // lives; "" = <data_dir>/jobs. In multi-user mode it must be outside the (0700) data dir.
+  std::string job_dir_root;
+  // Rank logs go to the job's private directory instead of the data directory: for
+  // executors whose ranks write their logs themselves, as the job's account (Slurm).
+  bool logs_in_job_dir = false;
   int64_t fair_share_half_life_ms = int64_t{24} * 3600 * 1000;
   int64_t max_wait_ms = 1000;     // the loop wakes at least this often
   bool start_loop_thread = true;  // false: tests drive passes with RunPassForTest()
@@ -174,6 +186,9 @@ class JobService {
   };
   std::vector<NodeUsage> Cluster();
   const PoolConfig& pool() const { return pool_; }
+  bool multi_user() const { return options_.multi_user; }
+  // How the executor contains each attempt's processes (cgroups), for people.
+  std::string Containment() const { return executor_.Containment(); }
 
   // Runs one loop pass now (tests drive the loop without its thread).
   void RunPassForTest();
@@ -203,6 +218,15 @@ class JobService {
   Status Persist(const Record& r);
   Status PersistAttempt(const Record& r, const AttemptInfo& a, const std::string& processes);
   Status Authorize(const identity::Principal& who, const Record& r, identity::Action action);
+  // The OS account a job runs as ("" in single-user mode) and the uid/gid owning its private
+  // directory. FailedPrecondition when the owner has no (usable) mapping.
+  struct JobAccount {
+    std::string os_user;
+    uid_t uid = 0;
+    gid_t gid = 0;
+  };
+  Result<JobAccount> ResolveAccount(const JobInfo& j);
+  static Status NoOsAccount(const std::string& user);
   Result<std::string> StoredState(const std::string& job_id);
   Status AuthorizeWorkload(const identity::Principal& who, const std::string& job_id);
   Result<std::vector<AttemptInfo>> LoadAttempts(const std::string& job_id);

@@ -1,7 +1,10 @@
 #include "trainyard/server/server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
 #include "trainyard/api/checkpoints_api.h"
@@ -93,6 +96,7 @@ Status Server::InitJobs() {
       pool.nodes.push_back(node);
     }
     executor_ = executors::MakeLocalExecutor({});
+    spdlog::info("per-attempt cgroups: {}", executor_->Containment());
   } else {
     return Status::InvalidArgument("--executor must be local or slurm (got '" + config_.executor +
                                    "')");
@@ -104,12 +108,71 @@ Status Server::InitJobs() {
   jobs::JobServiceOptions options;
   // Absolute: cluster nodes write logs there from their own working directories.
   options.data_dir = std::filesystem::absolute(config_.data_dir).string();
+  TY_RETURN_IF_ERROR(InitIdentityMode(options));
+  // Slurm's ranks write their own logs, as the job's account: they go to its private dir.
+  options.logs_in_job_dir = config_.executor == "slurm";
   spdlog::info("compute pool '{}': {} node(s) with {} GPU(s), {} CPU(s), {:.1f} GiB each",
                pool.name, pool.nodes.size(), pool.nodes[0].gpus, pool.nodes[0].cpus,
                static_cast<double>(pool.nodes[0].memory_bytes) / (1 << 30));
   jobs_ =
       std::make_unique<jobs::JobService>(*db_, clock_, random_, *identity_, *tracking_, *executor_,
                                          std::move(prices), std::move(pool), options);
+  return Status::Ok();
+}
+
+Status Server::InitIdentityMode(jobs::JobServiceOptions& options) {
+  std::string data_dir = options.data_dir;
+  while (data_dir.size() > 1 && data_dir.back() == '/') data_dir.pop_back();
+  if (config_.single_user) {
+    spdlog::info(
+        "mode: single-user (--single-user): jobs run as this server's OS account "
+        "(uid {}); only admins may submit jobs",
+        geteuid());
+  } else if (geteuid() != 0) {
+    spdlog::warn(
+        "mode: single-user: the server is not root, so it cannot run jobs as their "
+        "users' OS accounts; jobs run as this server's account (uid {}) and only "
+        "admins may submit jobs",
+        geteuid());
+  } else {
+    multi_user_ = true;
+    spdlog::info(
+        "mode: multi-user: every job runs as its owner's mapped OS account (never "
+        "root); map one with `trainyard users update NAME --os-user ACCT`");
+  }
+  options.multi_user = multi_user_;
+  // Jobs run as other accounts: nothing in the data directory is theirs to read.
+  if (multi_user_ && ::chmod(data_dir.c_str(), 0700) != 0) {
+    return Status::IOError("cannot make the data directory " + data_dir +
+                           " private (0700): " + std::strerror(errno));
+  }
+  options.job_dir_root = config_.job_dir;
+  if (options.job_dir_root.empty() && multi_user_) options.job_dir_root = data_dir + "-jobs";
+  if (!options.job_dir_root.empty()) {
+    options.job_dir_root = std::filesystem::absolute(options.job_dir_root).string();
+    std::error_code ec;
+    std::filesystem::create_directories(options.job_dir_root, ec);
+    // Traversable, not listable: a job reaches its own directory (0700, its account's) only.
+    if (ec || ::chmod(options.job_dir_root.c_str(), multi_user_ ? 0711 : 0700) != 0) {
+      return Status::IOError("cannot prepare the job directory " + options.job_dir_root + ": " +
+                             (ec ? ec.message() : std::string(std::strerror(errno))) +
+                             "; pass --job-dir DIR");
+    }
+    spdlog::info("job directories: {}", options.job_dir_root);
+    // Jobs' accounts must be able to reach their directories through every parent.
+    for (std::filesystem::path p = options.job_dir_root; multi_user_ && p.has_relative_path();
+         p = p.parent_path()) {
+      struct stat st {};
+      if (::stat(p.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0) {
+        spdlog::warn(
+            "jobs cannot reach their directories under {}: {} is not traversable by "
+            "other accounts (mode {:o}); pass --job-dir DIR under traversable "
+            "directories",
+            options.job_dir_root, p.string(), st.st_mode & 07777);
+        break;
+      }
+    }
+  }
   return Status::Ok();
 }
 

@@ -25,7 +25,8 @@ class Executor;
 }
 namespace trainyard::jobs {
 class JobService;
-}
+struct JobServiceOptions;
+}  // namespace trainyard::jobs
 namespace trainyard::checkpoints {
 class CheckpointService;
 }
@@ -62,6 +63,13 @@ struct ServerConfig {
   // The URL workloads use to reach this server; "" → http://<host>:<port> (127.0.0.1 when
   // listening on all addresses). Set it when jobs run on other machines.
   std::string advertise_url;
+  // Jobs run as the server's own OS account and only admins may submit. Implied when the
+  // server is not root; otherwise (multi-user mode) every job runs as its owner's mapped
+  // OS account (`trainyard users update NAME --os-user ACCT`).
+  bool single_user = false;
+  // Where jobs' private directories live; "" = <data_dir>/jobs in single-user mode and
+  // <data_dir>-jobs (outside the 0700 data directory) in multi-user mode.
+  std::string job_dir;
 };
 
 class Server {
@@ -76,16 +84,19 @@ class Server {
   Status Start();
   void Stop();
   int port() const;
+  bool multi_user() const { return multi_user_; }
 
  private:
   Status InitStore();
   Status InitBlobs();
   Status InitServices();
   Status InitJobs();
+  Status InitIdentityMode(jobs::JobServiceOptions& options);
   Status InitCheckpoints();
   void InitApi();
 
   ServerConfig config_;
+  bool multi_user_ = false;
   SystemClock clock_;
   SecureRandom random_;
   std::unique_ptr<store::Database> db_;
