@@ -344,19 +344,54 @@ Status IdentityService::AuditDurably(AuditRecord record) {
   auto ticket = std::make_shared<AuditTicket>();
   std::unique_lock<std::mutex> lock(audit_mu_);
   EnqueueAuditLocked(std::move(record), ticket);
-  audit_flushed_cv_.wait(lock, [&] { return ticket->done; });
+  // Group commit: whoever finds no batch being written writes everything queued, its own
+  // record with it; those who arrive meanwhile wait and go in the next batch.
+  while (!ticket->done) {
+    if (audit_writing_) {
+      audit_flushed_cv_.wait(lock);
+    } else {
+      WriteQueuedAuditLocked(lock);
+    }
+  }
   return ticket->status;
 }
 
 void IdentityService::EnqueueAuditLocked(AuditRecord record, std::shared_ptr<AuditTicket> ticket) {
-  // The writer thread waits for a first record; it writes at once what someone waits for,
-  // and lets records nobody waits for gather for a moment (AuditLoop).
-  bool wake =
-      audit_queue_.empty() || audit_queue_.size() + 1 >= 512 || (ticket && audit_waiting_ == 0);
-  if (ticket) ++audit_waiting_;
+  // Records someone waits for are written by a waiter (AuditDurably). The writer thread
+  // waits for a first record nobody waits for, then lets more gather (AuditLoop).
+  bool wake = !ticket && (audit_queue_.empty() || audit_queue_.size() + 1 >= 512);
   audit_queue_.push_back(PendingAudit{std::move(record), std::move(ticket)});
   ++audit_enqueued_;
   if (wake) audit_cv_.notify_one();
+}
+
+void IdentityService::WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock) {
+  audit_writing_ = true;
+  std::vector<PendingAudit> batch;
+  batch.swap(audit_queue_);
+  lock.unlock();
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    for (const auto& p : batch) {
+      const AuditRecord& r = p.record;
+      auto e = tx.Exec(
+          "INSERT INTO audit_log (timestamp, user_name, method, path, status, remote, detail) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?)",
+          {r.timestamp, r.user, r.method, r.path, int64_t{r.status}, r.remote,
+           r.detail.empty() ? store::Value() : store::Value(r.detail)});
+      if (!e.ok()) return e.status();
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) spdlog::error("audit log write failed: {}", s.ToString());
+  lock.lock();
+  for (auto& p : batch) {
+    if (!p.ticket) continue;
+    p.ticket->done = true;
+    p.ticket->status = s;
+  }
+  audit_written_ += batch.size();
+  audit_writing_ = false;
+  audit_flushed_cv_.notify_all();
 }
 
 void IdentityService::SetFailedAuthRecordsPerMinute(int limit) {
@@ -458,39 +493,16 @@ void IdentityService::AuditLoop() {
       if (audit_stop_) return;
       continue;
     }
-    // Records someone waits for are written at once (those that arrive meanwhile form the
-    // next group commit). The others gather for a moment: every batch is a write
-    // transaction, and one per request would take the writer from metric ingest.
-    if (audit_waiting_ == 0) {
-      audit_cv_.wait_for(lock, std::chrono::milliseconds(20), [&] {
-        return audit_stop_ || audit_queue_.size() >= 512 || audit_waiting_ > 0;
-      });
+    // Let records nobody waits for gather for a moment: every batch is a write transaction,
+    // and one per request would take the writer from metric ingest.
+    audit_cv_.wait_for(lock, std::chrono::milliseconds(20),
+                       [&] { return audit_stop_ || audit_queue_.size() >= 512; });
+    if (audit_writing_) {
+      // A waiter is writing; what it did not take is written on the next round.
+      audit_flushed_cv_.wait(lock, [&] { return !audit_writing_; });
+      continue;
     }
-    std::vector<PendingAudit> batch;
-    batch.swap(audit_queue_);
-    audit_waiting_ = 0;
-    lock.unlock();
-    Status s = db_.Write([&](store::Transaction& tx) -> Status {
-      for (const auto& p : batch) {
-        const AuditRecord& r = p.record;
-        auto e = tx.Exec(
-            "INSERT INTO audit_log (timestamp, user_name, method, path, status, remote, detail) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            {r.timestamp, r.user, r.method, r.path, int64_t{r.status}, r.remote,
-             r.detail.empty() ? store::Value() : store::Value(r.detail)});
-        if (!e.ok()) return e.status();
-      }
-      return Status::Ok();
-    });
-    if (!s.ok()) spdlog::error("audit log write failed: {}", s.ToString());
-    lock.lock();
-    for (auto& p : batch) {
-      if (!p.ticket) continue;
-      p.ticket->done = true;
-      p.ticket->status = s;
-    }
-    audit_written_ += batch.size();
-    audit_flushed_cv_.notify_all();
+    if (!audit_queue_.empty()) WriteQueuedAuditLocked(lock);
   }
 }
 

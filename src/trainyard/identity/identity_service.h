@@ -155,6 +155,9 @@ class IdentityService {
   };
   void AuditLoop();
   void EnqueueAuditLocked(AuditRecord record, std::shared_ptr<AuditTicket> ticket);
+  // Writes the queued records in one transaction; called with `lock` (of audit_mu_) held
+  // and no batch being written; releases it while writing.
+  void WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock);
   // Queues summaries of suppressed failed authentications that are due (all when `all`).
   void QueueFailedAuthSummariesLocked(int64_t now, bool all);
   void InvalidateCache();
@@ -170,7 +173,7 @@ class IdentityService {
   std::condition_variable audit_cv_;
   std::condition_variable audit_flushed_cv_;
   std::vector<PendingAudit> audit_queue_;  // guarded by audit_mu_
-  size_t audit_waiting_ = 0;               // guarded by audit_mu_: queued records with a ticket
+  bool audit_writing_ = false;             // guarded by audit_mu_: a batch is being written
   std::unordered_map<std::string, FailedAuthWindow> failed_auth_;  // guarded; by address
   int failed_auth_per_minute_ = 20;                                // guarded by audit_mu_
   uint64_t audit_enqueued_ = 0;                                    // guarded by audit_mu_
