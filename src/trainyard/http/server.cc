@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "trainyard/common/strings.h"
 
@@ -25,6 +26,32 @@ using tcp = asio::ip::tcp;
 namespace {
 
 std::atomic<uint64_t> g_upload_counter{0};
+
+// Logs at most one line per interval (with how many were skipped), so that a flood of
+// refused or dropped connections cannot fill the log.
+class LogLimiter {
+ public:
+  // Returns how many lines were skipped since the last one (>= 0) when one may be logged now,
+  // or -1.
+  int64_t Allow() {
+    auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (now - last_ < std::chrono::seconds(10)) {
+      ++skipped_;
+      return -1;
+    }
+    last_ = now;
+    return std::exchange(skipped_, 0);
+  }
+
+ private:
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point last_{};
+  int64_t skipped_ = 0;
+};
+
+LogLimiter g_refusal_log;
+LogLimiter g_idle_log;
 
 // A Beast body made of Response::BodyPiece views, written without copying them.
 struct PiecesBody {
@@ -246,7 +273,10 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void Start() {
     if (refusal_.empty()) return ReadHeader();
-    spdlog::warn("refused a connection from {}: {}", remote_, refusal_);
+    if (int64_t skipped = g_refusal_log.Allow(); skipped >= 0) {
+      spdlog::warn("refused a connection from {}: {} ({} more refusals not logged)", remote_,
+                   refusal_, skipped);
+    }
     keep_alive_ = false;
     Respond(server_->RenderError(503, refusal_));
   }
@@ -320,7 +350,8 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   void OnVerdict(HeaderVerdict verdict) {
     if (verdict.kind == HeaderVerdict::Kind::kRefuse) {
       auto declared = header_parser_->content_length();
-      if (body_unread_ && declared && *declared <= kSmallBodyBytes) {
+      bool expects_continue = ToLower(request_.Header("expect")) == "100-continue";
+      if (body_unread_ && declared && *declared <= kSmallBodyBytes && !expects_continue) {
         // A small body is read and dropped, so that the connection stays usable.
         string_parser_.emplace(std::move(*header_parser_));
         string_parser_->body_limit(kSmallBodyBytes);
@@ -445,9 +476,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     if (ec) {
       // Closed, or idle for longer than the idle timeout: drop the connection.
       if (ec == beast::error::timeout) {
-        spdlog::info("dropped a request from {} ({} {}): no bytes for {} ms", remote_,
-                     MethodName(request_.method), request_.path,
-                     server_->options().idle_timeout.count());
+        if (int64_t skipped = g_idle_log.Allow(); skipped >= 0) {
+          spdlog::info("dropped a request from {} ({} {}): no bytes for {} ms ({} more not logged)",
+                       remote_, MethodName(request_.method), request_.path,
+                       server_->options().idle_timeout.count(), skipped);
+        }
       }
       RemoveUpload();
       ReleaseBytes();
