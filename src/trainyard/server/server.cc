@@ -1,6 +1,7 @@
 #include "trainyard/server/server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -53,9 +54,10 @@ void TightenTree(const std::string& root) {
     }
   }
   if ((st.st_mode & 07777) != 0700 && st.st_uid == ::geteuid()) ::chmod(root.c_str(), 0700);
-  if (loose)
+  if (loose) {
     spdlog::info("{} was open to other users: made it 0700 and {} entries under it private", root,
                  changed);
+  }
 }
 
 void TightenFile(const std::string& path) {
@@ -227,6 +229,12 @@ void Server::InitApi() {
 Status Server::Start() {
   // Everything the server creates is its own (database, logs, uploads, artifacts, chunks).
   ::umask(077);
+  // Room for --max-connections: the soft limit on descriptors is often 1024.
+  if (struct rlimit nofile{};
+      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   TY_RETURN_IF_ERROR(SecureDataDir());
   TY_RETURN_IF_ERROR(InitStore());
   TY_RETURN_IF_ERROR(InitBlobs());
