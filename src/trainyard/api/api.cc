@@ -127,15 +127,45 @@ static json::object QueryToObject(const http::Request& request) {
   return o;
 }
 
+static std::string BearerToken(const http::Request& request) {
+  std::string auth = request.Header("authorization");
+  if (StartsWith(auth, "Bearer ") || StartsWith(auth, "bearer ")) return Trim(auth.substr(7));
+  return "";
+}
+
+http::Response Api::Unauthenticated(const http::Request& request, const Status& status) {
+  identity::AuditRecord record;
+  record.timestamp = clock_.NowMillis();
+  record.method = std::string(http::MethodName(request.method));
+  record.path = Abbreviate(request.path, 512);
+  record.status = 401;
+  record.remote = request.remote_address;
+  record.detail = Abbreviate(status.message(), 512);
+  identity_.AuditFailedAuthentication(std::move(record));
+  return ErrorResponse(status);
+}
+
+http::HeaderVerdict Api::CheckHeader(const http::Request& request, bool may_block) {
+  if (!router_.Matches(request.method, request.path)) {
+    http::Request copy = request;  // the router renders 404 or 405; no handler runs
+    return http::HeaderVerdict::Refuse(router_.Dispatch(copy));
+  }
+  if (public_routes_.Matches(request.method, request.path)) return http::HeaderVerdict::Accept();
+  std::string token = BearerToken(request);
+  std::optional<Result<identity::Principal>> p =
+      may_block ? std::optional<Result<identity::Principal>>(identity_.Authenticate(token))
+                : identity_.AuthenticateCached(token);
+  if (!p) return http::HeaderVerdict::RetryOnWorker();
+  if (!p->ok()) return http::HeaderVerdict::Refuse(Unauthenticated(request, p->status()));
+  return http::HeaderVerdict::Accept();
+}
+
 http::Response Api::Serve(http::Request& request, const RawHandler& handler, bool authenticate,
                           const RawFastHandler* fast) {
   identity::Principal principal;
   if (authenticate) {
-    std::string auth = request.Header("authorization");
-    std::string token;
-    if (StartsWith(auth, "Bearer ") || StartsWith(auth, "bearer ")) token = Trim(auth.substr(7));
-    auto p = identity_.Authenticate(token);
-    if (!p.ok()) return ErrorResponse(p.status());
+    auto p = identity_.Authenticate(BearerToken(request));
+    if (!p.ok()) return Unauthenticated(request, p.status());
     principal = std::move(p).value();
   }
   json::object body;
@@ -162,9 +192,17 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
       result->ok() ? std::move(*result).value() : ErrorResponse(result->status());
   bool mutating = request.method != http::Method::kGet && request.method != http::Method::kHead;
   if (authenticate && mutating) {
-    identity_.Audit(identity::AuditRecord{clock_.NowMillis(), principal.user,
-                                          std::string(http::MethodName(request.method)),
-                                          request.path, response.status, request.remote_address});
+    identity::AuditRecord record{
+        clock_.NowMillis(), principal.user,  std::string(http::MethodName(request.method)),
+        request.path,       response.status, request.remote_address};
+    if (response.status >= 400) {
+      identity_.Audit(std::move(record));  // nothing changed: no need to wait
+    } else if (Status audited = identity_.AuditDurably(std::move(record)); !audited.ok()) {
+      // Acknowledging a change whose audit record is lost would break the audit's promise.
+      return ErrorResponse(Status::Internal(
+          "the request was carried out, but its audit record could not be written (" +
+          audited.message() + "); see the server's log"));
+    }
   }
   return response;
 }
@@ -211,6 +249,7 @@ void Api::Route(http::Method method, const std::vector<std::string>& prefixes,
 void Api::PublicRoute(http::Method method, const std::string& path, JsonHandler handler) {
   auto shared = std::make_shared<RawHandler>(WrapJson(std::move(handler)));
   router_.Add(method, path, [this, shared](http::Request& r) { return Serve(r, *shared, false); });
+  public_routes_.Add(method, path, [](http::Request&) { return http::Response(); });
 }
 
 }  // namespace trainyard::api

@@ -1,7 +1,13 @@
 // The API layer's shared plumbing. Every endpoint is registered through Api::Route,
 // which authenticates the caller (Bearer token → identity::Principal), decodes
 // the request (a JSON body, or for GET the query string turned into an object),
-// calls the handler, and encodes its result or error. Mutating calls are audited.
+// calls the handler, and encodes its result or error. Mutating calls are audited: a
+// successful one's record is committed before the response goes out; failed
+// authentications are audited (rate-limited per client address).
+//
+// CheckHeader is the HTTP server's check of a request before its body is read: unknown
+// routes get 404/405 and callers without valid credentials 401 (public routes aside), so
+// nobody unauthenticated can make the server read, buffer or store a body.
 //
 // Errors: one table (HttpStatusFor / MlflowErrorCode) maps Status codes to HTTP
 // statuses and MLflow error codes; bodies are {"error_code": ..., "message": ...}.
@@ -18,6 +24,7 @@
 #include "trainyard/common/json.h"
 #include "trainyard/common/status.h"
 #include "trainyard/http/router.h"
+#include "trainyard/http/server.h"
 #include "trainyard/identity/identity_service.h"
 
 namespace trainyard::api {
@@ -61,12 +68,17 @@ class Api {
 
   identity::IdentityService& identity() { return identity_; }
 
+  // For http::ServerOptions::check_header: judges a request by its header alone.
+  http::HeaderVerdict CheckHeader(const http::Request& request, bool may_block);
+
  private:
   using RawFastHandler = std::function<std::optional<Result<http::Response>>(Call&)>;
   http::Response Serve(http::Request& request, const RawHandler& handler, bool authenticate,
                        const RawFastHandler* fast = nullptr);
+  http::Response Unauthenticated(const http::Request& request, const Status& status);
 
   http::Router& router_;
+  http::Router public_routes_;  // the routes reachable without a token (handlers unused)
   identity::IdentityService& identity_;
   Clock& clock_;
 };

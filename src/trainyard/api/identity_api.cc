@@ -91,12 +91,10 @@ void RegisterIdentityRoutes(Api& api) {
                                                     max_results.value_or(100), user.value_or("")));
     json::array out;
     for (const auto& r : records) {
-      out.emplace_back(json::object{{"timestamp", r.timestamp},
-                                    {"user", r.user},
-                                    {"method", r.method},
-                                    {"path", r.path},
-                                    {"status", r.status},
-                                    {"remote", r.remote}});
+      json::object o{{"timestamp", r.timestamp}, {"user", r.user},     {"method", r.method},
+                     {"path", r.path},           {"status", r.status}, {"remote", r.remote}};
+      if (!r.detail.empty()) o["detail"] = r.detail;
+      out.emplace_back(std::move(o));
     }
     return json::object{{"records", std::move(out)}};
   });

@@ -56,6 +56,9 @@ class BlobStore {
 
 // Files under `root`, written to a temporary name, fsynced, then renamed into place.
 Result<std::unique_ptr<BlobStore>> OpenLocalBlobStore(const std::string& root);
+// Removes the temporary files of writes a crashed process left under a local store's `root`
+// (call it while nothing writes there); returns how many.
+int64_t RemoveLocalTemporaryFiles(const std::string& root);
 
 // The store a location names: "s3://bucket[/prefix]" is S3 (see s3_blob_store.h for the
 // environment variables it reads; downloads for LocalPathForRead are cached in `cache_dir`,

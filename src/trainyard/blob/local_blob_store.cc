@@ -353,6 +353,22 @@ class LocalBlobStore : public BlobStore {
 
 }  // namespace
 
+int64_t RemoveLocalTemporaryFiles(const std::string& root) {
+  int64_t removed = 0;
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (StartsWith(it->path().filename().string(), ".tmp-") && it->is_regular_file(ec)) {
+      leftovers.push_back(it->path());
+    }
+  }
+  for (const auto& p : leftovers) {
+    if (::unlink(p.c_str()) == 0) ++removed;
+  }
+  return removed;
+}
+
 Result<std::unique_ptr<BlobStore>> OpenLocalBlobStore(const std::string& root) {
   std::error_code ec;
   fs::create_directories(root, ec);

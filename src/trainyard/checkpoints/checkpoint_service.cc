@@ -575,6 +575,42 @@ Result<std::vector<GcReport>> CheckpointService::CollectGarbage(const identity::
   return out;
 }
 
+int64_t CheckpointService::RemoveLeftoversAtStart() {
+  int64_t removed = 0;
+  std::error_code ec;
+  auto remove = [&](const fs::path& p) {
+    std::error_code rec;
+    if (fs::remove_all(p, rec) > 0 && !rec) ++removed;
+  };
+  for (const auto& entry : fs::directory_iterator(fs::path(staging_dir_) / "exports", ec)) {
+    remove(entry.path());
+  }
+  for (const auto& entry : fs::directory_iterator(staging_dir_, ec)) {
+    std::string id = entry.path().filename().string();
+    if (!StartsWith(id, "u-")) continue;
+    if (!LoadSession(id).ok()) {
+      remove(entry.path());  // BeginUpload never finished: nobody holds its id
+      continue;
+    }
+    std::vector<fs::path> leftovers;
+    for (const fs::path& dir : {entry.path(), entry.path() / "blobs"}) {
+      std::error_code dec;
+      for (const auto& f : fs::directory_iterator(dir, dec)) {
+        const fs::path& p = f.path();
+        if (p.extension() == ".tmp") leftovers.push_back(p);
+        // Data whose description was never written: PutBlob did not finish.
+        if (p.extension() == ".bin" && !fs::exists(fs::path(p).replace_extension(".json"), dec)) {
+          leftovers.push_back(p);
+        }
+      }
+    }
+    for (const auto& p : leftovers) remove(p);
+  }
+  removed += RemoveStaleUploads();
+  if (removed > 0) spdlog::info("removed {} leftover(s) of checkpoint uploads", removed);
+  return removed;
+}
+
 int64_t CheckpointService::RemoveStaleUploads() {
   int64_t removed = 0;
   int64_t now = clock_.NowMillis();

@@ -139,6 +139,10 @@ class CheckpointService {
   // One project, or every project when `project` is empty.
   Result<std::vector<GcReport>> CollectGarbage(const identity::Principal& who,
                                                const std::string& project);
+  // At start, before serving: removes what a crashed server left in staging (exports,
+  // half-written files, uploads that never got a session) and stale uploads; uploads that
+  // may still be resumed stay. Returns how many entries were removed.
+  int64_t RemoveLeftoversAtStart();
 
  private:
   struct Session;

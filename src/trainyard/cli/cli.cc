@@ -334,6 +334,39 @@ int Main(int argc, char** argv) {
                        "SQLite: fsync every commit (survives power loss, slower)");
   server_cmd->add_option("--workers", config.worker_threads, "request worker threads")
       ->capture_default_str();
+  server_cmd
+      ->add_option("--max-body-bytes", config.max_body_bytes,
+                   "largest JSON (in-memory) request body")
+      ->capture_default_str();
+  server_cmd
+      ->add_option("--max-upload-bytes", config.max_upload_bytes,
+                   "largest artifact or checkpoint upload")
+      ->capture_default_str();
+  double idle_timeout_s = static_cast<double>(config.idle_timeout_ms) / 1000;
+  server_cmd
+      ->add_option("--idle-timeout", idle_timeout_s,
+                   "seconds a connection may send nothing before it is dropped (a request may "
+                   "take longer while it keeps sending)")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  server_cmd->add_option("--max-connections", config.max_connections, "open connections in total")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  server_cmd
+      ->add_option("--max-connections-per-client", config.max_connections_per_client,
+                   "open connections from one client address")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  server_cmd
+      ->add_option("--max-inflight-bytes-per-client", config.max_inflight_bytes_per_client,
+                   "bytes of in-memory request bodies one client address may have in flight")
+      ->capture_default_str();
+  server_cmd
+      ->add_option("--audit-failed-auth-per-minute", config.failed_auth_audit_per_minute,
+                   "audit records of failed authentications per client address and minute "
+                   "(the rest are counted in a summary record)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   server_cmd->add_option("--port-file", port_file,
                          "write the bound port here once listening (useful with --port 0)");
   server_cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error")
@@ -475,7 +508,10 @@ int Main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
-  if (server_cmd->parsed()) return RunServer(config, log_level, log_format, port_file);
+  if (server_cmd->parsed()) {
+    config.idle_timeout_ms = static_cast<int64_t>(idle_timeout_s * 1000);
+    return RunServer(config, log_level, log_format, port_file);
+  }
   Client client(client_options);
   if (submit->parsed()) return SubmitJob(client, job_file, job_follow, job_env);
   if (jobs_cmd->parsed()) return ListJobs(client, jobs_active, job_project, jobs_max);

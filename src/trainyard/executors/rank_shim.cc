@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -176,6 +177,10 @@ int RunRankShim(int argc, char** argv) {
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &dfl, nullptr);
+    // The server runs with umask 077 to keep its data directory private; the workload gets
+    // the usual 022 (its private job directory is 0700, so that exposes nothing), so that
+    // outputs it writes for others to read (a shared model directory) are readable.
+    umask(022);
     if (!run_as.empty()) {
       // Groups first, then the gid, then the uid (after which nothing else can be changed).
       if (setgroups(account.groups.size(), account.groups.data()) != 0 ||

@@ -11,6 +11,8 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
+#include <utility>
 
 #include "trainyard/common/strings.h"
 
@@ -24,6 +26,32 @@ using tcp = asio::ip::tcp;
 namespace {
 
 std::atomic<uint64_t> g_upload_counter{0};
+
+// Logs at most one line per interval (with how many were skipped), so that a flood of
+// refused or dropped connections cannot fill the log.
+class LogLimiter {
+ public:
+  // Returns how many lines were skipped since the last one (>= 0) when one may be logged now,
+  // or -1.
+  int64_t Allow() {
+    auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (now - last_ < std::chrono::seconds(10)) {
+      ++skipped_;
+      return -1;
+    }
+    last_ = now;
+    return std::exchange(skipped_, 0);
+  }
+
+ private:
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point last_{};
+  int64_t skipped_ = 0;
+};
+
+LogLimiter g_refusal_log;
+LogLimiter g_idle_log;
 
 // A Beast body made of Response::BodyPiece views, written without copying them.
 struct PiecesBody {
@@ -101,14 +129,52 @@ class HttpServer::Impl {
   bool stopping() const { return stopped_.load(); }
   const ServerOptions& options() const { return options_; }
 
-  void Register(Session* s) {
+  // Registers a new connection; returns why it is refused (over a connection cap), or "".
+  std::string Register(Session* s, const std::string& remote) {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_.insert(s);
+    if (open_connections_ >= options_.max_connections) {
+      return "the server has " + std::to_string(open_connections_) +
+             " connections open, its limit (--max-connections); retry later";
+    }
+    ClientUsage& c = clients_[remote];
+    if (c.connections >= options_.max_connections_per_client) {
+      return "too many connections from " + remote + " (" + std::to_string(c.connections) +
+             " open, the limit is " + std::to_string(options_.max_connections_per_client) +
+             ", --max-connections-per-client); reuse or close idle connections";
+    }
+    ++c.connections;
+    ++open_connections_;
+    return "";
   }
-  void Unregister(Session* s) {
+  void Unregister(Session* s, const std::string& remote, bool counted) {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_.erase(s);
+    if (counted) {
+      --open_connections_;
+      auto it = clients_.find(remote);
+      if (it != clients_.end() && --it->second.connections <= 0 && it->second.inflight_bytes == 0) {
+        clients_.erase(it);
+      }
+    }
     drained_cv_.notify_all();
+  }
+  // Holds `bytes` of in-memory body against the client's cap; false when over it. A client
+  // with nothing in flight may always send one request (up to the body limit).
+  bool ReserveBytes(const std::string& remote, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ClientUsage& c = clients_[remote];
+    if (c.inflight_bytes > 0 && c.inflight_bytes + bytes > options_.max_inflight_bytes_per_client) {
+      return false;
+    }
+    c.inflight_bytes += bytes;
+    return true;
+  }
+  void ReleaseBytes(const std::string& remote, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = clients_.find(remote);
+    if (it == clients_.end()) return;
+    it->second.inflight_bytes -= std::min(bytes, it->second.inflight_bytes);
   }
   void BeginRequest() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -126,6 +192,20 @@ class HttpServer::Impl {
     } catch (const std::exception& e) {
       spdlog::error("handler threw for {}: {}", request.path, e.what());
       return RenderError(500, std::string("internal error: ") + e.what());
+    }
+  }
+
+  HeaderVerdict CheckHeader(const Request& request, bool may_block) {
+    try {
+      HeaderVerdict v = options_.check_header(request, may_block);
+      if (may_block && v.kind == HeaderVerdict::Kind::kRetryOnWorker) {
+        return HeaderVerdict::Refuse(
+            RenderError(500, "internal error: the header check did not decide"));
+      }
+      return v;
+    } catch (const std::exception& e) {
+      spdlog::error("header check threw for {}: {}", request.path, e.what());
+      return HeaderVerdict::Refuse(RenderError(500, std::string("internal error: ") + e.what()));
     }
   }
 
@@ -158,8 +238,14 @@ class HttpServer::Impl {
   Handler handler_;
   std::mutex mu_;
   std::condition_variable drained_cv_;
+  struct ClientUsage {
+    int connections = 0;
+    size_t inflight_bytes = 0;
+  };
   std::set<Session*> sessions_;  // guarded by mu_
   int in_flight_ = 0;            // guarded by mu_
+  int open_connections_ = 0;     // guarded by mu_: those admitted under the caps
+  std::unordered_map<std::string, ClientUsage> clients_;  // guarded by mu_, by address
   std::atomic<bool> stopped_{false};
   int port_ = 0;
   asio::io_context io_;
@@ -178,11 +264,22 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     boost::system::error_code ec;
     auto ep = stream_.socket().remote_endpoint(ec);
     if (!ec) remote_ = ep.address().to_string();
-    server_->Register(this);
+    refusal_ = server_->Register(this, remote_);
   }
-  ~Session() { server_->Unregister(this); }
+  ~Session() {
+    ReleaseBytes();
+    server_->Unregister(this, remote_, refusal_.empty());
+  }
 
-  void Start() { ReadHeader(); }
+  void Start() {
+    if (refusal_.empty()) return ReadHeader();
+    if (int64_t skipped = g_refusal_log.Allow(); skipped >= 0) {
+      spdlog::warn("refused a connection from {}: {} ({} more refusals not logged)", remote_,
+                   refusal_, skipped);
+    }
+    keep_alive_ = false;
+    Respond(server_->RenderError(503, refusal_));
+  }
 
   // Only when no I/O thread runs (after the io_context stopped).
   void CloseNow() {
@@ -222,6 +319,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     request_.method = ParseMethod(std::string_view(header.method_string()));
     request_.target = std::string(header.target());
     request_.remote_address = remote_;
+    body_unread_ = !header_parser_->is_done();
     for (const auto& field : header) {
       request_.headers[ToLower(std::string_view(field.name_string()))] = std::string(field.value());
     }
@@ -237,6 +335,37 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     if (q != std::string_view::npos) request_.query = ParseQueryString(target.substr(q + 1));
     keep_alive_ = header.keep_alive();
 
+    if (!server_->options().check_header) return OnVerdict(HeaderVerdict::Accept());
+    HeaderVerdict verdict = server_->CheckHeader(request_, /*may_block=*/false);
+    if (verdict.kind != HeaderVerdict::Kind::kRetryOnWorker) return OnVerdict(std::move(verdict));
+    asio::post(server_->workers(), [self = shared_from_this()] {
+      HeaderVerdict v = self->server_->CheckHeader(self->request_, /*may_block=*/true);
+      asio::post(self->stream_.get_executor(),
+                 [self, v = std::move(v)]() mutable { self->OnVerdict(std::move(v)); });
+    });
+  }
+
+  // Goes on with a request whose header was judged: refuses it (its body unread), or checks
+  // its declared size and reads its body.
+  void OnVerdict(HeaderVerdict verdict) {
+    if (verdict.kind == HeaderVerdict::Kind::kRefuse) {
+      auto declared = header_parser_->content_length();
+      bool expects_continue = ToLower(request_.Header("expect")) == "100-continue";
+      if (body_unread_ && declared && *declared <= kSmallBodyBytes && !expects_continue) {
+        // A small body is read and dropped, so that the connection stays usable.
+        string_parser_.emplace(std::move(*header_parser_));
+        string_parser_->body_limit(kSmallBodyBytes);
+        refused_response_ = std::move(verdict.response);
+        return ReadBodySome(*string_parser_, [self = shared_from_this()](beast::error_code ec) {
+          if (ec) return;
+          self->body_unread_ = false;
+          self->string_parser_->get().body().clear();
+          self->Respond(std::move(self->refused_response_));
+        });
+      }
+      if (body_unread_) keep_alive_ = false;
+      return Respond(std::move(verdict.response));
+    }
     const auto& opts = server_->options();
     bool to_file = opts.stream_body_to_file &&
                    opts.stream_body_to_file(request_.method, request_.path) &&
@@ -249,6 +378,34 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                                                    " bytes is larger than the limit of " +
                                                    std::to_string(limit) + " bytes"));
     }
+    if (!to_file && body_unread_) {
+      size_t expected = static_cast<size_t>(
+          std::min<uint64_t>(header_parser_->content_length().value_or(limit), limit));
+      if (!server_->ReserveBytes(remote_, expected)) {
+        keep_alive_ = false;
+        return Respond(server_->RenderError(
+            503, "too many request bytes in flight from " + remote_ + " (the limit is " +
+                     std::to_string(opts.max_inflight_bytes_per_client) +
+                     " bytes, --max-inflight-bytes-per-client); wait for answers before sending "
+                     "more"));
+      }
+      reserved_bytes_ = expected;
+    }
+    if (body_unread_ && ToLower(request_.Header("expect")) == "100-continue") {
+      // The client waits for this before sending its body.
+      stream_.expires_after(opts.idle_timeout);
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      return asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                               [self = shared_from_this(), to_file](beast::error_code ec, size_t) {
+                                 if (ec) return self->ReleaseBytes();
+                                 self->ReadBody(to_file);
+                               });
+    }
+    ReadBody(to_file);
+  }
+
+  void ReadBody(bool to_file) {
+    const auto& opts = server_->options();
     if (to_file) {
       file_parser_.emplace(std::move(*header_parser_));
       file_parser_->body_limit(opts.max_upload_bytes);
@@ -266,11 +423,10 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       // header that is a few hundred bytes, so a large body would arrive in 512-byte reads
       // and 512-byte file writes (65 MB/s measured). 64 KiB is Beast's largest read.
       buffer_.reserve(64 << 10);
-      bhttp::async_read(stream_, buffer_, *file_parser_,
-                        [self = shared_from_this()](beast::error_code ec, size_t) {
-                          self->file_parser_->get().body().close();
-                          self->OnBody(ec);
-                        });
+      ReadBodySome(*file_parser_, [self = shared_from_this()](beast::error_code ec) {
+        self->file_parser_->get().body().close();
+        self->OnBody(ec);
+      });
     } else {
       // As above: room for the declared body (up to Beast's largest read), so that a metric
       // batch of tens of KB arrives in a few reads, not in 512-byte ones.
@@ -280,16 +436,35 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       }
       string_parser_.emplace(std::move(*header_parser_));
       string_parser_->body_limit(opts.max_body_bytes);
-      bhttp::async_read(stream_, buffer_, *string_parser_,
-                        [self = shared_from_this()](beast::error_code ec, size_t) {
-                          if (!ec)
-                            self->request_.body = std::move(self->string_parser_->get().body());
-                          self->OnBody(ec);
-                        });
+      ReadBodySome(*string_parser_, [self = shared_from_this()](beast::error_code ec) {
+        if (!ec) self->request_.body = std::move(self->string_parser_->get().body());
+        self->OnBody(ec);
+      });
     }
   }
 
+  // Reads the body in steps, each given the idle timeout anew: a request may take as long
+  // as it needs while it keeps sending.
+  template <class Parser, class Done>
+  void ReadBodySome(Parser& parser, Done done) {
+    if (parser.is_done()) return done(beast::error_code());
+    stream_.expires_after(server_->options().idle_timeout);
+    bhttp::async_read_some(stream_, buffer_, parser,
+                           [self = shared_from_this(), &parser, done = std::move(done)](
+                               beast::error_code ec, size_t) mutable {
+                             if (ec) return done(ec);
+                             self->ReadBodySome(parser, std::move(done));
+                           });
+  }
+
+  void ReleaseBytes() {
+    if (reserved_bytes_ == 0) return;
+    server_->ReleaseBytes(remote_, reserved_bytes_);
+    reserved_bytes_ = 0;
+  }
+
   void OnBody(beast::error_code ec) {
+    if (!ec) body_unread_ = false;
     if (ec == bhttp::error::body_limit) {
       keep_alive_ = false;
       size_t limit = request_.body_file.empty() ? server_->options().max_body_bytes
@@ -299,7 +474,16 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
           413, "request body is larger than the limit of " + std::to_string(limit) + " bytes"));
     }
     if (ec) {
+      // Closed, or idle for longer than the idle timeout: drop the connection.
+      if (ec == beast::error::timeout) {
+        if (int64_t skipped = g_idle_log.Allow(); skipped >= 0) {
+          spdlog::info("dropped a request from {} ({} {}): no bytes for {} ms ({} more not logged)",
+                       remote_, MethodName(request_.method), request_.path,
+                       server_->options().idle_timeout.count(), skipped);
+        }
+      }
       RemoveUpload();
+      ReleaseBytes();
       return;
     }
     if (server_->stopping()) keep_alive_ = false;
@@ -308,6 +492,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       Response response = self->server_->Handle(self->request_);
       asio::post(self->stream_.get_executor(), [self, response = std::move(response)]() mutable {
         self->RemoveUpload();
+        self->ReleaseBytes();
         self->Respond(std::move(response));
         self->server_->EndRequest();
       });
@@ -374,10 +559,28 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                          if (ec || close) {
                            boost::system::error_code ignored;
                            self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                           if (!ec && self->body_unread_ && self->refusal_.empty()) {
+                             self->Linger();
+                           }
                            return;
                          }
                          self->ReadHeader();
                        });
+  }
+
+  // Drains (and drops) what the client still sends of a body we did not read, until it
+  // closes or the linger timeout passes, so that closing does not reset the connection
+  // before the client has read our answer.
+  void Linger() {
+    if (!linger_buffer_) {
+      linger_buffer_ = std::make_unique<char[]>(kLingerBufferBytes);
+      linger_deadline_ = std::chrono::steady_clock::now() + server_->options().linger_timeout;
+    }
+    stream_.expires_at(linger_deadline_);
+    stream_.async_read_some(asio::buffer(linger_buffer_.get(), kLingerBufferBytes),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (!ec) self->Linger();
+                            });
   }
 
   beast::tcp_stream stream_;
@@ -389,6 +592,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   std::optional<bhttp::request_parser<bhttp::file_body>> file_parser_;
   Request request_;
   bool keep_alive_ = true;
+  bool body_unread_ = false;   // the current request has a body not (fully) read
+  std::string refusal_;        // not empty: the connection is over a cap, refused with this
+  size_t reserved_bytes_ = 0;  // held against the client's in-flight cap
+  Response refused_response_;  // sent once the small body of a refused request is read
+  static constexpr size_t kSmallBodyBytes = 64 << 10;
+  static constexpr size_t kLingerBufferBytes = 64 << 10;
+  std::unique_ptr<char[]> linger_buffer_;
+  std::chrono::steady_clock::time_point linger_deadline_;
 };
 
 void HttpServer::Impl::Stop(std::chrono::milliseconds drain) {

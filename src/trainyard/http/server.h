@@ -7,6 +7,14 @@
 // to a file under `upload_dir`. Stop() stops accepting, lets in-flight requests
 // finish (up to the drain timeout), then closes every connection.
 //
+// Before any byte of a body is read, `check_header` judges the request's header (the API
+// checks the credentials there) and the declared length is held against the route's limit;
+// a refused request is answered at once and its connection closed, its body never read.
+// Connections are capped in total and per client address, and so are the bytes of the
+// in-memory bodies a client has in flight; a connection over a cap is answered 503 and
+// closed. `idle_timeout` bounds the wait for each read (a slow upload that keeps sending
+// succeeds; a stalled one is dropped).
+//
 // Thread-safe: Start/Stop may be called from any thread, once each.
 #pragma once
 
@@ -21,6 +29,18 @@
 
 namespace trainyard::http {
 
+// What ServerOptions::check_header decides about a request from its header alone.
+struct HeaderVerdict {
+  enum class Kind { kAccept, kRefuse, kRetryOnWorker };
+  Kind kind = Kind::kAccept;
+  Response response;  // kRefuse: the answer; the body is not read and the connection closes
+
+  static HeaderVerdict Accept() { return {}; }
+  static HeaderVerdict Refuse(Response r) { return {Kind::kRefuse, std::move(r)}; }
+  // The check needs to block (e.g. a store lookup): call it again on a worker thread.
+  static HeaderVerdict RetryOnWorker() { return {Kind::kRetryOnWorker, {}}; }
+};
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 5000;  // 0 picks a free port; see HttpServer::port()
@@ -33,7 +53,23 @@ struct ServerOptions {
   std::function<bool(Method, std::string_view path)> stream_body_to_file;
   // Renders transport-level errors (body too large, bad request) in the API's format.
   std::function<Response(int status, const std::string& message)> render_error;
-  std::chrono::seconds idle_timeout{120};
+  // Called with each request's header (no body yet), first on an I/O thread with
+  // `may_block` false, where it must not block; it may answer RetryOnWorker to be called
+  // again on a worker thread with `may_block` true. Unset: every request is accepted.
+  std::function<HeaderVerdict(const Request&, bool may_block)> check_header;
+  // The longest wait for the next bytes of a request (and for a kept-alive connection's
+  // next request); a request that keeps sending may take as long as it needs.
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};
+  // Open connections, in total and from one client address.
+  int max_connections = 4096;
+  int max_connections_per_client = 512;
+  // Bytes of in-memory request bodies (declared, or the limit for chunked ones) that one
+  // client address may have being read or handled at once.
+  size_t max_inflight_bytes_per_client = size_t{256} << 20;
+  // After answering a request whose body was not read, how long the unread rest is
+  // drained before closing (closing at once would reset the connection, and a client
+  // still sending could lose the answer). Nothing drained is kept.
+  std::chrono::milliseconds linger_timeout{std::chrono::seconds(2)};
 };
 
 class HttpServer {

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio.hpp>
+#include <chrono>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "trainyard/common/strings.h"
 #include "trainyard/http/client.h"
 #include "trainyard/http/router.h"
 
@@ -143,6 +146,160 @@ TEST(HttpServerTest, StopDrainsInFlightRequests) {
   EXPECT_EQ(result->status, 200);
   EXPECT_EQ(result->body, "{\"done\":true}");
   EXPECT_FALSE(Fetch("GET", Url(server, "/slow")).ok());  // no longer listening
+}
+
+// A raw connection, for what Fetch cannot do: send part of a request, then wait.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : socket_(io_) {
+    socket_.connect({boost::asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)});
+  }
+  void Send(const std::string& data) { boost::asio::write(socket_, boost::asio::buffer(data)); }
+  // Everything until the peer closes (or `limit` bytes).
+  std::string ReadAll(size_t limit = 1 << 20) {
+    std::string out;
+    char buf[4096];
+    boost::system::error_code ec;
+    while (out.size() < limit) {
+      size_t n = socket_.read_some(boost::asio::buffer(buf), ec);
+      if (ec) break;
+      out.append(buf, n);
+    }
+    return out;
+  }
+  // Reads until `needle` arrives (or the peer closes).
+  std::string ReadUntil(const std::string& needle) {
+    std::string out;
+    char buf[4096];
+    boost::system::error_code ec;
+    while (out.find(needle) == std::string::npos) {
+      size_t n = socket_.read_some(boost::asio::buffer(buf), ec);
+      if (ec) break;
+      out.append(buf, n);
+    }
+    return out;
+  }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket socket_;
+};
+
+std::string RequestHead(const std::string& method, const std::string& path, size_t length,
+                        const std::string& extra = "") {
+  return method + " " + path + " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(length) +
+         "\r\n" + extra + "\r\n";
+}
+
+TEST(HttpServerTest, HeaderCheckRefusesBeforeTheBodyIsRead) {
+  ServerOptions options;
+  options.port = 0;
+  options.linger_timeout = std::chrono::milliseconds(200);
+  std::atomic<int> handled{0}, checked_on_worker{0};
+  options.check_header = [&](const Request& r, bool may_block) {
+    if (r.Header("x-slow") == "1" && !may_block) return HeaderVerdict::RetryOnWorker();
+    if (may_block) ++checked_on_worker;
+    if (r.Header("x-key") != "open") return HeaderVerdict::Refuse(Response::Text(401, "no key"));
+    return HeaderVerdict::Accept();
+  };
+  HttpServer server(options, [&](Request& r) {
+    ++handled;
+    return Response::Text(200, "got " + std::to_string(r.body.size()));
+  });
+  ASSERT_TRUE(server.Start().ok());
+  // A declared 10 MB body, none of it sent: the answer comes anyway, and the connection closes.
+  for (const std::string slow : {"0", "1"}) {
+    RawConnection c(server.port());
+    c.Send(RequestHead("POST", "/x", 10 << 20, "x-slow: " + slow + "\r\n"));
+    std::string answer = c.ReadAll();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer;
+    EXPECT_NE(answer.find("no key"), std::string::npos);
+    EXPECT_NE(ToLower(answer).find("connection: close"), std::string::npos) << answer;
+  }
+  EXPECT_EQ(checked_on_worker.load(), 1);
+  // A small refused body is read and dropped: the connection serves the next request.
+  {
+    RawConnection c(server.port());
+    c.Send(RequestHead("POST", "/x", 2) + "{}" + RequestHead("POST", "/x", 2, "x-key: open\r\n") +
+           "{}");
+    std::string answers = c.ReadUntil("got 2");
+    EXPECT_EQ(answers.rfind("HTTP/1.1 401", 0), 0u) << answers;
+    EXPECT_NE(answers.find("HTTP/1.1 200"), std::string::npos) << answers;
+  }
+  EXPECT_EQ(handled.load(), 1);
+  auto ok = Fetch("POST", Url(server, "/x"), {{"x-key", "open"}, {"x-slow", "1"}}, "abc");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->body, "got 3");
+  server.Stop();
+}
+
+TEST(HttpServerTest, IdleTimeoutIsBetweenReadsNotForTheWholeRequest) {
+  ServerOptions options;
+  options.port = 0;
+  options.idle_timeout = std::chrono::milliseconds(400);
+  HttpServer server(options, [&](Request& r) {
+    return Response::Text(200, "got " + std::to_string(r.body.size()));
+  });
+  ASSERT_TRUE(server.Start().ok());
+  // Ten pieces 100 ms apart: a second in all, more than twice the idle timeout.
+  {
+    RawConnection c(server.port());
+    c.Send(RequestHead("POST", "/x", 10, "Connection: close\r\n"));
+    auto started = std::chrono::steady_clock::now();
+    for (int i = 0; i < 10; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // pacing, not waiting
+      c.Send("x");
+    }
+    std::string answer = c.ReadAll();
+    EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(900));
+    EXPECT_NE(answer.find("got 10"), std::string::npos) << answer;
+  }
+  // A client that stops sending is dropped without an answer.
+  {
+    RawConnection c(server.port());
+    c.Send(RequestHead("POST", "/x", 10) + "xyz");
+    auto started = std::chrono::steady_clock::now();
+    EXPECT_EQ(c.ReadAll(), "");
+    EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(300));
+  }
+  server.Stop();
+}
+
+TEST(HttpServerTest, CapsConnectionsPerClientAndInflightBytes) {
+  ServerOptions options;
+  options.port = 0;
+  options.max_connections_per_client = 2;
+  options.max_inflight_bytes_per_client = 1000;
+  HttpServer server(options, [&](Request& r) {
+    return Response::Text(200, "got " + std::to_string(r.body.size()));
+  });
+  ASSERT_TRUE(server.Start().ok());
+  {
+    RawConnection a(server.port());
+    // Half a request of 800 bytes: admitted once the server asks for its body.
+    a.Send(RequestHead("POST", "/x", 800, "Expect: 100-continue\r\n"));
+    EXPECT_NE(a.ReadUntil("\r\n\r\n").find("100 Continue"), std::string::npos);
+    RawConnection b(server.port());
+    b.Send(RequestHead("POST", "/x", 400));
+    std::string refused = b.ReadAll();
+    EXPECT_EQ(refused.rfind("HTTP/1.1 503", 0), 0u) << refused;
+    EXPECT_NE(refused.find("in flight"), std::string::npos) << refused;
+    RawConnection c(server.port());  // a third connection from 127.0.0.1
+    std::string over = c.ReadAll();
+    EXPECT_EQ(over.rfind("HTTP/1.1 503", 0), 0u) << over;
+    EXPECT_NE(over.find("too many connections from 127.0.0.1"), std::string::npos) << over;
+    a.Send(std::string(800, 'x'));
+    EXPECT_NE(a.ReadUntil("got 800").find("got 800"), std::string::npos);
+  }
+  // Once those are closed, new connections are admitted again.
+  bool served = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       !served && std::chrono::steady_clock::now() < deadline;) {
+    auto r = Fetch("POST", Url(server, "/x"), {}, std::string(900, 'y'));
+    served = r.ok() && r->status == 200 && r->body == "got 900";
+  }
+  EXPECT_TRUE(served);
+  server.Stop();
 }
 
 }  // namespace

@@ -17,6 +17,11 @@ namespace trainyard::identity {
 namespace {
 
 constexpr int64_t kCacheMillis = 5000;
+constexpr int64_t kFailedAuthWindowMillis = 60000;
+// How often a client's suppressed failed authentications are summed up in one record.
+constexpr int64_t kFailedAuthSummaryMillis = 5000;
+// Client addresses whose failed authentications are counted one by one; beyond, together.
+constexpr size_t kMaxFailedAuthAddresses = 10000;
 
 bool ValidUserName(std::string_view name) {
   if (name.empty() || name.size() > 128) return false;
@@ -96,7 +101,8 @@ std::vector<store::Migration> IdentityService::Migrations() {
                "CREATE INDEX audit_log_by_time ON audit_log (timestamp)",
            }},
           {"identity", 2, {"ALTER TABLE tokens ADD COLUMN scope TEXT"}},
-          {"identity", 3, {"ALTER TABLE users ADD COLUMN os_user TEXT"}}};
+          {"identity", 3, {"ALTER TABLE users ADD COLUMN os_user TEXT"}},
+          {"identity", 5, {"ALTER TABLE audit_log ADD COLUMN detail TEXT"}}};
 }
 
 Status IdentityService::Bootstrap(const std::string& data_dir) {
@@ -120,22 +126,27 @@ Status IdentityService::Bootstrap(const std::string& data_dir) {
   return Status::Ok();
 }
 
-Result<Principal> IdentityService::Authenticate(std::string_view token) {
+std::optional<Result<Principal>> IdentityService::AuthenticateCached(std::string_view token) {
   if (token.empty()) {
-    return Status::Unauthenticated(
+    return Result<Principal>(Status::Unauthenticated(
         "missing credentials: send 'Authorization: Bearer <token>' (the admin token is in the "
-        "server's data directory, admin.token; MLflow clients read MLFLOW_TRACKING_TOKEN)");
+        "server's data directory, admin.token; MLflow clients read MLFLOW_TRACKING_TOKEN)"));
   }
   std::string hash = Sha256Hex(token);
   int64_t now = clock_.NowMillis();
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = cache_.find(hash);
-    if (it != cache_.end() && now - it->second.cached_at < kCacheMillis &&
-        (!it->second.expires_at || *it->second.expires_at > now)) {
-      return it->second.principal;
-    }
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  auto it = cache_.find(hash);
+  if (it != cache_.end() && now - it->second.cached_at < kCacheMillis &&
+      (!it->second.expires_at || *it->second.expires_at > now)) {
+    return Result<Principal>(it->second.principal);
   }
+  return std::nullopt;
+}
+
+Result<Principal> IdentityService::Authenticate(std::string_view token) {
+  if (auto cached = AuthenticateCached(token)) return std::move(*cached);
+  std::string hash = Sha256Hex(token);
+  int64_t now = clock_.NowMillis();
   Principal p;
   std::optional<int64_t> expires_at;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
@@ -367,15 +378,113 @@ void IdentityService::InvalidateCache() {
 }
 
 void IdentityService::Audit(AuditRecord record) {
-  bool wake;
-  {
-    std::lock_guard<std::mutex> lock(audit_mu_);
-    // The writer thread waits for a first record, then lingers for a batch (AuditLoop).
-    wake = audit_queue_.empty() || audit_queue_.size() + 1 >= 512;
-    audit_queue_.push_back(std::move(record));
-    ++audit_enqueued_;
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  EnqueueAuditLocked(std::move(record), nullptr);
+}
+
+Status IdentityService::AuditDurably(AuditRecord record) {
+  auto ticket = std::make_shared<AuditTicket>();
+  std::unique_lock<std::mutex> lock(audit_mu_);
+  EnqueueAuditLocked(std::move(record), ticket);
+  // Group commit: whoever finds no batch being written writes everything queued, its own
+  // record with it; those who arrive meanwhile wait and go in the next batch.
+  while (!ticket->done) {
+    if (audit_writing_) {
+      audit_flushed_cv_.wait(lock);
+    } else {
+      WriteQueuedAuditLocked(lock);
+    }
   }
+  return ticket->status;
+}
+
+void IdentityService::EnqueueAuditLocked(AuditRecord record, std::shared_ptr<AuditTicket> ticket) {
+  // Records someone waits for are written by a waiter (AuditDurably). The writer thread
+  // waits for a first record nobody waits for, then lets more gather (AuditLoop).
+  bool wake = !ticket && (audit_queue_.empty() || audit_queue_.size() + 1 >= 512);
+  audit_queue_.push_back(PendingAudit{std::move(record), std::move(ticket)});
+  ++audit_enqueued_;
   if (wake) audit_cv_.notify_one();
+}
+
+void IdentityService::WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock) {
+  audit_writing_ = true;
+  std::vector<PendingAudit> batch;
+  batch.swap(audit_queue_);
+  lock.unlock();
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    for (const auto& p : batch) {
+      const AuditRecord& r = p.record;
+      auto e = tx.Exec(
+          "INSERT INTO audit_log (timestamp, user_name, method, path, status, remote, detail) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?)",
+          {r.timestamp, r.user, r.method, r.path, int64_t{r.status}, r.remote,
+           r.detail.empty() ? store::Value() : store::Value(r.detail)});
+      if (!e.ok()) return e.status();
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) spdlog::error("audit log write failed: {}", s.ToString());
+  lock.lock();
+  for (auto& p : batch) {
+    if (!p.ticket) continue;
+    p.ticket->done = true;
+    p.ticket->status = s;
+  }
+  audit_written_ += batch.size();
+  audit_writing_ = false;
+  audit_flushed_cv_.notify_all();
+}
+
+void IdentityService::SetFailedAuthRecordsPerMinute(int limit) {
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  failed_auth_per_minute_ = std::max(0, limit);
+}
+
+void IdentityService::AuditFailedAuthentication(AuditRecord record) {
+  int64_t now = clock_.NowMillis();
+  record.user = std::string(kUnauthenticatedUser);
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  std::string key = record.remote;
+  if (failed_auth_.size() >= kMaxFailedAuthAddresses && failed_auth_.count(key) == 0) {
+    QueueFailedAuthSummariesLocked(now, /*all=*/true);
+    for (auto it = failed_auth_.begin(); it != failed_auth_.end();) {
+      it = now - it->second.window_start >= kFailedAuthWindowMillis ? failed_auth_.erase(it)
+                                                                    : std::next(it);
+    }
+    // A flood from many addresses is counted together.
+    if (failed_auth_.size() >= kMaxFailedAuthAddresses) key = "*";
+  }
+  FailedAuthWindow& w = failed_auth_[key];
+  if (now - w.window_start >= kFailedAuthWindowMillis) {
+    w.window_start = now;
+    w.recorded = 0;
+  }
+  if (key == "*" || w.recorded >= failed_auth_per_minute_) {
+    if (w.suppressed == 0 && w.last_summary == 0) w.last_summary = now;
+    ++w.suppressed;
+    return;
+  }
+  ++w.recorded;
+  EnqueueAuditLocked(std::move(record), nullptr);
+}
+
+void IdentityService::QueueFailedAuthSummariesLocked(int64_t now, bool all) {
+  for (auto& [remote, w] : failed_auth_) {
+    if (w.suppressed == 0 || (!all && now - w.last_summary < kFailedAuthSummaryMillis)) continue;
+    AuditRecord r;
+    r.timestamp = now;
+    r.user = std::string(kUnauthenticatedUser);
+    r.status = 401;
+    r.remote = remote == "*" ? "(many addresses)" : remote;
+    r.detail = std::to_string(w.suppressed) + " more failed authentication" +
+               (w.suppressed == 1 ? "" : "s") + " from " + r.remote +
+               " not recorded one by one (at most " + std::to_string(failed_auth_per_minute_) +
+               " a minute per address are)";
+    w.suppressed = 0;
+    w.last_summary = now;
+    EnqueueAuditLocked(std::move(r), nullptr);
+  }
 }
 
 Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who, int64_t before,
@@ -388,7 +497,7 @@ Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who
   std::vector<AuditRecord> out;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
     std::string sql =
-        "SELECT timestamp, user_name, method, path, status, remote FROM audit_log WHERE "
+        "SELECT timestamp, user_name, method, path, status, remote, detail FROM audit_log WHERE "
         "timestamp <= ?";
     std::vector<store::Value> params{before > 0 ? before : INT64_MAX};
     if (!user.empty()) {
@@ -400,7 +509,8 @@ Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who
     TY_ASSIGN_OR_RETURN(auto rows, tx.Query(sql, params));
     for (const auto& r : rows) {
       out.push_back(AuditRecord{r.Int(0), r.Text(1), r.Text(2), r.Text(3),
-                                static_cast<int>(r.Int(4)), r.Text(5)});
+                                static_cast<int>(r.Int(4)), r.Text(5),
+                                r.IsNull(6) ? "" : r.Text(6)});
     }
     return Status::Ok();
   });
@@ -417,29 +527,24 @@ void IdentityService::FlushAuditForTest() {
 void IdentityService::AuditLoop() {
   std::unique_lock<std::mutex> lock(audit_mu_);
   while (true) {
-    audit_cv_.wait(lock, [&] { return audit_stop_ || !audit_queue_.empty(); });
-    if (audit_queue_.empty() && audit_stop_) return;
-    // Let records gather for a moment: every batch is a write transaction, and under a
-    // stream of requests (metric ingest) one per request would take the writer from them.
+    // Woken by records, or every second for the summaries of suppressed failed logins.
+    audit_cv_.wait_for(lock, std::chrono::seconds(1),
+                       [&] { return audit_stop_ || !audit_queue_.empty(); });
+    QueueFailedAuthSummariesLocked(clock_.NowMillis(), /*all=*/audit_stop_);
+    if (audit_queue_.empty()) {
+      if (audit_stop_) return;
+      continue;
+    }
+    // Let records nobody waits for gather for a moment: every batch is a write transaction,
+    // and one per request would take the writer from metric ingest.
     audit_cv_.wait_for(lock, std::chrono::milliseconds(20),
                        [&] { return audit_stop_ || audit_queue_.size() >= 512; });
-    std::vector<AuditRecord> batch;
-    batch.swap(audit_queue_);
-    lock.unlock();
-    Status s = db_.Write([&](store::Transaction& tx) -> Status {
-      for (const auto& r : batch) {
-        auto e = tx.Exec(
-            "INSERT INTO audit_log (timestamp, user_name, method, path, status, remote) VALUES "
-            "(?, ?, ?, ?, ?, ?)",
-            {r.timestamp, r.user, r.method, r.path, int64_t{r.status}, r.remote});
-        if (!e.ok()) return e.status();
-      }
-      return Status::Ok();
-    });
-    if (!s.ok()) spdlog::error("audit log write failed: {}", s.ToString());
-    lock.lock();
-    audit_written_ += batch.size();
-    audit_flushed_cv_.notify_all();
+    if (audit_writing_) {
+      // A waiter is writing; what it did not take is written on the next round.
+      audit_flushed_cv_.wait(lock, [&] { return !audit_writing_; });
+      continue;
+    }
+    if (!audit_queue_.empty()) WriteQueuedAuditLocked(lock);
   }
 }
 

@@ -8,12 +8,19 @@
 // grow: admins may do anything; an object's owner may do anything to it; any
 // authenticated user may read; other writes need a grant of EDIT or MANAGE.
 //
+// Audit: records are written by one thread in group commits. AuditDurably() returns once
+// its record is committed (an acknowledged change's record is as durable as the change);
+// Audit() does not wait. Failed authentications are recorded at most
+// `failed_auth_records_per_minute` times a minute per client address; the rest are
+// counted, and the count is recorded every few seconds in one summary record.
+//
 // Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -72,7 +79,11 @@ struct AuditRecord {
   std::string path;
   int status = 0;
   std::string remote;
+  std::string detail = {};  // e.g. why an authentication failed
 };
+
+// The user name of audit records of failed authentications (not a valid user name).
+inline constexpr std::string_view kUnauthenticatedUser = "(unauthenticated)";
 
 class IdentityService {
  public:
@@ -89,6 +100,8 @@ class IdentityService {
 
   // Resolves a bearer token; Unauthenticated when unknown, expired or revoked.
   Result<Principal> Authenticate(std::string_view token);
+  // The same without touching the store (never blocks): nullopt when the answer needs it.
+  std::optional<Result<Principal>> AuthenticateCached(std::string_view token);
 
   Status Authorize(const Principal& who, Action action, const Securable& what);
 
@@ -117,6 +130,12 @@ class IdentityService {
 
   // Queued and written in batches by a background thread; Flush() waits for them.
   void Audit(AuditRecord record);
+  // Queued like Audit(), and returns once the record is committed (or failed to be).
+  Status AuditDurably(AuditRecord record);
+  // A failed authentication (status 401), recorded within the per-address rate limit.
+  void AuditFailedAuthentication(AuditRecord record);
+  // At most this many records of failed authentications a minute per client address.
+  void SetFailedAuthRecordsPerMinute(int limit);
   // The newest audit records first, at or before `before` (epoch ms; 0 = now); admins only.
   Result<std::vector<AuditRecord>> ReadAudit(const Principal& who, int64_t before, int64_t limit,
                                              const std::string& user);
@@ -128,7 +147,27 @@ class IdentityService {
     std::optional<int64_t> expires_at;
     int64_t cached_at;
   };
+  struct AuditTicket {
+    bool done = false;
+    Status status;
+  };
+  struct PendingAudit {
+    AuditRecord record;
+    std::shared_ptr<AuditTicket> ticket;  // null when nobody waits for it
+  };
+  struct FailedAuthWindow {
+    int64_t window_start = 0;
+    int recorded = 0;        // in this window
+    int64_t suppressed = 0;  // since the last summary
+    int64_t last_summary = 0;
+  };
   void AuditLoop();
+  void EnqueueAuditLocked(AuditRecord record, std::shared_ptr<AuditTicket> ticket);
+  // Writes the queued records in one transaction; called with `lock` (of audit_mu_) held
+  // and no batch being written; releases it while writing.
+  void WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock);
+  // Queues summaries of suppressed failed authentications that are due (all when `all`).
+  void QueueFailedAuthSummariesLocked(int64_t now, bool all);
   void InvalidateCache();
 
   store::Database& db_;
@@ -141,10 +180,13 @@ class IdentityService {
   std::mutex audit_mu_;
   std::condition_variable audit_cv_;
   std::condition_variable audit_flushed_cv_;
-  std::vector<AuditRecord> audit_queue_;  // guarded by audit_mu_
-  uint64_t audit_enqueued_ = 0;           // guarded by audit_mu_
-  uint64_t audit_written_ = 0;            // guarded by audit_mu_
-  bool audit_stop_ = false;               // guarded by audit_mu_
+  std::vector<PendingAudit> audit_queue_;  // guarded by audit_mu_
+  bool audit_writing_ = false;             // guarded by audit_mu_: a batch is being written
+  std::unordered_map<std::string, FailedAuthWindow> failed_auth_;  // guarded; by address
+  int failed_auth_per_minute_ = 20;                                // guarded by audit_mu_
+  uint64_t audit_enqueued_ = 0;                                    // guarded by audit_mu_
+  uint64_t audit_written_ = 0;                                     // guarded by audit_mu_
+  bool audit_stop_ = false;                                        // guarded by audit_mu_
   std::thread audit_thread_;
 };
 

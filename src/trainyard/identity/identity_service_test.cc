@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 namespace trainyard::identity {
 namespace {
@@ -112,6 +114,73 @@ TEST_F(IdentityTest, AuditRecordsAreWritten) {
   EXPECT_EQ((*records)[0].path, "/y");
   EXPECT_EQ(ids_->ReadAudit({"bob", false, "", ""}, 0, 10, "").status().code(),
             StatusCode::kPermissionDenied);
+}
+
+int64_t CountRows(store::Database& db, const std::string& sql) {
+  int64_t n = -1;
+  EXPECT_TRUE(db.Read([&](store::Transaction& tx) -> Status {
+                  TY_ASSIGN_OR_RETURN(auto rows, tx.Query(sql));
+                  n = rows[0].Int(0);
+                  return Status::Ok();
+                }).ok());
+  return n;
+}
+
+TEST_F(IdentityTest, DurableAuditIsCommittedWhenItReturns) {
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      for (int j = 0; j < 20; ++j) {
+        EXPECT_TRUE(
+            ids_->AuditDurably({i * 100 + j, "admin", "POST", "/d", 200, "127.0.0.1"}).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  // No flush: what AuditDurably acknowledged is in the store.
+  EXPECT_EQ(CountRows(*db_, "SELECT COUNT(*) FROM audit_log WHERE path = '/d'"), 160);
+}
+
+TEST_F(IdentityTest, FailedAuthenticationsAreAuditedWithinARatePerAddress) {
+  ids_->SetFailedAuthRecordsPerMinute(3);
+  for (int i = 0; i < 10; ++i) {
+    ids_->AuditFailedAuthentication({0, "", "GET", "/x", 401, "10.0.0.1", "invalid token"});
+  }
+  ids_->AuditFailedAuthentication({0, "", "GET", "/x", 401, "10.0.0.2", "invalid token"});
+  ids_->FlushAuditForTest();
+  EXPECT_EQ(CountRows(*db_,
+                      "SELECT COUNT(*) FROM audit_log WHERE remote = '10.0.0.1' AND user_name = "
+                      "'(unauthenticated)' AND detail = 'invalid token'"),
+            3);
+  EXPECT_EQ(CountRows(*db_, "SELECT COUNT(*) FROM audit_log WHERE remote = '10.0.0.2'"), 1);
+  // The 7 suppressed ones are summed up a few seconds later, in one record.
+  clock_.AdvanceMillis(6000);
+  std::string summary =
+      "SELECT COUNT(*) FROM audit_log WHERE remote = '10.0.0.1' AND detail LIKE '7 more failed "
+      "authentications from 10.0.0.1%'";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (CountRows(*db_, summary) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling, bounded
+  }
+  EXPECT_EQ(CountRows(*db_, summary), 1);
+  // A new minute: recorded one by one again.
+  clock_.AdvanceMillis(60000);
+  ids_->AuditFailedAuthentication({0, "", "GET", "/y", 401, "10.0.0.1", "invalid token"});
+  ids_->FlushAuditForTest();
+  EXPECT_EQ(CountRows(*db_, "SELECT COUNT(*) FROM audit_log WHERE path = '/y'"), 1);
+}
+
+TEST_F(IdentityTest, CachedAuthenticationNeverTouchesTheStore) {
+  EXPECT_FALSE(ids_->AuthenticateCached(admin_token_).has_value());  // not yet looked up
+  ASSERT_TRUE(ids_->Authenticate(admin_token_).ok());
+  auto cached = ids_->AuthenticateCached(admin_token_);
+  ASSERT_TRUE(cached.has_value());
+  ASSERT_TRUE(cached->ok());
+  EXPECT_TRUE((*cached)->is_admin);
+  auto missing = ids_->AuthenticateCached("");
+  ASSERT_TRUE(missing.has_value());
+  EXPECT_EQ(missing->status().code(), StatusCode::kUnauthenticated);
+  EXPECT_FALSE(ids_->AuthenticateCached("ty_unknown_token").has_value());
 }
 
 }  // namespace

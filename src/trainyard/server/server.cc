@@ -1,6 +1,7 @@
 #include "trainyard/server/server.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
 #include "trainyard/checkpoints/checkpoint_service.h"
+#include "trainyard/common/strings.h"
 #include "trainyard/executors/host_resources.h"
 #include "trainyard/executors/local_executor.h"
 #include "trainyard/executors/slurm_executor.h"
@@ -21,10 +23,77 @@
 #include "trainyard/registry/registry_service.h"
 
 namespace trainyard::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsLocalPath(const std::string& location) {
+  return !location.empty() && location.find("://") == std::string::npos;
+}
+
+// Takes group and other permissions from one file or directory this process owns.
+bool TightenOne(const std::string& path, const struct stat& st) {
+  if (S_ISLNK(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) == 0) return false;
+  return ::chmod(path.c_str(), st.st_mode & 07700) == 0;
+}
+
+// Makes `root` a 0700 directory. When it was open to others (an install from before modes
+// were tightened), also takes group and other permissions from everything under it that
+// this process owns (symbolic links are not followed). Later files are private by the umask.
+void TightenTree(const std::string& root) {
+  struct stat st {};
+  if (::lstat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;
+  bool loose = (st.st_mode & 077) != 0;
+  int64_t changed = 0;
+  if (loose) {
+    std::error_code ec;
+    fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      struct stat entry {};
+      std::string path = it->path().string();
+      if (::lstat(path.c_str(), &entry) == 0 && TightenOne(path, entry)) ++changed;
+    }
+  }
+  if ((st.st_mode & 07777) != 0700 && st.st_uid == ::geteuid()) ::chmod(root.c_str(), 0700);
+  if (loose) {
+    spdlog::info("{} was open to other users: made it 0700 and {} entries under it private", root,
+                 changed);
+  }
+}
+
+void TightenFile(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) TightenOne(path, st);
+}
+
+}  // namespace
 
 Server::Server(ServerConfig config) : config_(std::move(config)) {}
 
 Server::~Server() { Stop(); }
+
+// The data directory is the server's alone: 0700, its files 0600 (the umask keeps new ones
+// so). Request bodies a crashed server was receiving are removed.
+Status Server::SecureDataDir() {
+  std::error_code ec;
+  fs::create_directories(config_.data_dir, ec);
+  if (ec) {
+    return Status::IOError("cannot create data directory " + config_.data_dir + ": " +
+                           ec.message());
+  }
+  TightenTree(config_.data_dir);
+  if (IsLocalPath(config_.db) && !StartsWith(config_.db, "postgres")) {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) TightenFile(config_.db + suffix);
+  }
+  // Nothing reads them any more: the requests they belonged to were never answered.
+  int64_t removed = 0;
+  for (const auto& entry : fs::directory_iterator(config_.data_dir + "/uploads", ec)) {
+    std::error_code rec;
+    if (fs::remove_all(entry.path(), rec) > 0) ++removed;
+  }
+  if (removed > 0) spdlog::info("removed {} partial upload(s) left by a crash", removed);
+  return Status::Ok();
+}
 
 Status Server::InitStore() {
   std::error_code ec;
@@ -52,6 +121,10 @@ Status Server::InitBlobs() {
   std::string root =
       config_.artifacts.empty() ? config_.data_dir + "/artifacts" : config_.artifacts;
   TY_ASSIGN_OR_RETURN(blobs_, blob::OpenBlobStore(root, config_.data_dir + "/s3-cache"));
+  if (IsLocalPath(root)) {
+    TightenTree(root);
+    blob::RemoveLocalTemporaryFiles(root);
+  }
   spdlog::info("artifact store: {}", root);
   return Status::Ok();
 }
@@ -181,6 +254,10 @@ Status Server::InitCheckpoints() {
       config_.checkpoints.empty() ? config_.data_dir + "/checkpoints" : config_.checkpoints;
   TY_ASSIGN_OR_RETURN(std::unique_ptr<blob::BlobStore> blobs,
                       blob::OpenBlobStore(root, config_.data_dir + "/s3-cache"));
+  if (IsLocalPath(root)) {
+    TightenTree(root);
+    blob::RemoveLocalTemporaryFiles(root);
+  }
   checkpoints::CheckpointStoreOptions options;
   options.root = "";  // the BlobStore is the checkpoints' own
   // The server hands owned buffers to the store: no snapshot buffers to keep.
@@ -190,6 +267,7 @@ Status Server::InitCheckpoints() {
   checkpoints_ = std::make_unique<checkpoints::CheckpointService>(
       *db_, clock_, random_, *identity_, *jobs_, std::move(store),
       config_.data_dir + "/checkpoint-staging");
+  checkpoints_->RemoveLeftoversAtStart();
   spdlog::info("checkpoint store: {}", root);
   return Status::Ok();
 }
@@ -210,6 +288,15 @@ void Server::InitApi() {
 }
 
 Status Server::Start() {
+  // Everything the server creates is its own (database, logs, uploads, artifacts, chunks).
+  ::umask(077);
+  // Room for --max-connections: the soft limit on descriptors is often 1024.
+  if (struct rlimit nofile{};
+      ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  TY_RETURN_IF_ERROR(SecureDataDir());
   TY_RETURN_IF_ERROR(InitStore());
   TY_RETURN_IF_ERROR(InitBlobs());
   TY_RETURN_IF_ERROR(InitServices());
@@ -222,11 +309,21 @@ Status Server::Start() {
   options.io_threads = config_.io_threads;
   options.worker_threads = config_.worker_threads;
   options.max_body_bytes = config_.max_body_bytes;
+  options.max_upload_bytes = config_.max_upload_bytes;
+  options.idle_timeout = std::chrono::milliseconds(config_.idle_timeout_ms);
+  options.max_connections = config_.max_connections;
+  options.max_connections_per_client = config_.max_connections_per_client;
+  options.max_inflight_bytes_per_client = config_.max_inflight_bytes_per_client;
   options.upload_dir = config_.data_dir + "/uploads";
   options.stream_body_to_file = [](http::Method method, std::string_view path) {
     return api::IsArtifactUpload(method, path) || api::IsCheckpointBlobUpload(method, path);
   };
   options.render_error = api::TransportErrorResponse;
+  // Credentials are checked before a body is read (api::Api::CheckHeader).
+  options.check_header = [this](const http::Request& r, bool may_block) {
+    return api_->CheckHeader(r, may_block);
+  };
+  identity_->SetFailedAuthRecordsPerMinute(config_.failed_auth_audit_per_minute);
   http_ = std::make_unique<http::HttpServer>(
       options, [this](http::Request& r) { return router_.Dispatch(r); });
   TY_RETURN_IF_ERROR(http_->Start());

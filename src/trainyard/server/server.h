@@ -43,7 +43,15 @@ struct ServerConfig {
   bool sqlite_sync_full = false;
   int io_threads = 2;
   int worker_threads = 16;
-  size_t max_body_bytes = 16 << 20;
+  size_t max_body_bytes = 16 << 20;            // JSON and other in-memory bodies
+  size_t max_upload_bytes = size_t{64} << 30;  // artifact and checkpoint uploads (to disk)
+  // The HTTP server's limits (see http::ServerOptions).
+  int64_t idle_timeout_ms = 120000;
+  int max_connections = 4096;
+  int max_connections_per_client = 512;
+  size_t max_inflight_bytes_per_client = size_t{256} << 20;
+  // Records of failed authentications per client address and minute (the rest are counted).
+  int failed_auth_audit_per_minute = 20;
   // The local compute pool. Unset values are detected from this machine; several
   // nodes (each with the given resources) simulate a multi-node pool on one host.
   int local_nodes = 1;
@@ -87,6 +95,7 @@ class Server {
   bool multi_user() const { return multi_user_; }
 
  private:
+  Status SecureDataDir();
   Status InitStore();
   Status InitBlobs();
   Status InitServices();
