@@ -8,12 +8,21 @@
 // grow: admins may do anything; an object's owner may do anything to it; any
 // authenticated user may read; other writes need a grant of EDIT or MANAGE.
 //
+// Scoped tokens (a job's, "job:<id>") are limited in Authorize(), the one place
+// that checks them: they may read what their user may read, write only the objects
+// the scope's policy names (its job and its run; SetScopeWritePolicy), and never
+// MANAGE. Token, grant and user management refuse them outright.
+//
+// Users can be disabled and deleted by admins; their tokens (including jobs'
+// scoped tokens) stop working on the next request.
+//
 // Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -50,7 +59,15 @@ struct User {
   std::string name;
   bool is_admin = false;
   int64_t created_at = 0;
+  bool disabled = false;
 };
+
+// The job id of a token scoped to a job ("job:j-1a2b" -> "j-1a2b"), or empty.
+std::string_view ScopedJob(const Principal& who);
+
+// Whether a scoped token may write `what` (its own job, its own run). Set by the
+// service that issues the scope; without one, scoped tokens may write nothing.
+using ScopeWritePolicy = std::function<bool(const std::string& scope, const Securable& what)>;
 
 struct TokenInfo {
   std::string token_id;
@@ -89,9 +106,20 @@ class IdentityService {
   Result<Principal> Authenticate(std::string_view token);
 
   Status Authorize(const Principal& who, Action action, const Securable& what);
+  // The same, for an object inside `what` (a run inside its experiment): ownership and
+  // grants are those of `what`; a scoped token's limits are checked against `accessed`.
+  Status Authorize(const Principal& who, Action action, const Securable& what,
+                   const Securable& accessed);
+  // Set once, before requests are served.
+  void SetScopeWritePolicy(ScopeWritePolicy policy) { scope_write_policy_ = std::move(policy); }
 
   Result<User> CreateUser(const Principal& who, const std::string& name, bool is_admin);
   Result<std::vector<User>> ListUsers();
+  // Admins only. A disabled user's tokens are refused until the user is enabled again;
+  // a deleted user's tokens are revoked and their grants removed (objects they own
+  // keep their owner's name). Neither applies to oneself.
+  Status SetUserDisabled(const Principal& who, const std::string& name, bool disabled);
+  Status DeleteUser(const Principal& who, const std::string& name);
   // Returns the new token's secret (shown once) and its info.
   Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
                                                         const std::string& user,
@@ -126,6 +154,7 @@ class IdentityService {
   store::Database& db_;
   Clock& clock_;
   Random& random_;
+  ScopeWritePolicy scope_write_policy_;
 
   std::mutex cache_mu_;
   std::unordered_map<std::string, CachedPrincipal> cache_;  // by token hash; guarded
