@@ -119,13 +119,10 @@ json::value SecretToJson(const jobs::SecretInfo& s) {
   return o;
 }
 
-// Replaces every occurrence of a secret's value in `text` with "***". A value that starts
-// in `text` and runs past its end (into `more`, the bytes that follow it in the file) is
-// replaced too, and `consumed` grows to the end of it, so a value is never split across two
-// reads; a tail that may be the start of a value still being written is held back (`consumed`
-// stops before it).
-std::string Redact(const std::string& text, const std::string& more,
-                   const std::vector<std::string>& values, int64_t& consumed) {
+}  // namespace
+
+std::string RedactSecrets(const std::string& text, const std::string& more,
+                          const std::vector<std::string>& values, int64_t& consumed) {
   if (values.empty()) return text;
   std::string all = text + more;
   std::string out;
@@ -153,8 +150,6 @@ std::string Redact(const std::string& text, const std::string& more,
   }
   return out;
 }
-
-}  // namespace
 
 void RegisterSecretRoutes(Api& api, jobs::SecretService& secrets) {
   api.Route(Method::kPost, kTrainyardPrefixes, "/secrets",
@@ -377,7 +372,7 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs, jobs::ProjectService& p
                                  size - start - static_cast<int64_t>(body.size()))),
                              '\0');
             in.read(more.data(), static_cast<std::streamsize>(more.size()));
-            body = Redact(body, more, secret_values, consumed);
+            body = RedactSecrets(body, more, secret_values, consumed);
           }
         }
         TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(id));
