@@ -25,12 +25,6 @@ PY = "/usr/bin/python3"
 OS_USERS = {"alice": "ty-priv-alice", "bob": "ty-priv-bob", "carol": "ty-priv-carol"}
 
 
-@pytest.fixture(scope="module", params=["sqlite"])
-def backend(request) -> str:
-    # Jobs are processes; one backend is enough here (the store suite covers PostgreSQL).
-    return request.param
-
-
 def _remove_os_user(name: str) -> None:
     subprocess.run(["userdel", "-r", name], capture_output=True)
     subprocess.run(["userdel", name], capture_output=True)
