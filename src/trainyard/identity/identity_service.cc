@@ -281,9 +281,7 @@ Status IdentityService::SetUserDisabled(const Principal& who, const std::string&
     TY_ASSIGN_OR_RETURN(int64_t n,
                         tx.Exec("UPDATE users SET disabled_at = ? WHERE name = ?", {at, name}));
     if (n == 0) {
-      return Status::NotFound("user '" + name +
-                              "' does not exist; list users with 'trainyard "
-                              "users list'");
+      return Status::NotFound("user '" + name + "' does not exist; see 'trainyard users list'");
     }
     return Status::Ok();
   });
@@ -296,9 +294,7 @@ Status IdentityService::DeleteUser(const Principal& who, const std::string& name
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM users WHERE name = ?", {name}));
     if (n == 0) {
-      return Status::NotFound("user '" + name +
-                              "' does not exist; list users with 'trainyard "
-                              "users list'");
+      return Status::NotFound("user '" + name + "' does not exist; see 'trainyard users list'");
     }
     TY_RETURN_IF_ERROR(tx.Exec("UPDATE tokens SET revoked_at = ? WHERE user_name = ? AND "
                                "revoked_at IS NULL",
