@@ -160,13 +160,69 @@ http::HeaderVerdict Api::CheckHeader(const http::Request& request, bool may_bloc
   return http::HeaderVerdict::Accept();
 }
 
+bool ScopedTokenMayCall(http::Method method, std::string_view path) {
+  if (method == http::Method::kGet || method == http::Method::kHead) return true;
+  static const std::vector<std::pair<http::Method, std::string_view>> kAllowed = {
+      // The run's own logging (the calls mlflow's client and the trainer make).
+      {http::Method::kPost, "/runs/update"},
+      {http::Method::kPost, "/runs/log-metric"},
+      {http::Method::kPost, "/runs/log-parameter"},
+      {http::Method::kPost, "/runs/set-tag"},
+      {http::Method::kPost, "/runs/delete-tag"},
+      {http::Method::kPost, "/runs/log-batch"},
+      {http::Method::kPost, "/runs/log-inputs"},
+      {http::Method::kPost, "/runs/outputs"},
+      {http::Method::kPost, "/runs/log-model"},
+      {http::Method::kPost, "/logged-models"},
+      {http::Method::kPatch, "/logged-models/{model_id}"},
+      {http::Method::kPatch, "/logged-models/{model_id}/tags"},
+      {http::Method::kPost, "/logged-models/{model_id}/params"},
+      {http::Method::kPut, "/artifacts/{path...}"},
+      {http::Method::kPost, "/mpu/create/{path...}"},
+      {http::Method::kPost, "/mpu/complete/{path...}"},
+      {http::Method::kPost, "/mpu/abort/{path...}"},
+      // Reads sent as POST.
+      {http::Method::kPost, "/runs/search"},
+      {http::Method::kPost, "/experiments/search"},
+      {http::Method::kPost, "/logged-models/search"},
+      {http::Method::kPost, "/registered-models/search"},
+      {http::Method::kPost, "/registered-models/get-latest-versions"},
+      {http::Method::kPost, "/model-versions/search"},
+      // The job's own sign of life and checkpoints.
+      {http::Method::kPost, "/jobs/{job_id}/heartbeat"},
+      {http::Method::kPost, "/jobs/{job_id}/checkpoints"},
+      {http::Method::kPost, "/checkpoints/uploads"},
+      {http::Method::kPut, "/checkpoints/uploads/{upload_id}/blob"},
+      {http::Method::kPost, "/checkpoints/uploads/{upload_id}/commit"},
+      {http::Method::kDelete, "/checkpoints/uploads/{upload_id}"},
+      {http::Method::kPost, "/checkpoints/jobs/{job_id}/steps/{step}/verify"},
+      {http::Method::kDelete, "/checkpoints/jobs/{job_id}/steps/{step}"},
+      {http::Method::kPut, "/checkpoints/jobs/{job_id}/retention"},
+  };
+  for (const auto& [m, p] : kAllowed) {
+    if (m == method && p == path) return true;
+  }
+  return false;
+}
+
 http::Response Api::Serve(http::Request& request, const RawHandler& handler, bool authenticate,
-                          const RawFastHandler* fast) {
+                          const RawFastHandler* fast, bool scoped_may_call) {
   identity::Principal principal;
   if (authenticate) {
     auto p = identity_.Authenticate(BearerToken(request));
     if (!p.ok()) return Unauthenticated(request, p.status());
     principal = std::move(p).value();
+  }
+  if (!principal.scope.empty() && !scoped_may_call) {
+    http::Response denied = ErrorResponse(Status::PermissionDenied(
+        "a token scoped to " + principal.scope + " may not call " +
+        std::string(http::MethodName(request.method)) + " " + request.path +
+        "; a job's token may only log to its run, heartbeat and save its checkpoints (use the "
+        "owner's own token for anything else)"));
+    identity_.Audit(identity::AuditRecord{clock_.NowMillis(), principal.user,
+                                          std::string(http::MethodName(request.method)),
+                                          request.path, denied.status, request.remote_address});
+    return denied;
   }
   json::object body;
   bool has_body = request.body_file.empty() && !Trim(request.body).empty();
@@ -210,9 +266,11 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
 void Api::RawRoute(http::Method method, const std::vector<std::string>& prefixes,
                    const std::string& path, RawHandler handler) {
   auto shared = std::make_shared<RawHandler>(std::move(handler));
+  bool scoped = ScopedTokenMayCall(method, path);
   for (const auto& prefix : prefixes) {
-    router_.Add(method, prefix + path,
-                [this, shared](http::Request& r) { return Serve(r, *shared, true); });
+    router_.Add(method, prefix + path, [this, shared, scoped](http::Request& r) {
+      return Serve(r, *shared, true, nullptr, scoped);
+    });
   }
 }
 
@@ -239,9 +297,10 @@ void Api::Route(http::Method method, const std::vector<std::string>& prefixes,
         if (!result->ok()) return Result<http::Response>(result->status());
         return Result<http::Response>(http::Response::Json(200, json::serialize(**result)));
       });
+  bool scoped = ScopedTokenMayCall(method, path);
   for (const auto& prefix : prefixes) {
-    router_.Add(method, prefix + path, [this, raw, raw_fast](http::Request& r) {
-      return Serve(r, *raw, true, raw_fast.get());
+    router_.Add(method, prefix + path, [this, raw, raw_fast, scoped](http::Request& r) {
+      return Serve(r, *raw, true, raw_fast.get(), scoped);
     });
   }
 }

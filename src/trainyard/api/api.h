@@ -73,8 +73,9 @@ class Api {
 
  private:
   using RawFastHandler = std::function<std::optional<Result<http::Response>>(Call&)>;
+  // `scoped_may_call`: whether a job's scoped token may call this route (ScopedTokenMayCall).
   http::Response Serve(http::Request& request, const RawHandler& handler, bool authenticate,
-                       const RawFastHandler* fast = nullptr);
+                       const RawFastHandler* fast = nullptr, bool scoped_may_call = true);
   http::Response Unauthenticated(const http::Request& request, const Status& status);
 
   http::Router& router_;
@@ -85,6 +86,11 @@ class Api {
 
 extern const std::vector<std::string> kMlflowPrefixes;     // /api/2.0/mlflow, /ajax-api/2.0/mlflow
 extern const std::vector<std::string> kTrainyardPrefixes;  // /api/trainyard/v1
+
+// Whether a job's scoped token may call a route (`path` without its prefix): reads, and of
+// the writes only its run's logging, its job's heartbeats and checkpoints, and searches sent
+// as POST. IdentityService::Authorize then limits those to the job's own run and job.
+bool ScopedTokenMayCall(http::Method method, std::string_view path);
 
 // Reads a repeated string field (JSON array, or a single string from a query string).
 Result<std::vector<std::string>> StringList(const json::object& o, std::string_view field);

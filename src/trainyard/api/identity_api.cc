@@ -66,9 +66,26 @@ void RegisterIdentityRoutes(Api& api) {
   api.Route(Method::kGet, kTrainyardPrefixes, "/users", [&ids](Call& c) -> Result<json::value> {
     TY_ASSIGN_OR_RETURN(auto users, ids.ListUsers());
     json::array out;
-    for (const auto& u : users) out.emplace_back(UserToJson(u));
+    for (const auto& u : users) {
+      out.emplace_back(UserToJson(u));
+      out.back().as_object()["disabled"] = u.disabled;
+    }
     return json::object{{"users", std::move(out)}};
   });
+  for (bool disable : {true, false}) {
+    api.Route(Method::kPost, kTrainyardPrefixes,
+              std::string("/users/{name}/") + (disable ? "disable" : "enable"),
+              [&ids, disable](Call& c) -> Result<json::value> {
+                const std::string& name = c.request.path_params["name"];
+                TY_RETURN_IF_ERROR(ids.SetUserDisabled(c.principal, name, disable));
+                return json::object{{"user", json::object{{"name", name}, {"disabled", disable}}}};
+              });
+  }
+  api.Route(Method::kDelete, kTrainyardPrefixes, "/users/{name}",
+            [&ids](Call& c) -> Result<json::value> {
+              TY_RETURN_IF_ERROR(ids.DeleteUser(c.principal, c.request.path_params["name"]));
+              return json::object();
+            });
   api.Route(Method::kPost, kTrainyardPrefixes, "/tokens", [&ids](Call& c) -> Result<json::value> {
     TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
     TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));

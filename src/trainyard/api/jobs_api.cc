@@ -39,7 +39,14 @@ json::value CheckpointToJson(const jobs::CheckpointInfo& c) {
       {"step", c.step}, {"path", c.path}, {"attempt", c.attempt}, {"created_at", c.created_at}};
 }
 
-json::value JobToJson(const jobs::JobInfo& j, bool with_attempts) {
+// Whether `who` may see a job's env and logs: its owner, its project's members, admins.
+Result<bool> MaySeeDetails(jobs::ProjectService& projects, const identity::Principal& who,
+                           const jobs::JobInfo& j) {
+  if (who.is_admin || who.user == j.owner) return true;
+  return projects.IsMember(who.user, j.spec.project);
+}
+
+json::value JobToJson(const jobs::JobInfo& j, bool with_attempts, bool show_env = true) {
   json::array excluded;
   for (const auto& n : j.excluded_nodes) excluded.emplace_back(n);
   json::object o{{"job_id", j.job_id},
@@ -59,6 +66,12 @@ json::value JobToJson(const jobs::JobInfo& j, bool with_attempts) {
                  {"cost_usd", j.cost_usd},
                  {"goodput", j.goodput},
                  {"spec", jobs::JobSpecToJson(j.spec)}};
+  if (!show_env) {
+    json::object& spec = o["spec"].as_object();
+    if (auto* env = spec.if_contains("env"); env && env->is_object()) {
+      for (auto& kv : env->as_object()) kv.value() = "***";
+    }
+  }
   if (j.latest_checkpoint) o["latest_checkpoint"] = CheckpointToJson(*j.latest_checkpoint);
   if (with_attempts) {
     json::array attempts;
@@ -90,47 +103,186 @@ Result<int> IntField(const json::object& body, std::string_view field, int64_t l
   return static_cast<int>(*v);
 }
 
+json::value ProjectToJson(const jobs::Project& p) {
+  json::array members;
+  for (const auto& m : p.members) members.emplace_back(m);
+  return json::object{{"name", p.name},
+                      {"priority_ceiling", p.priority_ceiling},
+                      {"open", p.open},
+                      {"created_at", p.created_at},
+                      {"members", std::move(members)}};
+}
+
+json::value SecretToJson(const jobs::SecretInfo& s) {
+  json::object o{{"name", s.name}, {"owner", s.owner}, {"created_at", s.created_at}};
+  if (!s.project.empty()) o["project"] = s.project;
+  return o;
+}
+
 }  // namespace
 
-void RegisterJobRoutes(Api& api, jobs::JobService& jobs) {
-  api.Route(Method::kPost, kTrainyardPrefixes, "/jobs", [&jobs](Call& c) -> Result<json::value> {
-    jobs::JobSpec spec;
-    TY_ASSIGN_OR_RETURN(auto yaml, OptionalString(c.body, "spec_yaml"));
-    if (yaml) {
-      TY_ASSIGN_OR_RETURN(auto filename, OptionalString(c.body, "filename"));
-      TY_ASSIGN_OR_RETURN(spec, jobs::ParseJobSpec(*yaml, filename.value_or("job.yaml")));
-    } else {
-      auto it = c.body.find("spec");
-      if (it == c.body.end()) {
-        return Status::InvalidArgument(
-            "spec is required: the job spec as a JSON object (or "
-            "spec_yaml with the YAML text)");
-      }
-      auto parsed = jobs::ParseJobSpecJson(it->value());
-      if (!parsed.ok()) return parsed.status().WithContext("spec");
-      spec = std::move(*parsed);
+std::string RedactSecrets(const std::string& text, const std::string& more,
+                          const std::vector<std::string>& values, int64_t& consumed) {
+  if (values.empty()) return text;
+  std::string all = text + more;
+  std::string out;
+  size_t i = 0;
+  consumed = static_cast<int64_t>(text.size());
+  while (i < text.size()) {
+    size_t match = 0;
+    bool partial = false;  // the file ends in what may become a value: hold it back
+    for (const auto& v : values) {
+      if (v.size() > match && all.compare(i, v.size(), v) == 0) match = v.size();
+      partial = partial || (all.size() - i < v.size() &&
+                            v.compare(0, all.size() - i, all, i, all.size() - i) == 0);
     }
-    TY_ASSIGN_OR_RETURN(auto job, jobs.Submit(c.principal, std::move(spec)));
-    return json::object{{"job", JobToJson(job, false)}};
-  });
-  api.Route(Method::kGet, kTrainyardPrefixes, "/jobs", [&jobs](Call& c) -> Result<json::value> {
-    jobs::ListJobsRequest req;
-    TY_ASSIGN_OR_RETURN(req.state, StateField(c.body));
-    TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
-    req.project = project.value_or("");
-    TY_ASSIGN_OR_RETURN(auto active, OptionalBool(c.body, "active"));
-    req.active_only = active.value_or(false);
-    TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
-    req.max_results = max_results.value_or(200);
-    TY_ASSIGN_OR_RETURN(auto list, jobs.ListJobs(req));
-    json::array out;
-    for (const auto& j : list) out.emplace_back(JobToJson(j, false));
-    return json::object{{"jobs", std::move(out)}};
-  });
+    if (match == 0 && partial) {
+      consumed = static_cast<int64_t>(i);
+      break;
+    }
+    if (match > 0) {
+      out += "***";
+      i += match;
+      consumed = std::max<int64_t>(consumed, static_cast<int64_t>(i));
+    } else {
+      out += all[i++];
+    }
+  }
+  return out;
+}
+
+void RegisterSecretRoutes(Api& api, jobs::SecretService& secrets) {
+  api.Route(Method::kPost, kTrainyardPrefixes, "/secrets",
+            [&secrets](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+              TY_ASSIGN_OR_RETURN(std::string value, RequiredString(c.body, "value"));
+              TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
+              TY_ASSIGN_OR_RETURN(auto info,
+                                  secrets.Create(c.principal, name, project.value_or(""), value));
+              return json::object{{"secret", SecretToJson(info)}};
+            });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/secrets",
+            [&secrets](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(auto list, secrets.List(c.principal));
+              json::array out;
+              for (const auto& s : list) out.emplace_back(SecretToJson(s));
+              return json::object{{"secrets", std::move(out)}};
+            });
+  api.Route(Method::kDelete, kTrainyardPrefixes, "/secrets/{name}",
+            [&secrets](Call& c) -> Result<json::value> {
+              TY_RETURN_IF_ERROR(secrets.Delete(c.principal, c.request.path_params.at("name")));
+              return json::object();
+            });
+}
+
+void RegisterProjectRoutes(Api& api, jobs::ProjectService& projects) {
+  api.Route(Method::kPost, kTrainyardPrefixes, "/projects",
+            [&projects](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+              TY_ASSIGN_OR_RETURN(int ceiling, IntField(c.body, "priority_ceiling", -1000, 1000,
+                                                        jobs::ProjectService::kDefaultCeiling));
+              TY_ASSIGN_OR_RETURN(auto p, projects.Create(c.principal, name, ceiling));
+              return json::object{{"project", ProjectToJson(p)}};
+            });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/projects",
+            [&projects](Call&) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(auto list, projects.List());
+              json::array out;
+              for (const auto& p : list) out.emplace_back(ProjectToJson(p));
+              return json::object{{"projects", std::move(out)}};
+            });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/projects/{project}",
+            [&projects](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(auto p, projects.Get(c.request.path_params.at("project")));
+              return json::object{{"project", ProjectToJson(p)}};
+            });
+  api.Route(Method::kPost, kTrainyardPrefixes, "/projects/{project}/members",
+            [&projects](Call& c) -> Result<json::value> {
+              const std::string& name = c.request.path_params.at("project");
+              TY_ASSIGN_OR_RETURN(std::string user, RequiredString(c.body, "user"));
+              TY_RETURN_IF_ERROR(projects.AddMember(c.principal, name, user));
+              TY_ASSIGN_OR_RETURN(auto p, projects.Get(name));
+              return json::object{{"project", ProjectToJson(p)}};
+            });
+  api.Route(Method::kDelete, kTrainyardPrefixes, "/projects/{project}/members/{user}",
+            [&projects](Call& c) -> Result<json::value> {
+              const std::string& name = c.request.path_params.at("project");
+              TY_RETURN_IF_ERROR(
+                  projects.RemoveMember(c.principal, name, c.request.path_params.at("user")));
+              TY_ASSIGN_OR_RETURN(auto p, projects.Get(name));
+              return json::object{{"project", ProjectToJson(p)}};
+            });
+  api.Route(
+      Method::kPost, kTrainyardPrefixes, "/projects/{project}/ceiling",
+      [&projects](Call& c) -> Result<json::value> {
+        const std::string& name = c.request.path_params.at("project");
+        TY_ASSIGN_OR_RETURN(int64_t ceiling, RequiredInt64(c.body, "priority_ceiling"));
+        if (ceiling < -1000 || ceiling > 1000) {
+          return Status::InvalidArgument("priority_ceiling must be between -1000 and 1000 (got " +
+                                         std::to_string(ceiling) + ")");
+        }
+        TY_RETURN_IF_ERROR(projects.SetCeiling(c.principal, name, static_cast<int>(ceiling)));
+        TY_ASSIGN_OR_RETURN(auto p, projects.Get(name));
+        return json::object{{"project", ProjectToJson(p)}};
+      });
+}
+
+void RegisterJobRoutes(Api& api, jobs::JobService& jobs, jobs::ProjectService& projects,
+                       jobs::SecretService& secrets) {
+  api.Route(
+      Method::kPost, kTrainyardPrefixes, "/jobs",
+      [&jobs, &projects, &secrets](Call& c) -> Result<json::value> {
+        jobs::JobSpec spec;
+        TY_ASSIGN_OR_RETURN(auto yaml, OptionalString(c.body, "spec_yaml"));
+        if (yaml) {
+          TY_ASSIGN_OR_RETURN(auto filename, OptionalString(c.body, "filename"));
+          TY_ASSIGN_OR_RETURN(spec, jobs::ParseJobSpec(*yaml, filename.value_or("job.yaml")));
+        } else {
+          auto it = c.body.find("spec");
+          if (it == c.body.end()) {
+            return Status::InvalidArgument(
+                "spec is required: the job spec as a JSON object (or "
+                "spec_yaml with the YAML text)");
+          }
+          auto parsed = jobs::ParseJobSpecJson(it->value());
+          if (!parsed.ok()) return parsed.status().WithContext("spec");
+          spec = std::move(*parsed);
+        }
+        TY_RETURN_IF_ERROR(projects.AuthorizeSubmit(c.principal, spec.project, spec.priority));
+        for (const auto& [var, name] : spec.secrets) {
+          Status usable = secrets.CheckUse(c.principal.user, name);
+          if (!usable.ok()) {
+            auto where = spec.secret_sources.find(var);
+            return usable.WithContext(where != spec.secret_sources.end() ? where->second
+                                                                         : "spec.secrets." + var);
+          }
+        }
+        TY_ASSIGN_OR_RETURN(auto job, jobs.Submit(c.principal, std::move(spec)));
+        return json::object{{"job", JobToJson(job, false)}};
+      });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/jobs",
+            [&jobs, &projects](Call& c) -> Result<json::value> {
+              jobs::ListJobsRequest req;
+              TY_ASSIGN_OR_RETURN(req.state, StateField(c.body));
+              TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
+              req.project = project.value_or("");
+              TY_ASSIGN_OR_RETURN(auto active, OptionalBool(c.body, "active"));
+              req.active_only = active.value_or(false);
+              TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+              req.max_results = max_results.value_or(200);
+              TY_ASSIGN_OR_RETURN(auto list, jobs.ListJobs(req));
+              json::array out;
+              for (const auto& j : list) {
+                TY_ASSIGN_OR_RETURN(bool details, MaySeeDetails(projects, c.principal, j));
+                out.emplace_back(JobToJson(j, false, details));
+              }
+              return json::object{{"jobs", std::move(out)}};
+            });
   api.Route(Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}",
-            [&jobs](Call& c) -> Result<json::value> {
+            [&jobs, &projects](Call& c) -> Result<json::value> {
               TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(c.request.path_params.at("job_id")));
-              return json::object{{"job", JobToJson(job, true)}};
+              TY_ASSIGN_OR_RETURN(bool details, MaySeeDetails(projects, c.principal, job));
+              return json::object{{"job", JobToJson(job, true, details)}};
             });
   api.Route(Method::kPost, kTrainyardPrefixes, "/jobs/{job_id}/cancel",
             [&jobs](Call& c) -> Result<json::value> {
@@ -178,7 +330,21 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs) {
   // Plain-text log bytes from `offset`; the next offset is in X-Trainyard-Next-Offset.
   api.RawRoute(
       Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}/logs",
-      [&jobs](Call& c) -> Result<http::Response> {
+      [&jobs, &projects, &secrets](Call& c) -> Result<http::Response> {
+        std::vector<std::string> secret_values;
+        {
+          TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(c.request.path_params.at("job_id")));
+          TY_ASSIGN_OR_RETURN(bool details, MaySeeDetails(projects, c.principal, job));
+          if (!details) {
+            return Status::PermissionDenied(
+                "the logs of job " + job.job_id + " are visible to its owner (" + job.owner +
+                "), the members of project '" + job.spec.project + "' and admins");
+          }
+          for (const auto& [var, name] : job.spec.secrets) {
+            auto value = secrets.Resolve(job.owner, name);
+            if (value.ok() && !value->empty()) secret_values.push_back(std::move(*value));
+          }
+        }
         TY_ASSIGN_OR_RETURN(int attempt, IntField(c.body, "attempt", 0, 1000000, 0));
         TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 1000000, 0));
         TY_ASSIGN_OR_RETURN(auto offset, OptionalInt64(c.body, "offset"));
@@ -189,6 +355,7 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs) {
         TY_ASSIGN_OR_RETURN(std::string path, jobs.LogPath(id, attempt, rank));
         std::string body;
         int64_t start = offset.value_or(0);
+        int64_t consumed = -1;  // file bytes behind `body` when redaction changed its length
         std::ifstream in(path, std::ios::binary);
         if (in) {
           in.seekg(0, std::ios::end);
@@ -197,11 +364,23 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs) {
           in.seekg(start);
           body.resize(static_cast<size_t>(std::min(limit, size - start)));
           in.read(body.data(), static_cast<std::streamsize>(body.size()));
+          if (!secret_values.empty()) {
+            size_t longest = 0;
+            for (const auto& v : secret_values) longest = std::max(longest, v.size());
+            std::string more(static_cast<size_t>(std::min<int64_t>(
+                                 static_cast<int64_t>(longest),
+                                 size - start - static_cast<int64_t>(body.size()))),
+                             '\0');
+            in.read(more.data(), static_cast<std::streamsize>(more.size()));
+            body = RedactSecrets(body, more, secret_values, consumed);
+          }
         }
         TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(id));
         http::Response r = http::Response::Text(200, std::move(body));
-        r.headers.emplace_back("X-Trainyard-Next-Offset",
-                               std::to_string(start + static_cast<int64_t>(r.body.size())));
+        r.headers.emplace_back(
+            "X-Trainyard-Next-Offset",
+            std::to_string(start +
+                           (consumed >= 0 ? consumed : static_cast<int64_t>(r.body.size()))));
         r.headers.emplace_back("X-Trainyard-Job-State", std::string(jobs::JobStateName(job.state)));
         r.headers.emplace_back("X-Trainyard-Attempts", std::to_string(job.attempts));
         return r;

@@ -56,12 +56,31 @@ class ArtifactRoutes : public std::enable_shared_from_this<ArtifactRoutes> {
     if (id && *id >= 0) {
       auto owner = tracking_.ExperimentOwner(first);
       if (owner.ok()) {
-        return api_.identity().Authorize(c.principal, action, {"experiment", first, *owner});
+        return api_.identity().Authorize(c.principal, action, {"experiment", first, *owner},
+                                         {"run", RunOfPath(path), *owner});
       }
     }
     if (action == Action::kRead || c.principal.is_admin) return Status::Ok();
     return Status::PermissionDenied("artifact path '" + Abbreviate(path) +
                                     "' is outside any experiment; only admins may write there");
+  }
+
+  // The run an artifact path belongs to: `<experiment>/<run>/...`, or for a logged model's
+  // artifacts `<experiment>/models/<model>/...` the model's source run; empty otherwise.
+  std::string RunOfPath(const std::string& path) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (parts.size() < 3) {
+      size_t slash = path.find('/', start);
+      parts.push_back(path.substr(start, slash == std::string::npos ? slash : slash - start));
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    if (parts.size() < 2) return "";
+    if (parts[1] != "models") return parts[1];
+    if (parts.size() < 3) return "";
+    auto model = tracking_.GetLoggedModel(parts[2]);
+    return model.ok() ? model->source_run_id : "";
   }
 
   void Register() {

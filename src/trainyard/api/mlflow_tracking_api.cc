@@ -57,12 +57,21 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
     return api_.identity().Authorize(call.principal, action, {"experiment", experiment_id, owner});
   }
 
+  // A run's permissions are its experiment's; a job's scoped token is limited to its own run.
   Status AuthorizeRun(Call& call, const std::string& run_id, Action action) {
     TY_ASSIGN_OR_RETURN(std::string experiment_id, tracking_.RunExperiment(run_id));
-    return AuthorizeExperiment(call, experiment_id, action);
+    TY_ASSIGN_OR_RETURN(std::string owner, tracking_.ExperimentOwner(experiment_id));
+    return api_.identity().Authorize(call.principal, action, {"experiment", experiment_id, owner},
+                                     {"run", run_id, owner});
   }
 
+  // A logged model's permissions are its experiment's; a scoped token may write only the
+  // models of its own run.
   Status AuthorizeLoggedModel(Call& call, const std::string& model_id, Action action) {
+    if (!call.principal.scope.empty()) {
+      TY_ASSIGN_OR_RETURN(auto model, tracking_.GetLoggedModel(model_id));
+      if (!model.source_run_id.empty()) return AuthorizeRun(call, model.source_run_id, action);
+    }
     TY_ASSIGN_OR_RETURN(std::string experiment_id, tracking_.LoggedModelExperiment(model_id));
     return AuthorizeExperiment(call, experiment_id, action);
   }
@@ -466,7 +475,16 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(auto run, OptionalString(c.body, "source_run_id"));
                  TY_ASSIGN_OR_RETURN(auto params, KeyValuesFromJson(c.body, "params"));
                  TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
-                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, eid, Action::kEdit));
+                 if (!c.principal.scope.empty() && run && !run->empty()) {
+                   TY_ASSIGN_OR_RETURN(std::string run_experiment, tracking_.RunExperiment(*run));
+                   if (run_experiment != eid) {
+                     return Status::InvalidArgument("source_run_id " + *run +
+                                                    " is not in experiment " + eid);
+                   }
+                   TY_RETURN_IF_ERROR(AuthorizeRun(c, *run, Action::kEdit));
+                 } else {
+                   TY_RETURN_IF_ERROR(AuthorizeExperiment(c, eid, Action::kEdit));
+                 }
                  TY_ASSIGN_OR_RETURN(
                      auto model, tracking_.CreateLoggedModel(c.principal.user, eid,
                                                              name.value_or(""), type.value_or(""),

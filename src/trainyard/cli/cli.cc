@@ -15,6 +15,7 @@
 #include "trainyard/cli/checkpoint_commands.h"
 #include "trainyard/cli/client.h"
 #include "trainyard/cli/jobs_commands.h"
+#include "trainyard/cli/security_commands.h"
 #include "trainyard/cli/table.h"
 #include "trainyard/common/json.h"
 #include "trainyard/common/log.h"
@@ -505,6 +506,7 @@ int Main(int argc, char** argv) {
   auto* cluster = app.add_subcommand("cluster", "show the compute pool's nodes and their use");
   add_client_options(cluster);
   auto run_checkpoints = AddCheckpointCommands(app, add_client_options);
+  auto run_security = AddSecurityCommands(app, *users, add_client_options);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -520,6 +522,7 @@ int Main(int argc, char** argv) {
   if (cancel->parsed()) return CancelJob(client, job_id);
   if (cluster->parsed()) return ShowCluster(client);
   if (auto rc = run_checkpoints(client)) return *rc;
+  if (auto rc = run_security(client)) return *rc;
   if (exp_list->parsed()) return ExperimentsList(client, all_experiments);
   if (exp_show->parsed()) return ExperimentsShow(client, exp_id);
   if (runs_list->parsed()) return RunsList(client, run_experiment, run_filter, run_max);

@@ -56,6 +56,12 @@ Status WriteSecretFile(const std::string& path, const std::string& contents) {
 
 }  // namespace
 
+std::string_view ScopedJob(const Principal& who) {
+  std::string_view scope = who.scope;
+  if (!StartsWith(scope, "job:")) return {};
+  return scope.substr(4);
+}
+
 std::string_view ActionName(Action a) {
   switch (a) {
     case Action::kRead:
@@ -102,6 +108,7 @@ std::vector<store::Migration> IdentityService::Migrations() {
            }},
           {"identity", 2, {"ALTER TABLE tokens ADD COLUMN scope TEXT"}},
           {"identity", 3, {"ALTER TABLE users ADD COLUMN os_user TEXT"}},
+          {"identity", 4, {"ALTER TABLE users ADD COLUMN disabled_at BIGINT"}},
           {"identity", 5, {"ALTER TABLE audit_log ADD COLUMN detail TEXT"}}};
 }
 
@@ -153,12 +160,17 @@ Result<Principal> IdentityService::Authenticate(std::string_view token) {
     TY_ASSIGN_OR_RETURN(
         auto rows,
         tx.Query("SELECT t.token_id, t.user_name, u.is_admin, t.expires_at, t.revoked_at, "
-                 "t.scope FROM "
+                 "t.scope, u.disabled_at FROM "
                  "tokens t JOIN users u ON u.name = t.user_name WHERE t.token_hash = ?",
                  {hash}));
     if (rows.empty()) return Status::Unauthenticated("invalid token");
     const auto& row = rows[0];
     if (!row.IsNull(4)) return Status::Unauthenticated("token " + row.Text(0) + " was revoked");
+    if (!row.IsNull(6)) {
+      return Status::Unauthenticated("user '" + row.Text(1) +
+                                     "' is disabled; ask an admin: trainyard users enable " +
+                                     row.Text(1));
+    }
     expires_at = OptInt(row, 3);
     if (expires_at && *expires_at <= now) {
       return Status::Unauthenticated("token " + row.Text(0) +
@@ -180,6 +192,23 @@ Result<Principal> IdentityService::Authenticate(std::string_view token) {
 }
 
 Status IdentityService::Authorize(const Principal& who, Action action, const Securable& what) {
+  return Authorize(who, action, what, what);
+}
+
+Status IdentityService::Authorize(const Principal& who, Action action, const Securable& what,
+                                  const Securable& accessed) {
+  if (!who.scope.empty() && action == Action::kManage) {
+    return Status::PermissionDenied("a token scoped to " + who.scope + " may not manage " +
+                                    what.type + " '" + what.id +
+                                    "'; use the owner's own token (trainyard token create)");
+  }
+  if (!who.scope.empty() && action == Action::kEdit &&
+      !(scope_write_policy_ && scope_write_policy_(who.scope, accessed))) {
+    return Status::PermissionDenied("a token scoped to " + who.scope +
+                                    " may only write to its own job and run, not to " +
+                                    accessed.type + " '" + accessed.id +
+                                    "'; use the owner's own token (trainyard token create)");
+  }
   if (who.is_admin) return Status::Ok();
   if (!what.owner.empty() && what.owner == who.user) return Status::Ok();
   if (action == Action::kRead) return Status::Ok();
@@ -227,14 +256,19 @@ Result<User> IdentityService::CreateUser(const Principal& who, const std::string
   return u;
 }
 
+// Reads a row of (name, is_admin, created_at, os_user, disabled_at).
+static User UserFromRow(const store::Row& r) {
+  User u{r.Text(0), r.Int(1) != 0, r.Int(2), r.IsNull(3) ? "" : r.Text(3)};
+  u.disabled = !r.IsNull(4);
+  return u;
+}
+
 Result<std::vector<User>> IdentityService::ListUsers() {
   std::vector<User> out;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(
-        auto rows, tx.Query("SELECT name, is_admin, created_at, os_user FROM users ORDER BY name"));
-    for (const auto& r : rows) {
-      out.push_back(User{r.Text(0), r.Int(1) != 0, r.Int(2), r.IsNull(3) ? "" : r.Text(3)});
-    }
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT name, is_admin, created_at, os_user, "
+                                            "disabled_at FROM users ORDER BY name"));
+    for (const auto& r : rows) out.push_back(UserFromRow(r));
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -244,12 +278,11 @@ Result<std::vector<User>> IdentityService::ListUsers() {
 Result<User> IdentityService::GetUser(const std::string& name) {
   User u;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT name, is_admin, created_at, os_user FROM "
-                                            "users WHERE name = ?",
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT name, is_admin, created_at, os_user, "
+                                            "disabled_at FROM users WHERE name = ?",
                                             {name}));
     if (rows.empty()) return Status::NotFound("user '" + name + "' does not exist");
-    const auto& r = rows[0];
-    u = User{r.Text(0), r.Int(1) != 0, r.Int(2), r.IsNull(3) ? "" : r.Text(3)};
+    u = UserFromRow(rows[0]);
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -275,6 +308,54 @@ Result<User> IdentityService::SetOsUser(const Principal& who, const std::string&
   });
   if (!s.ok()) return s;
   return GetUser(name);
+}
+
+static Status CheckUserAdministration(const Principal& who, const std::string& name,
+                                      std::string_view verb) {
+  if (!who.scope.empty()) {
+    return Status::PermissionDenied("a token scoped to " + who.scope + " may not " +
+                                    std::string(verb) + " users");
+  }
+  if (!who.is_admin)
+    return Status::PermissionDenied("only admins may " + std::string(verb) + " users");
+  if (name == who.user) {
+    return Status::InvalidArgument("an admin may not " + std::string(verb) +
+                                   " their own user; ask another admin");
+  }
+  return Status::Ok();
+}
+
+Status IdentityService::SetUserDisabled(const Principal& who, const std::string& name,
+                                        bool disabled) {
+  TY_RETURN_IF_ERROR(CheckUserAdministration(who, name, disabled ? "disable" : "enable"));
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    store::Value at = disabled ? store::Value(clock_.NowMillis()) : store::Value();
+    TY_ASSIGN_OR_RETURN(int64_t n,
+                        tx.Exec("UPDATE users SET disabled_at = ? WHERE name = ?", {at, name}));
+    if (n == 0) {
+      return Status::NotFound("user '" + name + "' does not exist; see 'trainyard users list'");
+    }
+    return Status::Ok();
+  });
+  if (s.ok()) InvalidateCache();
+  return s;
+}
+
+Status IdentityService::DeleteUser(const Principal& who, const std::string& name) {
+  TY_RETURN_IF_ERROR(CheckUserAdministration(who, name, "delete"));
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM users WHERE name = ?", {name}));
+    if (n == 0) {
+      return Status::NotFound("user '" + name + "' does not exist; see 'trainyard users list'");
+    }
+    TY_RETURN_IF_ERROR(tx.Exec("UPDATE tokens SET revoked_at = ? WHERE user_name = ? AND "
+                               "revoked_at IS NULL",
+                               {clock_.NowMillis(), name})
+                           .status());
+    return tx.Exec("DELETE FROM grants WHERE principal = ?", {name}).status();
+  });
+  if (s.ok()) InvalidateCache();
+  return s;
 }
 
 Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(
@@ -339,6 +420,9 @@ Result<std::vector<TokenInfo>> IdentityService::ListTokens(const Principal& who)
 }
 
 Status IdentityService::RevokeToken(const Principal& who, const std::string& token_id) {
+  if (!who.scope.empty()) {
+    return Status::PermissionDenied("a token scoped to " + who.scope + " may not revoke tokens");
+  }
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(auto rows,
                         tx.Query("SELECT user_name FROM tokens WHERE token_id = ?", {token_id}));
@@ -356,6 +440,9 @@ Status IdentityService::RevokeToken(const Principal& who, const std::string& tok
 
 Status IdentityService::Grant(const Principal& who, const Securable& what, const std::string& user,
                               Action privilege) {
+  if (!who.scope.empty()) {
+    return Status::PermissionDenied("a token scoped to " + who.scope + " may not grant privileges");
+  }
   TY_RETURN_IF_ERROR(Authorize(who, Action::kManage, what));
   if (privilege == Action::kRead) {
     return Status::InvalidArgument("privilege must be EDIT or MANAGE (READ is implied)");

@@ -13,6 +13,13 @@
 // Audit() does not wait. Failed authentications are recorded at most
 // `failed_auth_records_per_minute` times a minute per client address; the rest are
 // counted, and the count is recorded every few seconds in one summary record.
+// Scoped tokens (a job's, "job:<id>") are limited in Authorize(), the one place
+// that checks them: they may read what their user may read, write only the objects
+// the scope's policy names (its job and its run; SetScopeWritePolicy), and never
+// MANAGE. Token, grant and user management refuse them outright.
+//
+// Users can be disabled and deleted by admins; their tokens (including jobs'
+// scoped tokens) stop working on the next request.
 //
 // Thread-safe.
 #pragma once
@@ -20,6 +27,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -59,7 +67,15 @@ struct User {
   int64_t created_at = 0;
   // The OS account this user's jobs run as in multi-user mode ("" = none mapped).
   std::string os_user;
+  bool disabled = false;
 };
+
+// The job id of a token scoped to a job ("job:j-1a2b" -> "j-1a2b"), or empty.
+std::string_view ScopedJob(const Principal& who);
+
+// Whether a scoped token may write `what` (its own job, its own run). Set by the
+// service that issues the scope; without one, scoped tokens may write nothing.
+using ScopeWritePolicy = std::function<bool(const std::string& scope, const Securable& what)>;
 
 struct TokenInfo {
   std::string token_id;
@@ -104,6 +120,12 @@ class IdentityService {
   std::optional<Result<Principal>> AuthenticateCached(std::string_view token);
 
   Status Authorize(const Principal& who, Action action, const Securable& what);
+  // The same, for an object inside `what` (a run inside its experiment): ownership and
+  // grants are those of `what`; a scoped token's limits are checked against `accessed`.
+  Status Authorize(const Principal& who, Action action, const Securable& what,
+                   const Securable& accessed);
+  // Set once, before requests are served.
+  void SetScopeWritePolicy(ScopeWritePolicy policy) { scope_write_policy_ = std::move(policy); }
 
   // `os_user` ("" = none) must name an existing OS account other than root.
   Result<User> CreateUser(const Principal& who, const std::string& name, bool is_admin,
@@ -113,6 +135,11 @@ class IdentityService {
   Result<User> GetUser(const std::string& name);
   // Maps `name` to the OS account its jobs run as ("" removes the mapping); admins only.
   Result<User> SetOsUser(const Principal& who, const std::string& name, const std::string& os_user);
+  // Admins only. A disabled user's tokens are refused until the user is enabled again;
+  // a deleted user's tokens are revoked and their grants removed (objects they own
+  // keep their owner's name). Neither applies to oneself.
+  Status SetUserDisabled(const Principal& who, const std::string& name, bool disabled);
+  Status DeleteUser(const Principal& who, const std::string& name);
   // Returns the new token's secret (shown once) and its info.
   Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
                                                         const std::string& user,
@@ -173,6 +200,7 @@ class IdentityService {
   store::Database& db_;
   Clock& clock_;
   Random& random_;
+  ScopeWritePolicy scope_write_policy_;
 
   std::mutex cache_mu_;
   std::unordered_map<std::string, CachedPrincipal> cache_;  // by token hash; guarded

@@ -94,6 +94,76 @@ TEST_F(IdentityTest, AuthorizeOwnersAdminsGrants) {
   EXPECT_TRUE(ids_->CreateUser(admin, "bad name!", false).status().IsInvalidArgument());
 }
 
+TEST_F(IdentityTest, ScopedTokensWriteOnlyWhatTheirPolicyNamesAndNeverManage) {
+  Principal admin = *ids_->Authenticate(admin_token_);
+  ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
+  Principal alice{"alice", false, "", ""};
+  auto job_token = ids_->CreateToken(alice, "alice", "job", {}, "job:j-1");
+  ASSERT_TRUE(job_token.ok());
+  Principal job = *ids_->Authenticate(job_token->first);
+  EXPECT_EQ(ScopedJob(job), "j-1");
+  Securable exp{"experiment", "7", "alice"};
+  Securable own_run{"run", "r-own", "alice"}, other_run{"run", "r-other", "alice"};
+  // Without a policy a scoped token writes nothing, even its owner's objects.
+  EXPECT_EQ(ids_->Authorize(job, Action::kEdit, exp, own_run).code(),
+            StatusCode::kPermissionDenied);
+  ids_->SetScopeWritePolicy([](const std::string& scope, const Securable& what) {
+    return scope == "job:j-1" && what.type == "run" && what.id == "r-own";
+  });
+  EXPECT_TRUE(ids_->Authorize(job, Action::kRead, exp).ok());
+  EXPECT_TRUE(ids_->Authorize(job, Action::kEdit, exp, own_run).ok());
+  Status other = ids_->Authorize(job, Action::kEdit, exp, other_run);
+  EXPECT_EQ(other.code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(other.message().find("r-other"), std::string::npos);
+  EXPECT_EQ(ids_->Authorize(job, Action::kEdit, exp).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ids_->Authorize(job, Action::kManage, exp).code(), StatusCode::kPermissionDenied);
+  // The policy widens nothing beyond the owner's own rights.
+  Securable bobs{"experiment", "8", "bob"};
+  EXPECT_EQ(ids_->Authorize(job, Action::kEdit, bobs, {"run", "r-own", "bob"}).code(),
+            StatusCode::kPermissionDenied);
+  // No token, grant or user management.
+  EXPECT_EQ(ids_->Grant(job, exp, "alice", Action::kManage).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ids_->RevokeToken(job, job_token->second.token_id).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(ids_->CreateToken(job, "alice", "", {}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ids_->SetUserDisabled(job, "alice", true).code(), StatusCode::kPermissionDenied);
+  ids_->SetScopeWritePolicy(nullptr);
+}
+
+TEST_F(IdentityTest, DisabledAndDeletedUsersTokensStopAtOnce) {
+  Principal admin = *ids_->Authenticate(admin_token_);
+  ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
+  ASSERT_TRUE(ids_->CreateUser(admin, "bob", false).ok());
+  Principal alice{"alice", false, "", ""};
+  auto token = ids_->CreateToken(alice, "alice", "", {});
+  auto job_token = ids_->CreateToken(alice, "alice", "job", {}, "job:j-1");
+  ASSERT_TRUE(ids_->Authenticate(token->first).ok());  // now cached
+  ASSERT_TRUE(ids_->Authenticate(job_token->first).ok());
+  EXPECT_EQ(ids_->SetUserDisabled(alice, "bob", true).code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(ids_->SetUserDisabled(admin, "admin", true).IsInvalidArgument());
+  EXPECT_TRUE(ids_->SetUserDisabled(admin, "nobody", true).IsNotFound());
+  ASSERT_TRUE(ids_->SetUserDisabled(admin, "alice", true).ok());
+  Status refused = ids_->Authenticate(token->first).status();
+  EXPECT_EQ(refused.code(), StatusCode::kUnauthenticated);
+  EXPECT_NE(refused.message().find("disabled"), std::string::npos);
+  EXPECT_EQ(ids_->Authenticate(job_token->first).status().code(), StatusCode::kUnauthenticated);
+  auto users = ids_->ListUsers();
+  ASSERT_TRUE(users.ok());
+  for (const auto& u : *users) EXPECT_EQ(u.disabled, u.name == "alice") << u.name;
+  ASSERT_TRUE(ids_->SetUserDisabled(admin, "alice", false).ok());
+  ASSERT_TRUE(ids_->Authenticate(token->first).ok());
+  ASSERT_TRUE(ids_->Grant(admin, {"experiment", "7", "admin"}, "alice", Action::kEdit).ok());
+  ASSERT_TRUE(ids_->DeleteUser(admin, "alice").ok());
+  EXPECT_EQ(ids_->Authenticate(token->first).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(ids_->Authenticate(job_token->first).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(ids_->DeleteUser(admin, "alice").IsNotFound());
+  // A new user of the same name inherits neither the tokens nor the grants.
+  ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
+  EXPECT_EQ(ids_->Authenticate(token->first).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(ids_->Authorize(alice, Action::kEdit, {"experiment", "7", "admin"}).code(),
+            StatusCode::kPermissionDenied);
+}
+
 TEST_F(IdentityTest, AuditRecordsAreWritten) {
   ids_->Audit({1, "admin", "POST", "/x", 200, "127.0.0.1"});
   ids_->Audit({2, "bob", "DELETE", "/y", 403, "127.0.0.1"});

@@ -236,9 +236,42 @@ JobService::JobService(store::Database& db, Clock& clock, Random& random,
       prices_(std::move(prices)),
       pool_(std::move(pool)),
       options_(std::move(options)),
-      usage_(options_.fair_share_half_life_ms) {}
+      usage_(options_.fair_share_half_life_ms) {
+  identity_.SetScopeWritePolicy([this](const std::string& scope, const identity::Securable& what) {
+    return ScopeMayWrite(scope, what);
+  });
+}
 
-JobService::~JobService() { Stop(); }
+// A job's token may write its own job (heartbeats, checkpoints) and its own run.
+bool JobService::ScopeMayWrite(const std::string& scope, const identity::Securable& what) {
+  identity::Principal scoped;
+  scoped.scope = scope;
+  std::string job_id(identity::ScopedJob(scoped));
+  if (job_id.empty()) return false;
+  if (what.type == "job") return what.id == job_id;
+  if (what.type != "run" || what.id.empty()) return false;
+  {
+    std::lock_guard<std::mutex> lock(scope_mu_);
+    auto it = run_of_job_.find(job_id);
+    if (it != run_of_job_.end()) return it->second == what.id;
+  }
+  std::string run_id;
+  Status s = db_.Read([&](Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT run_id FROM jobs WHERE job_id = ?", {job_id}));
+    if (!rows.empty()) run_id = rows[0].Text(0);
+    return Status::Ok();
+  });
+  if (!s.ok() || run_id.empty()) return false;
+  std::lock_guard<std::mutex> lock(scope_mu_);
+  if (run_of_job_.size() > 10000) run_of_job_.clear();
+  run_of_job_[job_id] = run_id;  // a job's run never changes
+  return run_id == what.id;
+}
+
+JobService::~JobService() {
+  Stop();
+  identity_.SetScopeWritePolicy(nullptr);
+}
 
 std::vector<store::Migration> JobService::Migrations() {
   return {{"jobs",
@@ -705,6 +738,9 @@ Result<std::string> JobService::StoredState(const std::string& job_id) {
 }
 
 Status JobService::Cancel(const identity::Principal& who, const std::string& job_id) {
+  if (!who.scope.empty()) {
+    return Status::PermissionDenied("a token scoped to " + who.scope + " may not cancel jobs");
+  }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = active_.find(job_id);
   if (it == active_.end()) {
@@ -926,6 +962,14 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
       spec.working_dir.empty() ? (private_dir / "work").string() : spec.working_dir;
   launch.tmp_dir = (private_dir / "tmp").string();
   launch.env = spec.env;
+  for (const auto& [var, name] : spec.secrets) {
+    if (!secret_resolver_) {
+      return Status::FailedPrecondition("secrets." + var + ": this server has no secret store");
+    }
+    auto value = secret_resolver_(j.owner, name);
+    if (!value.ok()) return value.status().WithContext("secrets." + var);
+    launch.env[var] = std::move(*value);
+  }
   launch.env["TRAINYARD_URL"] = server_url_;
   launch.env["TRAINYARD_JOB_ID"] = j.job_id;
   launch.env["TRAINYARD_ATTEMPT"] = std::to_string(attempt);

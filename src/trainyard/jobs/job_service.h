@@ -154,6 +154,12 @@ class JobService {
 
   static std::vector<store::Migration> Migrations();
 
+  // Resolves a job's secret references at launch: (job owner, secret name) → value. Before
+  // Start; without one, jobs that reference secrets fail to launch.
+  using SecretResolver =
+      std::function<Result<std::string>(const std::string& owner, const std::string& name)>;
+  void SetSecretResolver(SecretResolver resolver) { secret_resolver_ = std::move(resolver); }
+
   // What workloads use to reach the API (MLFLOW_TRACKING_URI, TRAINYARD_URL). Before Start.
   void SetServerUrl(std::string url) { server_url_ = std::move(url); }
   // Loads unfinished jobs, re-adopts running attempts and starts the loop.
@@ -231,6 +237,7 @@ class JobService {
   Status AuthorizeWorkload(const identity::Principal& who, const std::string& job_id);
   Result<std::vector<AttemptInfo>> LoadAttempts(const std::string& job_id);
   void OnRunActivity(const std::string& run_id);
+  bool ScopeMayWrite(const std::string& scope, const identity::Securable& what);
 
   store::Database& db_;
   Clock& clock_;
@@ -243,6 +250,7 @@ class JobService {
   const JobServiceOptions options_;
   Scheduler scheduler_;
   std::string server_url_;
+  SecretResolver secret_resolver_;
 
   std::mutex inbox_mu_;
   std::condition_variable inbox_cv_;
@@ -256,6 +264,9 @@ class JobService {
   std::unordered_map<std::string, std::string> run_to_job_;  // guarded
   FairShareUsage usage_;                                     // guarded
   int64_t next_seq_ = 1;                                     // guarded
+
+  std::mutex scope_mu_;
+  std::unordered_map<std::string, std::string> run_of_job_;  // guarded by scope_mu_
 
   std::mutex progress_mu_;
   std::unordered_map<std::string, int64_t> progress_by_run_;  // guarded by progress_mu_

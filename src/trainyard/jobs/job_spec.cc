@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "trainyard/common/strings.h"
 #include "trainyard/common/yaml_reader.h"
 
 namespace trainyard::jobs {
@@ -110,14 +111,64 @@ Status ReadFailurePolicies(const SpecReader& r, const YAML::Node& n,
   return Status::Ok();
 }
 
+bool EnvVarName(std::string_view s) {
+  if (s.empty() || s.size() > 256 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
+}
+
+// `secrets: {ENV_VAR: secret-name}`.
+Status ReadSecrets(const SpecReader& r, const YAML::Node& n, JobSpec& spec) {
+  if (!n.IsMap()) {
+    return r.Error(n, "secrets",
+                   "must be a mapping of environment variable names to secret names, e.g. "
+                   "{HF_TOKEN: hf-token}");
+  }
+  for (const auto& kv : n) {
+    std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (!EnvVarName(key)) {
+      return r.Error(kv.first, "secrets",
+                     "keys must be environment variable names (got \"" + Abbreviate(key) + "\")");
+    }
+    if (spec.env.count(key)) {
+      return r.Error(kv.first, "secrets." + key,
+                     "is also set in env; set a variable in one of them");
+    }
+    std::string path = "secrets." + key;
+    TY_ASSIGN_OR_RETURN(std::string name, r.String(kv.second, path));
+    TY_RETURN_IF_ERROR(ValidName(r, kv.second, path, name));
+    spec.secrets[key] = name;
+    std::string where = r.Error(kv.second, path, "").message();
+    spec.secret_sources[key] = where.substr(0, where.size() - 1);
+  }
+  return Status::Ok();
+}
+
 Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
   if (!root.IsMap()) return r.Error(root, "the job spec", "must be a mapping of keys to values");
-  TY_RETURN_IF_ERROR(
-      r.OnlyKeys(root, "",
-                 {"name", "project", "experiment", "command", "env", "working_dir", "resources",
-                  "processes_per_node", "priority", "queue", "preemptible", "max_restarts",
-                  "restart_backoff", "restart_backoff_max", "hang_timeout", "time_limit",
-                  "preemption_grace", "crash_loop_limit", "failure_policies"}));
+  TY_RETURN_IF_ERROR(r.OnlyKeys(root, "",
+                                {"name",
+                                 "project",
+                                 "experiment",
+                                 "command",
+                                 "env",
+                                 "working_dir",
+                                 "resources",
+                                 "processes_per_node",
+                                 "priority",
+                                 "queue",
+                                 "preemptible",
+                                 "max_restarts",
+                                 "restart_backoff",
+                                 "restart_backoff_max",
+                                 "hang_timeout",
+                                 "time_limit",
+                                 "preemption_grace",
+                                 "crash_loop_limit",
+                                 "failure_policies",
+                                 "secrets"}));
   JobSpec spec;
   if (!root["name"]) return r.Error(root, "name", "is required");
   TY_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
@@ -216,6 +267,7 @@ Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
   if (auto v = root["failure_policies"]; v) {
     TY_RETURN_IF_ERROR(ReadFailurePolicies(r, v, spec.failure_policies));
   }
+  if (auto v = root["secrets"]; v) TY_RETURN_IF_ERROR(ReadSecrets(r, v, spec));
   return spec;
 }
 
@@ -287,6 +339,11 @@ json::object JobSpecToJson(const JobSpec& s) {
           json::object{{"pattern", p.pattern}, {"action", FailureActionName(p.action)}});
     }
     o["failure_policies"] = std::move(policies);
+  }
+  if (!s.secrets.empty()) {
+    json::object secrets;
+    for (const auto& [k, v] : s.secrets) secrets[k] = v;
+    o["secrets"] = std::move(secrets);
   }
   return o;
 }

@@ -55,6 +55,12 @@ struct JobSpec {
   int64_t preemption_grace_ms = 30000;
   int crash_loop_limit = 3;  // consecutive failures without a new checkpoint → give up
   std::vector<FailurePolicy> failure_policies;
+  // Environment variables whose values are secrets, by name (`secrets: {HF_TOKEN: hf-token}`);
+  // the values are injected at launch and never stored in the spec.
+  std::map<std::string, std::string> secrets;
+  // Where each secret reference is ("job.yaml:12: secrets.HF_TOKEN"), for errors found at
+  // submit; not serialized.
+  std::map<std::string, std::string> secret_sources;
 
   int EffectiveProcessesPerNode() const {
     if (processes_per_node > 0) return processes_per_node;

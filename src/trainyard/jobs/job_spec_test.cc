@@ -70,6 +70,30 @@ TEST(JobSpecTest, DefaultsAndArgvCommand) {
   EXPECT_EQ(spec->max_restarts, 3);
 }
 
+TEST(JobSpecTest, SecretsMapVariablesToSecretNamesWithTheirLines) {
+  auto spec = ParseJobSpec("name: a\ncommand: x\nsecrets:\n  HF_TOKEN: hf-token\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->secrets, (std::map<std::string, std::string>{{"HF_TOKEN", "hf-token"}}));
+  EXPECT_EQ(spec->secret_sources.at("HF_TOKEN"), "job.yaml:4: secrets.HF_TOKEN");
+  EXPECT_TRUE(spec->env.empty());
+  json::object o = JobSpecToJson(*spec);
+  EXPECT_EQ(json::serialize(o.at("secrets")), R"({"HF_TOKEN":"hf-token"})");
+  auto again = ParseJobSpecJson(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->secrets, spec->secrets);
+
+  auto bad = ParseJobSpec("name: a\ncommand: x\nsecrets:\n  1X: s\n", "job.yaml");
+  EXPECT_EQ(bad.status().message(),
+            "job.yaml:4: secrets keys must be environment variable names (got \"1X\")");
+  bad = ParseJobSpec("name: a\ncommand: x\nsecrets:\n  X: \"bad name\"\n", "job.yaml");
+  EXPECT_NE(bad.status().message().find("job.yaml:4: secrets.X must be"), std::string::npos);
+  bad = ParseJobSpec("name: a\ncommand: x\nenv: {X: \"1\"}\nsecrets: {X: s}\n", "job.yaml");
+  EXPECT_NE(bad.status().message().find("secrets.X is also set in env"), std::string::npos);
+  bad = ParseJobSpec("name: a\ncommand: x\nsecrets: [s]\n", "job.yaml");
+  EXPECT_NE(bad.status().message().find("job.yaml:3: secrets must be a mapping"),
+            std::string::npos);
+}
+
 TEST(JobSpecTest, ErrorsGiveFileLineAndKeyPath) {
   auto spec = ParseJobSpec("name: a\ncommand: x\nresources:\n  gpus_per_node: two\n", "job.yaml");
   ASSERT_FALSE(spec.ok());

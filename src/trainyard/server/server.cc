@@ -111,6 +111,8 @@ Status Server::InitStore() {
   for (auto& m : registry::RegistryService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : jobs::JobService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : checkpoints::CheckpointService::Migrations()) migrations.push_back(std::move(m));
+  for (auto& m : jobs::ProjectService::Migrations()) migrations.push_back(std::move(m));
+  for (auto& m : jobs::SecretService::Migrations()) migrations.push_back(std::move(m));
   TY_RETURN_IF_ERROR(store::ApplyMigrations(*db_, migrations));
   spdlog::info("metadata store: {} ({})", db_->Backend(),
                db_->Backend() == "sqlite" ? options.url : "postgresql");
@@ -187,9 +189,17 @@ Status Server::InitJobs() {
   spdlog::info("compute pool '{}': {} node(s) with {} GPU(s), {} CPU(s), {:.1f} GiB each",
                pool.name, pool.nodes.size(), pool.nodes[0].gpus, pool.nodes[0].cpus,
                static_cast<double>(pool.nodes[0].memory_bytes) / (1 << 30));
+  projects_ = std::make_unique<jobs::ProjectService>(*db_, clock_);
+  TY_ASSIGN_OR_RETURN(identity::SecretCipher cipher,
+                      identity::SecretCipher::LoadOrCreate(config_.data_dir + "/secrets.key"));
+  secrets_ = std::make_unique<jobs::SecretService>(*db_, clock_, std::move(cipher), *projects_);
   jobs_ =
       std::make_unique<jobs::JobService>(*db_, clock_, random_, *identity_, *tracking_, *executor_,
                                          std::move(prices), std::move(pool), options);
+  jobs::SecretService* secrets = secrets_.get();
+  jobs_->SetSecretResolver([secrets](const std::string& owner, const std::string& name) {
+    return secrets->Resolve(owner, name);
+  });
   return Status::Ok();
 }
 
@@ -279,11 +289,17 @@ void Server::InitApi() {
   api::RegisterTrackingRoutes(*api_, *tracking_);
   api::RegisterArtifactRoutes(*api_, *blobs_, *tracking_);
   api::RegisterRegistryRoutes(*api_, *registry_);
-  api::RegisterJobRoutes(*api_, *jobs_);
+  api::RegisterJobRoutes(*api_, *jobs_, *projects_, *secrets_);
+  api::RegisterProjectRoutes(*api_, *projects_);
+  api::RegisterSecretRoutes(*api_, *secrets_);
   api::RegisterCheckpointRoutes(*api_, *checkpoints_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
+  });
+  registry::RegistryService* registry = registry_.get();
+  api::RegisterGrantRoute(*api_, "registered_model", [registry](const std::string& name) {
+    return registry->RegisteredModelOwner(name);
   });
 }
 

@@ -26,6 +26,8 @@ class Executor;
 namespace trainyard::jobs {
 class JobService;
 struct JobServiceOptions;
+class ProjectService;
+class SecretService;
 }  // namespace trainyard::jobs
 namespace trainyard::checkpoints {
 class CheckpointService;
@@ -114,6 +116,8 @@ class Server {
   std::unique_ptr<tracking::TrackingService> tracking_;
   std::unique_ptr<registry::RegistryService> registry_;
   std::unique_ptr<executors::Executor> executor_;
+  std::unique_ptr<jobs::ProjectService> projects_;
+  std::unique_ptr<jobs::SecretService> secrets_;
   std::unique_ptr<jobs::JobService> jobs_;
   std::unique_ptr<checkpoints::CheckpointService> checkpoints_;
   http::Router router_;
