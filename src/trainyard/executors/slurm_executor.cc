@@ -14,13 +14,13 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 
 #include "trainyard/common/log.h"
+#include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/rank_shim.h"
 
@@ -196,11 +196,14 @@ std::vector<std::string> NodeFailuresInLog(const fs::path& log) {
   constexpr size_t kTail = 1 << 16;
   if (text.size() > kTail) text = text.substr(text.size() - kTail);
   std::vector<std::string> nodes;
-  static const std::regex kNodeFailure(R"(Node failure on ([A-Za-z0-9._\-\[\],]+))");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), kNodeFailure);
-       it != std::sregex_iterator(); ++it) {
-    nodes.push_back((*it)[1].str());
-  }
+  // The log is the job's output: a bounded matcher, never std::regex (its recursion overflows
+  // the stack on long runs of matching characters).
+  static const auto kNodeFailure =
+      BoundedRegex::Compile(R"(Node failure on ([A-Za-z0-9._\-\[\],]{1,1024}))", "node failure")
+          .value();
+  kNodeFailure->ForEachMatch(text, [&](const std::vector<std::string_view>& groups) {
+    if (groups.size() > 1) nodes.emplace_back(groups[1]);
+  });
   return nodes;
 }
 
@@ -628,17 +631,23 @@ bool SlurmJobState::ended() const {
 std::map<std::string, std::string> ParseScontrolLine(const std::string& text) {
   std::string line = Trim(SplitString(text, '\n').front());
   std::map<std::string, std::string> out;
-  static const std::regex kKey(R"((^|\s)([A-Za-z][A-Za-z0-9_:/]*)=)");
-  std::vector<std::pair<size_t, std::smatch>> keys;
-  for (auto it = std::sregex_iterator(line.begin(), line.end(), kKey); it != std::sregex_iterator();
-       ++it) {
-    keys.emplace_back(static_cast<size_t>(it->position(0)), *it);
-  }
+  static const auto kKey =
+      BoundedRegex::Compile(R"((^|\s)([A-Za-z][A-Za-z0-9_:/]*)=)", "scontrol key").value();
+  struct Key {
+    size_t position;  // of the whole match
+    size_t length;
+    std::string name;
+  };
+  std::vector<Key> keys;
+  kKey->ForEachMatch(line, [&](const std::vector<std::string_view>& groups) {
+    if (groups.size() < 3) return;
+    keys.push_back({static_cast<size_t>(groups[0].data() - line.data()), groups[0].size(),
+                    std::string(groups[2])});
+  });
   for (size_t i = 0; i < keys.size(); ++i) {
-    const auto& m = keys[i].second;
-    size_t value_start = keys[i].first + static_cast<size_t>(m.length(0));
-    size_t value_end = i + 1 < keys.size() ? keys[i + 1].first : line.size();
-    out[m.str(2)] = Trim(line.substr(value_start, value_end - value_start));
+    size_t value_start = keys[i].position + keys[i].length;
+    size_t value_end = i + 1 < keys.size() ? keys[i + 1].position : line.size();
+    out[keys[i].name] = Trim(line.substr(value_start, value_end - value_start));
   }
   return out;
 }

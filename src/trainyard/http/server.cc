@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -216,6 +217,14 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnHeader(beast::error_code ec) {
+    if (ec == bhttp::error::header_limit) {
+      keep_alive_ = false;
+      request_ = Request();
+      return Respond(
+          server_->RenderError(431, "request header fields are larger than the limit of " +
+                                        std::to_string(server_->options().max_header_bytes) +
+                                        " bytes; send fewer or shorter headers"));
+    }
     if (ec) return;  // closed, timed out, or garbage: drop the connection
     auto& header = header_parser_->get();
     request_ = Request();
@@ -374,10 +383,23 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                          if (ec || close) {
                            boost::system::error_code ignored;
                            self->stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                           if (!ec) self->Linger(std::make_shared<std::array<char, 16384>>(), 0);
                            return;
                          }
                          self->ReadHeader();
                        });
+  }
+
+  // After an early answer (413, 431) the client may still be sending: closing with unread data
+  // would reset the connection and could destroy the answer before the client reads it. So read
+  // and discard, for a bounded time and amount, until the client closes.
+  void Linger(std::shared_ptr<std::array<char, 16384>> scratch, size_t discarded) {
+    if (discarded > (size_t{4} << 20)) return;
+    stream_.expires_after(std::chrono::seconds(5));
+    stream_.async_read_some(asio::buffer(*scratch), [self = shared_from_this(), scratch, discarded](
+                                                        beast::error_code ec, size_t n) {
+      if (!ec) self->Linger(scratch, discarded + n);
+    });
   }
 
   beast::tcp_stream stream_;
