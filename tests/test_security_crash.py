@@ -39,12 +39,13 @@ class Jobs:
         self.s = server.session()
 
     def submit(self, spec: dict, expect: int = 200) -> dict:
-        r = self.s.post(self.server.api(f"{API}/jobs"), json={"spec": spec})
+        r = self.s.post(self.server.api(f"{API}/jobs"), json={"spec": spec}, timeout=60)
         assert r.status_code == expect, r.text[:2000]
         return r.json().get("job", r.json())
 
     def get(self, job_id: str) -> dict:
-        r = self.s.get(self.server.api(f"{API}/jobs/{job_id}"))
+        # A server stuck matching a log tail must fail the test, not hang it.
+        r = self.s.get(self.server.api(f"{API}/jobs/{job_id}"), timeout=30)
         assert r.status_code == 200, r.text
         return r.json()["job"]
 

@@ -127,6 +127,9 @@ class HttpServer::Impl {
     } catch (const std::exception& e) {
       spdlog::error("handler threw for {}: {}", request.path, e.what());
       return RenderError(500, std::string("internal error: ") + e.what());
+    } catch (...) {
+      spdlog::error("handler threw a non-standard exception for {}", request.path);
+      return RenderError(500, "internal error");
     }
   }
 
