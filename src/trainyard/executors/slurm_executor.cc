@@ -167,11 +167,29 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
   return result;
 }
 
-std::string ReadSmallFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// The last `max_bytes` of a file the job may control (its logs, node and exit records): no
+// following a link, no blocking on a FIFO, only regular files, a bounded read.
+std::string ReadSmallFile(const fs::path& p, size_t max_bytes = 1 << 16) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    return "";
+  }
+  auto size = static_cast<uint64_t>(st.st_size);
+  uint64_t start = size > max_bytes ? size - max_bytes : 0;
+  std::string out(static_cast<size_t>(size - start), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(start + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
 }
 
 Status WriteFileAtomically(const fs::path& p, const std::string& text, bool executable) {
