@@ -311,3 +311,16 @@ def test_checkpoint_names_overflowing_shapes_and_restore_traversal(server, tmp_p
     assert not (outside / "victim").exists()
     assert (linked / "top.bin").read_bytes() == b"top" and not (linked / "top.bin").is_symlink()
     s.post(server.api(f"{API}/jobs/{job_id}/cancel"))
+
+
+def test_a_job_that_swaps_its_log_for_a_link_cannot_make_the_server_serve_its_files(server):
+    jobs = Jobs(server)
+    log = f"{server.data_dir}/jobs/$TRAINYARD_JOB_ID/attempt-$TRAINYARD_ATTEMPT/rank-0.log"
+    j = jobs.submit({"name": "log-link", "max_restarts": 0,
+                     "command": f"echo hi; ln -sf {server.data_dir}/admin.token {log}; exit 1"})
+    jobs.wait_state(j["job_id"], "FAILED")
+    r = jobs.s.get(server.api(f"{API}/jobs/{j['job_id']}/logs"), params={"attempt": 1},
+                   timeout=30)
+    assert server.token not in r.text, "the server served its admin token as a job log"
+    assert 400 <= r.status_code < 500 and "not a regular file" in r.text, r.text
+    assert_up(server)

@@ -1501,7 +1501,17 @@ Result<std::string> JobService::LogPath(const std::string& job_id, int attempt, 
   if (rank < 0 || rank >= a.ranks) {
     return Status::InvalidArgument("rank must be between 0 and " + std::to_string(a.ranks - 1));
   }
-  return a.log_dir + "/rank-" + std::to_string(rank) + ".log";
+  std::string path = a.log_dir + "/rank-" + std::to_string(rank) + ".log";
+  // The job can replace its log: serve only a regular file, never what a link points at (the
+  // server's own files) or a FIFO that would block the response.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status::FailedPrecondition("the log of rank " + std::to_string(rank) + " of attempt " +
+                                      std::to_string(attempt) +
+                                      " is not a regular file (the job replaced it); it is not "
+                                      "served");
+  }
+  return path;
 }
 
 std::vector<JobService::NodeUsage> JobService::Cluster() {
