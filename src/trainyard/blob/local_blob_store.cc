@@ -385,7 +385,7 @@ class RootHidingBlobStore : public BlobStore {
 
  private:
   Status Hide(Status s) const {
-    if (s.ok()) return s;
+    if (s.ok() || root_.size() <= 1) return s;
     std::string m = s.message();
     for (size_t at = m.find(root_); at != std::string::npos; at = m.find(root_, at)) {
       size_t len = root_.size() + (at + root_.size() < m.size() && m[at + root_.size()] == '/');
