@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "trainyard/blob/blob_store.h"
+#include "trainyard/common/paths.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::blob {
@@ -18,18 +19,13 @@ Status ValidateKey(std::string_view key, bool allow_empty) {
   if (key.empty()) {
     return allow_empty ? Status::Ok() : Status::InvalidArgument("artifact path must not be empty");
   }
-  if (key.size() > 4096) return Status::InvalidArgument("artifact path is longer than 4096 bytes");
-  if (key.front() == '/') {
-    return Status::InvalidArgument("artifact path must be relative (got '" + Abbreviate(key) +
-                                   "')");
-  }
-  if (key.find('\\') != std::string_view::npos || key.find('\0') != std::string_view::npos) {
-    return Status::InvalidArgument("artifact path must not contain '\\' or NUL characters");
-  }
+  TY_RETURN_IF_ERROR(ValidateRelativePath(key, "artifact path"));
+  // Temporary files of writes in progress (or left by a crash) are not objects.
   for (const std::string& seg : SplitString(key, '/')) {
-    if (seg == ".." || seg == ".") {
-      return Status::InvalidArgument("artifact path must not contain '.' or '..' segments (got '" +
-                                     Abbreviate(key) + "')");
+    if (StartsWith(seg, ".tmp-")) {
+      return Status::InvalidArgument(
+          "artifact path must not have a segment starting with '.tmp-' "
+          "(reserved for writes in progress)");
     }
   }
   return Status::Ok();
@@ -275,6 +271,10 @@ class LocalBlobStore : public BlobStore {
     fs::path target = root_ / std::string(key);
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
+    if (ec == std::errc::not_a_directory || ec == std::errc::file_exists) {
+      return Status::InvalidArgument("artifact path '" + Abbreviate(key, 200) +
+                                     "' is beneath an existing artifact file; choose another path");
+    }
     if (ec) {
       return Status::IOError("cannot create directory " + target.parent_path().string() + ": " +
                              ec.message());
@@ -351,6 +351,59 @@ class LocalBlobStore : public BlobStore {
   const fs::path root_;
 };
 
+// Errors that reach a client must not show the server's data directory: this decorator writes
+// paths in error messages relative to the store's root.
+class RootHidingBlobStore : public BlobStore {
+ public:
+  RootHidingBlobStore(std::unique_ptr<BlobStore> inner, std::string root)
+      : inner_(std::move(inner)), root_(std::move(root)) {
+    while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+  }
+
+  Status PutBytes(std::string_view key, std::string_view data) override {
+    return Hide(inner_->PutBytes(key, data));
+  }
+  Status PutFile(std::string_view key, const std::string& local_path) override {
+    return Hide(inner_->PutFile(key, local_path));
+  }
+  Result<std::string> LocalPathForRead(std::string_view key) override {
+    return Hide(inner_->LocalPathForRead(key));
+  }
+  Result<std::string> GetBytes(std::string_view key) override {
+    return Hide(inner_->GetBytes(key));
+  }
+  Result<std::vector<BlobEntry>> List(std::string_view prefix) override {
+    return Hide(inner_->List(prefix));
+  }
+  Status Delete(std::string_view key) override { return Hide(inner_->Delete(key)); }
+  Result<bool> IsDirectory(std::string_view key) override { return Hide(inner_->IsDirectory(key)); }
+  Result<bool> Exists(std::string_view key) override { return Hide(inner_->Exists(key)); }
+  Result<size_t> ReadInto(std::string_view key, char* dst, size_t capacity) override {
+    return Hide(inner_->ReadInto(key, dst, capacity));
+  }
+  Status SyncDirectory(std::string_view dir) override { return Hide(inner_->SyncDirectory(dir)); }
+
+ private:
+  Status Hide(Status s) const {
+    if (s.ok() || root_.size() <= 1) return s;
+    std::string m = s.message();
+    for (size_t at = m.find(root_); at != std::string::npos; at = m.find(root_, at)) {
+      size_t len = root_.size() + (at + root_.size() < m.size() && m[at + root_.size()] == '/');
+      m.replace(at, len, "artifact store:");
+      at += 15;
+    }
+    return Status(s.code(), std::move(m));
+  }
+  template <typename T>
+  Result<T> Hide(Result<T> r) const {
+    if (r.ok()) return r;
+    return Hide(r.status());
+  }
+
+  std::unique_ptr<BlobStore> inner_;
+  std::string root_;
+};
+
 }  // namespace
 
 int64_t RemoveLocalTemporaryFiles(const std::string& root) {
@@ -373,7 +426,9 @@ Result<std::unique_ptr<BlobStore>> OpenLocalBlobStore(const std::string& root) {
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) return Status::IOError("cannot create artifact root " + root + ": " + ec.message());
-  return std::unique_ptr<BlobStore>(new LocalBlobStore(fs::absolute(root)));
+  fs::path abs = fs::absolute(root);
+  return std::unique_ptr<BlobStore>(
+      new RootHidingBlobStore(std::unique_ptr<BlobStore>(new LocalBlobStore(abs)), abs.string()));
 }
 
 }  // namespace trainyard::blob

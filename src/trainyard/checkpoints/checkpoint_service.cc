@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trainyard/common/checked.h"
 #include "trainyard/common/json.h"
+#include "trainyard/common/paths.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::checkpoints {
@@ -244,11 +246,8 @@ Result<CheckpointService::Session> CheckpointService::LoadSession(const std::str
 Status CheckpointService::PutBlob(const identity::Principal& who, const std::string& upload_id,
                                   const StagedBlob& blob, const std::string& body_file,
                                   std::string_view body) {
-  if (blob.name.empty() || blob.name.size() > kMaxBlobName ||
-      blob.name.find('\0') != std::string::npos) {
-    return Status::InvalidArgument("name must be a non-empty blob name of at most " +
-                                   std::to_string(kMaxBlobName) + " bytes");
-  }
+  // Names become file paths on restore: only normalized relative paths, checked here at upload.
+  TY_RETURN_IF_ERROR(ValidateRelativePath(blob.name, "name", kMaxBlobName));
   uint64_t size = body.size();
   if (!body_file.empty()) {
     std::error_code ec;
@@ -256,11 +255,7 @@ Status CheckpointService::PutBlob(const identity::Principal& who, const std::str
     if (ec) return Status::IOError("cannot read the uploaded body: " + ec.message());
   }
   if (blob.kind == BlobKind::kTensor) {
-    uint64_t expected = DTypeSize(blob.dtype);
-    for (int64_t d : blob.shape) {
-      if (d < 0) return Status::InvalidArgument("shape must hold non-negative dimensions");
-      expected *= static_cast<uint64_t>(d);
-    }
+    TY_ASSIGN_OR_RETURN(uint64_t expected, ShapeBytes(DTypeSize(blob.dtype), blob.shape, "shape"));
     if (expected != size) {
       return Status::InvalidArgument("shape and dtype of tensor '" + Abbreviate(blob.name) +
                                      "' make " + std::to_string(expected) +

@@ -16,6 +16,7 @@
 
 #include "trainyard/checkpoints/manifest_codec.h"
 #include "trainyard/checkpoints/thread_pool.h"
+#include "trainyard/common/checked.h"
 #include "trainyard/common/json.h"
 #include "trainyard/common/log.h"
 #include "trainyard/common/strings.h"
@@ -245,16 +246,14 @@ Result<SaveHandle> CheckpointStore::SaveAsync(const CheckpointRef& ref, Checkpoi
       return Status::InvalidArgument("blob '" + b.name + "' has no data pointer");
     }
     if (b.kind == BlobKind::kTensor) {
-      uint64_t elems = 1;
-      for (int64_t d : b.shape) {
-        if (d < 0) return Status::InvalidArgument("tensor '" + b.name + "' has a negative dim");
-        elems *= static_cast<uint64_t>(d);
-      }
-      if (elems * DTypeSize(b.dtype) != b.size()) {
+      TY_ASSIGN_OR_RETURN(
+          uint64_t need,
+          ShapeBytes(DTypeSize(b.dtype), b.shape, "shape of tensor '" + Abbreviate(b.name) + "'"));
+      if (need != b.size()) {
         return Status::InvalidArgument("tensor '" + b.name + "' has " + std::to_string(b.size()) +
                                        " bytes, but its shape and " +
                                        std::string(DTypeName(b.dtype)) + " need " +
-                                       std::to_string(elems * DTypeSize(b.dtype)));
+                                       std::to_string(need));
       }
     }
   }

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include "trainyard/checkpoints/xxh3_avx2.h"
+#include "trainyard/common/checked.h"
 #include "trainyard/common/json.h"
 #include "trainyard/common/page_token.h"
 
@@ -183,7 +184,11 @@ Result<Manifest> Decode(std::string_view text) {
         }
         ref.size = static_cast<uint64_t>(size);
         ref.compressed = codec == 1;
-        total += ref.size;
+        auto sum = CheckedAdd(total, ref.size);
+        if (!sum) {
+          return Status::InvalidArgument("blob '" + b.name + "' chunk sizes overflow 64 bits");
+        }
+        total = *sum;
         b.chunks.push_back(std::move(ref));
       }
     }
@@ -191,6 +196,17 @@ Result<Manifest> Decode(std::string_view text) {
       return Status::InvalidArgument("blob '" + b.name + "' chunks add up to " +
                                      std::to_string(total) + " bytes, not its size " +
                                      std::to_string(b.size));
+    }
+    if (b.kind == BlobKind::kTensor) {
+      // A tensor's dtype and shape must account for its bytes exactly: a shape whose product
+      // overflows would otherwise pass for any size.
+      TY_ASSIGN_OR_RETURN(
+          uint64_t need, ShapeBytes(DTypeSize(b.dtype), b.shape, "shape of blob '" + b.name + "'"));
+      if (need != b.size) {
+        return Status::InvalidArgument("blob '" + b.name + "' has " + std::to_string(b.size) +
+                                       " bytes, but its shape and dtype need " +
+                                       std::to_string(need));
+      }
     }
     m.blobs.push_back(std::move(b));
   }

@@ -50,5 +50,31 @@ TEST(ChunkHashTest, EqualsTheLibrarysXxh3AtEverySizeClassAndAlignment) {
   }
 }
 
+// Issue 13: dtype x shape overflowed, so a tensor of an impossible shape with a few bytes
+// verified OK. The decoder now checks the product, without overflow, against the size.
+TEST(ManifestCodecTest, TensorShapeMustAccountForItsBytesWithoutOverflow) {
+  Manifest m;
+  m.ref = CheckpointRef{"p", "j", 1, 0, 1, 1};
+  BlobManifest b;
+  b.name = "w";
+  b.kind = BlobKind::kTensor;
+  b.dtype = DType::kF32;
+  b.shape = {int64_t{1} << 62, 4};  // 2^64 * 4 bytes wraps to 0
+  b.size = 0;
+  m.blobs.push_back(b);
+  auto decoded = DecodeManifest(EncodeManifest(m), "rank-00000.json");
+  ASSERT_FALSE(decoded.ok());  // a stored manifest: corrupt, never verified OK
+  EXPECT_NE(decoded.status().message().find("too large"), std::string::npos)
+      << decoded.status().message();
+
+  m.blobs[0].shape = {3};
+  decoded = DecodeManifest(EncodeManifest(m), "rank-00000.json");
+  ASSERT_FALSE(decoded.ok());  // 12 bytes needed, 0 stored
+  EXPECT_NE(decoded.status().message().find("need 12"), std::string::npos);
+
+  m.blobs[0].shape = {0, 7};
+  EXPECT_TRUE(DecodeManifest(EncodeManifest(m), "rank-00000.json").ok());
+}
+
 }  // namespace
 }  // namespace trainyard::checkpoints

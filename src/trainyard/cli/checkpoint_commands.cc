@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "trainyard/cli/table.h"
+#include "trainyard/common/paths.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::cli {
@@ -41,10 +42,7 @@ std::string Shape(const json::value& blob) {
 // A blob name as a path under the restore directory: kept when it is a safe relative path,
 // otherwise percent-encoded into one file name.
 fs::path BlobPath(const std::string& name) {
-  bool safe = !name.empty() && name.front() != '/' && name.find('\0') == std::string::npos;
-  for (const auto& part : SplitString(name, '/')) {
-    safe = safe && !part.empty() && part != "." && part != "..";
-  }
+  bool safe = ValidateRelativePath(name, "name").ok() && !StartsWith(name, ".trainyard-restore-");
   return safe ? fs::path(name) : fs::path(UrlEncode(name));
 }
 
@@ -123,14 +121,9 @@ int Verify(Client& client, const std::string& job_id, int64_t step) {
   return 0;
 }
 
-Status WriteFile(const fs::path& path, std::string_view data) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
-  out.flush();
-  if (!out) return Status::IOError("cannot write " + path.string());
-  return Status::Ok();
+// Writes beneath `root` only: a symbolic link planted there is refused, never followed.
+Status WriteFile(const fs::path& root, const fs::path& rel, std::string_view data) {
+  return WriteFileBeneath(root.string(), rel.string(), data);
 }
 
 // Downloads into a temporary directory beside `to`, and moves the files into place only when
@@ -143,7 +136,10 @@ Status Restore(Client& client, const std::string& job_id, int64_t step, const fs
   fs::create_directories(to, ec);
   if (ec) return Status::IOError("cannot create " + to.string() + ": " + ec.message());
   fs::path tmp = to / (".trainyard-restore-" + std::to_string(::getpid()));
-  fs::remove_all(tmp, ec);
+  fs::remove_all(tmp, ec);  // a link there is removed, not followed
+  if (!fs::create_directory(tmp, ec) || ec) {
+    return Status::IOError("cannot create " + tmp.string() + ": " + ec.message());
+  }
   std::vector<fs::path> written;
   bool tty = isatty(STDERR_FILENO);
   Status s = [&]() -> Status {
@@ -157,7 +153,7 @@ Status Restore(Client& client, const std::string& job_id, int64_t step, const fs
         TY_ASSIGN_OR_RETURN(auto body, client.GetRaw(StepPath(job_id, step, "/blob"),
                                                      {{"name", name}, {"rank", rank_id}}));
         fs::path rel = dir / BlobPath(name);
-        TY_RETURN_IF_ERROR(WriteFile(tmp / rel, body.body));
+        TY_RETURN_IF_ERROR(WriteFile(tmp, rel, body.body));
         written.push_back(rel);
         has_tensors = has_tensors || Str(b, "kind") == "tensor";
       }
@@ -165,17 +161,13 @@ Status Restore(Client& client, const std::string& job_id, int64_t step, const fs
         TY_ASSIGN_OR_RETURN(
             auto st, client.GetRaw(StepPath(job_id, step, "/safetensors"), {{"rank", rank_id}}));
         fs::path rel = dir / "model.safetensors";
-        TY_RETURN_IF_ERROR(WriteFile(tmp / rel, st.body));
+        TY_RETURN_IF_ERROR(WriteFile(tmp, rel, st.body));
         written.push_back(rel);
       }
     }
     if (tty) std::cerr << "\r\033[K" << std::flush;
     for (const fs::path& rel : written) {
-      std::error_code mec;
-      fs::create_directories((to / rel).parent_path(), mec);
-      fs::rename(tmp / rel, to / rel, mec);
-      if (mec)
-        return Status::IOError("cannot move into " + (to / rel).string() + ": " + mec.message());
+      TY_RETURN_IF_ERROR(RenameBeneath(tmp.string(), rel.string(), to.string(), rel.string()));
     }
     return Status::Ok();
   }();

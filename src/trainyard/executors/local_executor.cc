@@ -585,7 +585,8 @@ class LocalExecutor final : public Executor {
     r.exited = true;
     // The exit file carries the workload's status; a child's wait status is the shim's,
     // which matches it except when the shim itself was killed (SIGKILL of the group).
-    if (!child || std::filesystem::exists(ExitPath(a.log_dir, r.exit.rank))) {
+    std::error_code exists_ec;
+    if (!child || std::filesystem::exists(ExitPath(a.log_dir, r.exit.rank), exists_ec)) {
       ResolveFromExitFile(a.log_dir, r);
     } else if (info.si_code == CLD_EXITED) {
       r.exit.exit_code = info.si_status;

@@ -242,14 +242,40 @@ int RunRankShim(int argc, char** argv) {
 }
 
 Result<ShimExit> ReadShimExitFile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound("no exit file " + path.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = ParseJsonObject(text.str());
+  // The file sits in the job's log directory, so its content is the job's to choose: open it
+  // without following a link or blocking on a FIFO, read a bounded amount, check the ranges.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound("no exit file " + path.string());
+    return Status::IOError(path.string() + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return Status::InvalidArgument(path.string() + " is not a regular file");
+  }
+  constexpr size_t kMaxExitFileBytes = 4096;
+  std::string text(kMaxExitFileBytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (got > kMaxExitFileBytes) {
+    return Status::InvalidArgument(path.string() + " is larger than " +
+                                   std::to_string(kMaxExitFileBytes) + " bytes");
+  }
+  text.resize(got);
+  auto parsed = ParseJsonObject(text);
   if (!parsed.ok()) return parsed.status().WithContext(path.string());
   TY_ASSIGN_OR_RETURN(int64_t exit_code, RequiredInt64(*parsed, "exit_code"));
   TY_ASSIGN_OR_RETURN(std::optional<int64_t> sig, OptionalInt64(*parsed, "signal"));
+  if (exit_code < 0 || exit_code > 255 + 128 || sig.value_or(0) < 0 || sig.value_or(0) > 128) {
+    return Status::InvalidArgument(path.string() + ": exit_code or signal out of range");
+  }
   return ShimExit{static_cast<int>(exit_code), static_cast<int>(sig.value_or(0))};
 }
 

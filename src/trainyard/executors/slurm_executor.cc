@@ -15,7 +15,6 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -23,6 +22,7 @@
 
 #include "trainyard/common/log.h"
 #include "trainyard/common/os_account.h"
+#include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/job_environment.h"
 #include "trainyard/executors/rank_shim.h"
@@ -224,11 +224,29 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
   return result;
 }
 
-std::string ReadSmallFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// The last `max_bytes` of a file the job may control (its logs, node and exit records): no
+// following a link, no blocking on a FIFO, only regular files, a bounded read.
+std::string ReadSmallFile(const fs::path& p, size_t max_bytes = 1 << 16) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    return "";
+  }
+  auto size = static_cast<uint64_t>(st.st_size);
+  uint64_t start = size > max_bytes ? size - max_bytes : 0;
+  std::string out(static_cast<size_t>(size - start), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(start + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
 }
 
 Status WriteFileAtomically(const fs::path& p, const std::string& text, bool executable) {
@@ -253,11 +271,14 @@ std::vector<std::string> NodeFailuresInLog(const fs::path& log) {
   constexpr size_t kTail = 1 << 16;
   if (text.size() > kTail) text = text.substr(text.size() - kTail);
   std::vector<std::string> nodes;
-  static const std::regex kNodeFailure(R"(Node failure on ([A-Za-z0-9._\-\[\],]+))");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), kNodeFailure);
-       it != std::sregex_iterator(); ++it) {
-    nodes.push_back((*it)[1].str());
-  }
+  // The log is the job's output: a bounded matcher, never std::regex (its recursion overflows
+  // the stack on long runs of matching characters).
+  static const auto kNodeFailure =
+      BoundedRegex::Compile(R"(Node failure on ([A-Za-z0-9._\-\[\],]{1,1024}))", "node failure")
+          .value();
+  kNodeFailure->ForEachMatch(text, [&](const std::vector<std::string_view>& groups) {
+    if (groups.size() > 1) nodes.emplace_back(groups[1]);
+  });
   return nodes;
 }
 
@@ -729,17 +750,23 @@ bool SlurmJobState::ended() const {
 std::map<std::string, std::string> ParseScontrolLine(const std::string& text) {
   std::string line = Trim(SplitString(text, '\n').front());
   std::map<std::string, std::string> out;
-  static const std::regex kKey(R"((^|\s)([A-Za-z][A-Za-z0-9_:/]*)=)");
-  std::vector<std::pair<size_t, std::smatch>> keys;
-  for (auto it = std::sregex_iterator(line.begin(), line.end(), kKey); it != std::sregex_iterator();
-       ++it) {
-    keys.emplace_back(static_cast<size_t>(it->position(0)), *it);
-  }
+  static const auto kKey =
+      BoundedRegex::Compile(R"((^|\s)([A-Za-z][A-Za-z0-9_:/]*)=)", "scontrol key").value();
+  struct Key {
+    size_t position;  // of the whole match
+    size_t length;
+    std::string name;
+  };
+  std::vector<Key> keys;
+  kKey->ForEachMatch(line, [&](const std::vector<std::string_view>& groups) {
+    if (groups.size() < 3) return;
+    keys.push_back({static_cast<size_t>(groups[0].data() - line.data()), groups[0].size(),
+                    std::string(groups[2])});
+  });
   for (size_t i = 0; i < keys.size(); ++i) {
-    const auto& m = keys[i].second;
-    size_t value_start = keys[i].first + static_cast<size_t>(m.length(0));
-    size_t value_end = i + 1 < keys.size() ? keys[i + 1].first : line.size();
-    out[m.str(2)] = Trim(line.substr(value_start, value_end - value_start));
+    size_t value_start = keys[i].position + keys[i].length;
+    size_t value_end = i + 1 < keys.size() ? keys[i + 1].position : line.size();
+    out[keys[i].name] = Trim(line.substr(value_start, value_end - value_start));
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -192,6 +193,9 @@ class HttpServer::Impl {
     } catch (const std::exception& e) {
       spdlog::error("handler threw for {}: {}", request.path, e.what());
       return RenderError(500, std::string("internal error: ") + e.what());
+    } catch (...) {
+      spdlog::error("handler threw a non-standard exception for {}", request.path);
+      return RenderError(500, "internal error");
     }
   }
 
@@ -313,6 +317,15 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnHeader(beast::error_code ec) {
+    if (ec == bhttp::error::header_limit) {
+      keep_alive_ = false;
+      body_unread_ = true;  // the rest of the header is still coming: drain it after the 431
+      request_ = Request();
+      return Respond(
+          server_->RenderError(431, "request header fields are larger than the limit of " +
+                                        std::to_string(server_->options().max_header_bytes) +
+                                        " bytes; send fewer or shorter headers"));
+    }
     if (ec) return;  // closed, timed out, or garbage: drop the connection
     auto& header = header_parser_->get();
     request_ = Request();

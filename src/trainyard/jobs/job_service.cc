@@ -1,14 +1,18 @@
 #include "trainyard/jobs/job_service.h"
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "trainyard/common/os_account.h"
+#include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::jobs {
@@ -29,6 +33,30 @@ const std::vector<FailurePolicy>& DefaultFailurePolicies() {
        FailureAction::kAvoidNode},
   };
   return kDefaults;
+}
+
+// Whether a failure policy's pattern matches the log tail. A pattern that fails to compile (stored
+// before patterns were validated at submit) or stops at a match limit counts as no match.
+bool PolicyMatches(const FailurePolicy& p, std::string_view tail) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const BoundedRegex>> compiled;  // guarded by mu
+  std::shared_ptr<const BoundedRegex> re;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = compiled.find(p.pattern); it != compiled.end()) re = it->second;
+  }
+  if (!re) {
+    auto c = BoundedRegex::Compile(p.pattern, "failure policy pattern");
+    if (!c.ok()) {
+      spdlog::warn("{}", c.status().message());
+      return false;
+    }
+    re = *c;
+    std::lock_guard<std::mutex> lock(mu);
+    if (compiled.size() >= 1024) compiled.clear();  // bounded: many distinct user patterns
+    compiled.emplace(p.pattern, re);
+  }
+  return re->Search(tail) == BoundedRegex::Outcome::kMatch;
 }
 
 ResourceRequest ToRequest(const JobSpec& spec) {
@@ -157,17 +185,28 @@ std::vector<std::string> StringsFromJson(const std::string& text) {
   return out;
 }
 
+// The last `max_bytes` of a job's log. The job controls the file, so: no following a link, no
+// blocking on a FIFO, only regular files, and a bounded read.
 std::string ReadTail(const std::string& path, size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  std::streamoff start = size > static_cast<std::streamoff>(max_bytes)
-                             ? size - static_cast<std::streamoff>(max_bytes)
-                             : 0;
-  in.seekg(start);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    close(fd);
+    return "";
+  }
+  auto size = static_cast<uint64_t>(st.st_size);
+  uint64_t start = size > max_bytes ? size - max_bytes : 0;
   std::string out(static_cast<size_t>(size - start), '\0');
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(start + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  out.resize(got);
   return out;
 }
 
@@ -452,7 +491,7 @@ Result<std::vector<AttemptInfo>> JobService::LoadAttempts(const std::string& job
 Status JobService::Start() {
   executor_.SetExitCallback([this](const executors::AttemptExit& exit) {
     executors::AttemptExit copy = exit;
-    Post([this, copy] { OnAttemptExit(copy); });
+    Post([this, copy] { OnAttemptExitGuarded(copy); });
   });
   tracking_.SetRunActivityListener([this](const std::string& run_id) { OnRunActivity(run_id); });
 
@@ -542,7 +581,7 @@ Status JobService::Start() {
     lost.job_id = job_id;
     lost.attempt = a.attempt;
     lost.lost = true;
-    Post([this, lost] { OnAttemptExit(lost); });
+    Post([this, lost] { OnAttemptExitGuarded(lost); });
   }
   {
     std::lock_guard<std::mutex> lock(inbox_mu_);
@@ -582,8 +621,19 @@ void JobService::Loop() {
       wake_ = false;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& fn : work) fn();
-    Pass();
+    // A fault in one piece of work is logged and the loop goes on: the scheduler must outlive it.
+    for (auto& fn : work) {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        spdlog::error("job service: internal error in queued work: {}", e.what());
+      }
+    }
+    try {
+      Pass();
+    } catch (const std::exception& e) {
+      spdlog::error("job service: internal error in a scheduling pass: {}", e.what());
+    }
     // Sleep until the earliest backoff ends, or the regular health check.
     int64_t now = clock_.NowMillis();
     wait_ms = options_.max_wait_ms;
@@ -903,7 +953,7 @@ void JobService::ScheduleAndLaunch(int64_t now) {
       failed.lost = true;
       if (r.running) {
         r.running->attempt.cause = "could not start: " + s.message();
-        OnAttemptExit(failed);
+        OnAttemptExitGuarded(failed);
       }
     }
   }
@@ -1070,11 +1120,7 @@ std::optional<FailurePolicy> JobService::MatchFailurePolicy(const Record& r, con
   std::vector<FailurePolicy> policies = r.job.spec.failure_policies;
   for (const auto& p : DefaultFailurePolicies()) policies.push_back(p);
   for (const auto& p : policies) {
-    try {
-      std::regex re(p.pattern, std::regex::extended);
-      if (std::regex_search(tail, re)) return p;
-    } catch (const std::regex_error&) {
-    }
+    if (PolicyMatches(p, tail)) return p;
   }
   return std::nullopt;
 }
@@ -1116,6 +1162,48 @@ bool JobService::ExcludeNodes(Record& r, const std::vector<std::string>& nodes) 
   if (!CheckFeasible(remaining, ToRequest(r.job.spec)).ok()) return false;
   r.job.excluded_nodes = std::move(excluded);
   return true;
+}
+
+void JobService::OnAttemptExitGuarded(const executors::AttemptExit& exit) {
+  // OnAttemptExit moves the running attempt out first; keep a copy to record it as failed.
+  std::optional<Running> before;
+  if (auto it = active_.find(exit.job_id); it != active_.end()) before = it->second->running;
+  try {
+    OnAttemptExit(exit);
+  } catch (const std::exception& e) {
+    spdlog::error("job {}: internal error while handling the exit of attempt {}: {}", exit.job_id,
+                  exit.attempt, e.what());
+    auto it = active_.find(exit.job_id);
+    if (it != active_.end() && before && before->attempt.attempt == exit.attempt) {
+      it->second->running = std::move(before);
+    }
+    FailAfterFault(exit.job_id, e.what());
+  }
+}
+
+void JobService::FailAfterFault(const std::string& job_id, const std::string& what) {
+  auto it = active_.find(job_id);
+  if (it == active_.end()) return;
+  Record& r = *it->second;
+  int64_t now = clock_.NowMillis();
+  std::string cause = "internal error while handling the attempt's exit (" + Abbreviate(what, 200) +
+                      "); the job is failed instead of retried; resubmit it";
+  try {
+    if (r.running) {
+      AttemptInfo a = r.running->attempt;
+      std::string processes = r.running->processes;
+      r.running.reset();
+      a.state = "failed";
+      if (a.ended_at == 0) a.ended_at = now;
+      a.cause = cause;
+      Status s = PersistAttempt(r, a, processes);
+      if (!s.ok()) spdlog::error("job {}: cannot record attempt: {}", job_id, s.message());
+    }
+    FinishJob(r, JobState::kFailed, cause, now);
+  } catch (const std::exception& e) {
+    spdlog::error("job {}: cannot record the failure: {}", job_id, e.what());
+  }
+  active_.erase(job_id);
 }
 
 void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
@@ -1509,7 +1597,17 @@ Result<std::string> JobService::LogPath(const std::string& job_id, int attempt, 
   if (rank < 0 || rank >= a.ranks) {
     return Status::InvalidArgument("rank must be between 0 and " + std::to_string(a.ranks - 1));
   }
-  return a.log_dir + "/rank-" + std::to_string(rank) + ".log";
+  std::string path = a.log_dir + "/rank-" + std::to_string(rank) + ".log";
+  // The job can replace its log: serve only a regular file, never what a link points at (the
+  // server's own files) or a FIFO that would block the response.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return Status::FailedPrecondition("the log of rank " + std::to_string(rank) + " of attempt " +
+                                      std::to_string(attempt) +
+                                      " is not a regular file (the job replaced it); it is not "
+                                      "served");
+  }
+  return path;
 }
 
 std::vector<JobService::NodeUsage> JobService::Cluster() {

@@ -207,6 +207,10 @@ class JobService {
   void Post(std::function<void()> fn);
   void Pass();
   void OnAttemptExit(const executors::AttemptExit& exit);
+  // OnAttemptExit, with a fault (an exception) while handling the exit failing that job, never
+  // the server; the attempt is recorded as failed, so a restart does not handle it again.
+  void OnAttemptExitGuarded(const executors::AttemptExit& exit);
+  void FailAfterFault(const std::string& job_id, const std::string& what);
   void CheckHealth(int64_t now);
   void ScheduleAndLaunch(int64_t now);
   Status Launch(Record& r, const Placement& placement, int64_t now);

@@ -3,9 +3,9 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-#include <regex>
 #include <set>
 
+#include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/common/yaml_reader.h"
 
@@ -30,16 +30,45 @@ class SpecReader : public YamlReader {
   }
 };
 
+bool IsAsciiAlnum(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+// [A-Za-z0-9][A-Za-z0-9._-]{0,127}, as a loop: no regex on user input.
+bool IsValidName(std::string_view v) {
+  if (v.empty() || v.size() > 128 || !IsAsciiAlnum(v[0])) return false;
+  for (char c : v) {
+    if (!IsAsciiAlnum(c) && c != '.' && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+// [A-Za-z_][A-Za-z0-9_]*
+bool IsEnvName(std::string_view v) {
+  if (v.empty() || (v[0] >= '0' && v[0] <= '9')) return false;
+  for (char c : v) {
+    if (!IsAsciiAlnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
 Status ValidName(const SpecReader& r, const YAML::Node& n, const std::string& path,
                  const std::string& v) {
-  static const std::regex kName("[A-Za-z0-9][A-Za-z0-9._-]{0,127}");
-  if (!std::regex_match(v, kName)) {
+  if (!IsValidName(v)) {
     return r.Error(n, path,
                    "must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or "
                    "digit (got \"" +
-                       v + "\")");
+                       Abbreviate(v, 140) + "\")");
   }
   return Status::Ok();
+}
+
+Status MaxBytes(const SpecReader& r, const YAML::Node& n, const std::string& path,
+                std::string_view v, size_t limit) {
+  if (v.size() <= limit) return Status::Ok();
+  return r.Error(
+      n, path,
+      "must be at most " + std::to_string(limit) + " bytes (got " + std::to_string(v.size()) + ")");
 }
 
 Status ReadResources(const SpecReader& r, const YAML::Node& n, JobResources& out) {
@@ -77,6 +106,11 @@ Status ReadResources(const SpecReader& r, const YAML::Node& n, JobResources& out
 Status ReadFailurePolicies(const SpecReader& r, const YAML::Node& n,
                            std::vector<FailurePolicy>& out) {
   if (!n.IsSequence()) return r.Error(n, "failure_policies", "must be a list");
+  if (n.size() > kMaxFailurePolicies) {
+    return r.Error(n, "failure_policies",
+                   "must have at most " + std::to_string(kMaxFailurePolicies) + " entries (got " +
+                       std::to_string(n.size()) + ")");
+  }
   for (size_t i = 0; i < n.size(); ++i) {
     std::string path = "failure_policies[" + std::to_string(i) + "]";
     const YAML::Node item = n[i];
@@ -85,12 +119,10 @@ Status ReadFailurePolicies(const SpecReader& r, const YAML::Node& n,
     FailurePolicy p;
     if (!item["pattern"]) return r.Error(item, path + ".pattern", "is required");
     TY_ASSIGN_OR_RETURN(p.pattern, r.String(item["pattern"], path + ".pattern"));
-    try {
-      std::regex test(p.pattern, std::regex::extended);
-    } catch (const std::regex_error& e) {
-      return r.Error(
-          item["pattern"], path + ".pattern",
-          "is not a valid POSIX extended regular expression (" + std::string(e.what()) + ")");
+    if (auto compiled = BoundedRegex::Compile(p.pattern, path + ".pattern"); !compiled.ok()) {
+      // The message names the field already; Error adds the file and line.
+      std::string why = compiled.status().message();
+      return r.Error(item["pattern"], path + ".pattern", why.substr(path.size() + 9));
     }
     std::string action = "fail";
     if (item["action"]) {
@@ -172,9 +204,11 @@ Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
   JobSpec spec;
   if (!root["name"]) return r.Error(root, "name", "is required");
   TY_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
+  TY_RETURN_IF_ERROR(MaxBytes(r, root["name"], "name", spec.name, 128));
   TY_RETURN_IF_ERROR(ValidName(r, root["name"], "name", spec.name));
   if (auto v = root["project"]; v) {
     TY_ASSIGN_OR_RETURN(spec.project, r.String(v, "project"));
+    TY_RETURN_IF_ERROR(MaxBytes(r, v, "project", spec.project, 128));
     TY_RETURN_IF_ERROR(ValidName(r, v, "project", spec.project));
   }
   if (auto v = root["experiment"]; v) {
@@ -187,36 +221,77 @@ Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
   if (const YAML::Node c = root["command"]; c.IsSequence()) {
     // A list is an argv: each element is quoted for the shell.
     if (c.size() == 0) return r.Error(c, "command", "must not be empty");
+    if (c.size() > kMaxCommandArgs) {
+      return r.Error(c, "command",
+                     "must have at most " + std::to_string(kMaxCommandArgs) + " arguments (got " +
+                         std::to_string(c.size()) + ")");
+    }
     for (size_t i = 0; i < c.size(); ++i) {
       TY_ASSIGN_OR_RETURN(std::string arg, r.String(c[i], "command[" + std::to_string(i) + "]"));
       std::string quoted = "'";
       for (char ch : arg) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
       quoted += "'";
       spec.command += (i ? " " : "") + quoted;
+      if (spec.command.size() > kMaxCommandBytes) {
+        return r.Error(c, "command",
+                       "must be at most " + std::to_string(kMaxCommandBytes) +
+                           " bytes once quoted for the shell; put a long script in a file and "
+                           "run that");
+      }
     }
   } else {
     TY_ASSIGN_OR_RETURN(spec.command, r.String(c, "command"));
+    if (spec.command.size() > kMaxCommandBytes) {
+      return r.Error(c, "command",
+                     "must be at most " + std::to_string(kMaxCommandBytes) + " bytes (got " +
+                         std::to_string(spec.command.size()) +
+                         "); put a long script in a file and run that");
+    }
     if (spec.command.find_first_not_of(" \t\n") == std::string::npos) {
       return r.Error(c, "command", "must not be empty");
     }
   }
   if (auto v = root["env"]; v) {
     if (!v.IsMap()) return r.Error(v, "env", "must be a mapping of variable names to values");
-    static const std::regex kVar("[A-Za-z_][A-Za-z0-9_]*");
+    if (v.size() > kMaxEnvVars) {
+      return r.Error(v, "env",
+                     "must have at most " + std::to_string(kMaxEnvVars) + " variables (got " +
+                         std::to_string(v.size()) + ")");
+    }
+    size_t env_bytes = 0;
     for (const auto& kv : v) {
       std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-      if (!std::regex_match(key, kVar)) {
+      if (key.size() > kMaxEnvNameBytes) {
         return r.Error(kv.first, "env",
-                       "keys must be environment variable names (got \"" + key + "\")");
+                       "keys must be at most " + std::to_string(kMaxEnvNameBytes) +
+                           " bytes (got one of " + std::to_string(key.size()) + ": \"" +
+                           Abbreviate(key, 40) + "\")");
+      }
+      if (!IsEnvName(key)) {
+        return r.Error(
+            kv.first, "env",
+            "keys must be environment variable names (got \"" + Abbreviate(key, 100) + "\")");
       }
       if (!kv.second.IsScalar()) {
         return r.Error(kv.second, "env." + key, "must be a string, number or boolean");
+      }
+      TY_RETURN_IF_ERROR(
+          MaxBytes(r, kv.second, "env." + key, kv.second.Scalar(), kMaxEnvValueBytes));
+      env_bytes += key.size() + kv.second.Scalar().size();
+      if (env_bytes > kMaxEnvTotalBytes) {
+        return r.Error(v, "env",
+                       "must total at most " + std::to_string(kMaxEnvTotalBytes) +
+                           " bytes of names and values");
       }
       spec.env[key] = kv.second.Scalar();
     }
   }
   if (auto v = root["working_dir"]; v) {
     TY_ASSIGN_OR_RETURN(spec.working_dir, r.String(v, "working_dir"));
+    TY_RETURN_IF_ERROR(MaxBytes(r, v, "working_dir", spec.working_dir, kMaxWorkingDirBytes));
+    if (spec.working_dir.find('\0') != std::string::npos) {
+      return r.Error(v, "working_dir", "must not contain a NUL byte");
+    }
   }
   if (auto v = root["resources"]; v) TY_RETURN_IF_ERROR(ReadResources(r, v, spec.resources));
   if (auto v = root["processes_per_node"]; v) {
@@ -231,6 +306,7 @@ Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
   }
   if (auto v = root["queue"]; v) {
     TY_ASSIGN_OR_RETURN(spec.queue, r.String(v, "queue"));
+    TY_RETURN_IF_ERROR(MaxBytes(r, v, "queue", spec.queue, 128));
     TY_RETURN_IF_ERROR(ValidName(r, v, "queue", spec.queue));
   }
   if (auto v = root["preemptible"]; v) {
@@ -299,6 +375,24 @@ Result<JobSpec> ParseJobSpec(std::string_view text, std::string_view filename) {
 Result<JobSpec> ParseJobSpecJson(const json::value& spec) {
   if (!spec.is_object()) {
     return Status::InvalidArgument("spec must be an object (got " + DescribeJson(spec) + ")");
+  }
+  // Sizes first, naming the field: YAML refuses keys over 1024 characters with a vaguer error,
+  // and the whole document has a limit of its own.
+  const json::object& o = spec.as_object();
+  if (const json::value* c = o.if_contains("command");
+      c && c->is_string() && c->as_string().size() > kMaxCommandBytes) {
+    return Status::InvalidArgument("command must be at most " + std::to_string(kMaxCommandBytes) +
+                                   " bytes (got " + std::to_string(c->as_string().size()) +
+                                   "); put a long script in a file and run that");
+  }
+  if (const json::value* env = o.if_contains("env"); env && env->is_object()) {
+    for (const auto& kv : env->as_object()) {
+      if (kv.key().size() > kMaxEnvNameBytes) {
+        return Status::InvalidArgument(
+            "env keys must be at most " + std::to_string(kMaxEnvNameBytes) + " bytes (got one of " +
+            std::to_string(kv.key().size()) + ": \"" + Abbreviate(kv.key(), 40) + "\")");
+      }
+    }
   }
   return ParseJobSpec(json::serialize(spec), "");
 }

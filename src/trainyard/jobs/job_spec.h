@@ -8,6 +8,7 @@
 // A JobSpec is a plain value; ToJson/ParseJobSpec round-trip it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,7 +30,20 @@ struct JobResources {
 enum class FailureAction { kFail, kAvoidNode, kRetry };
 std::string_view FailureActionName(FailureAction a);
 
-// A regular expression matched against the tail of the failed attempt's logs.
+// Size limits of a spec's fields; a spec over one is InvalidArgument naming the field and the
+// limit (the whole document has a limit of 1 MiB). They keep one submit from costing the server
+// unbounded memory or time.
+inline constexpr size_t kMaxCommandBytes = 128 << 10;
+inline constexpr size_t kMaxCommandArgs = 4096;
+inline constexpr size_t kMaxEnvVars = 1024;
+inline constexpr size_t kMaxEnvNameBytes = 256;
+inline constexpr size_t kMaxEnvValueBytes = 64 << 10;
+inline constexpr size_t kMaxEnvTotalBytes = 512 << 10;
+inline constexpr size_t kMaxWorkingDirBytes = 4096;
+inline constexpr size_t kMaxFailurePolicies = 64;
+// Failure policy patterns: PCRE2 syntax, at most BoundedRegex::kMaxPatternBytes (1024) bytes.
+
+// A regular expression (PCRE2 syntax) matched against the tail of the failed attempt's logs.
 struct FailurePolicy {
   std::string pattern;
   FailureAction action = FailureAction::kFail;

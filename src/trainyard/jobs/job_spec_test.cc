@@ -146,6 +146,84 @@ TEST(JobSpecTest, JsonRejectsWrongTypesNamingTheField) {
   ASSERT_FALSE(spec.ok());
 }
 
+// Issue 13: a 50,000-character env key crashed the server (a recursive std::regex_match).
+TEST(JobSpecTest, OversizedFieldsAreErrorsNamingFieldAndLimit) {
+  auto with = [](const std::string& key, json::value v) {
+    json::object o{{"name", "a"}, {"command", "x"}};
+    o[key] = std::move(v);
+    return ParseJobSpecJson(o);
+  };
+  auto spec = with("env", json::object{{std::string(50000, 'A'), "1"}});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_TRUE(spec.status().IsInvalidArgument());
+  EXPECT_NE(spec.status().message().find("env keys must be at most 256 bytes"), std::string::npos)
+      << spec.status().message();
+  EXPECT_LT(spec.status().message().size(), 300u);  // the key is not echoed whole
+
+  spec = with("env", json::object{{std::string(200, 'A') + "-", "1"}});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("environment variable names"), std::string::npos);
+  EXPECT_TRUE(with("env", json::object{{"_OK_1", "1"}}).ok());
+  EXPECT_FALSE(with("env", json::object{{"1BAD", "1"}}).ok());
+
+  spec = with("env", json::object{{"BIG", std::string(100 << 10, 'v')}});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("env.BIG must be at most 65536 bytes"), std::string::npos);
+
+  json::object many;
+  for (int i = 0; i < 2000; ++i) many["V" + std::to_string(i)] = "1";
+  spec = with("env", many);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("env must have at most 1024 variables"),
+            std::string::npos);
+
+  spec = ParseJobSpecJson(json::object{{"name", "a"}, {"command", std::string(1 << 20, 'x')}});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("command must be at most 131072 bytes"), std::string::npos)
+      << spec.status().message();
+
+  spec = with("working_dir", json::string(5000, 'd'));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("working_dir must be at most 4096 bytes"),
+            std::string::npos);
+
+  spec = with("project", json::string(300, 'p'));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("project must be at most 128 bytes"), std::string::npos);
+
+  spec = with("experiment", json::string(600, 'e'));
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("experiment must be"), std::string::npos);
+
+  spec = with("failure_policies", json::array{json::object{{"pattern", std::string(2000, 'a')}}});
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("failure_policies[0].pattern must be at most 1024 bytes"),
+            std::string::npos)
+      << spec.status().message();
+
+  spec = ParseJobSpec("name: a\ncommand: " + std::string(200 << 10, 'x') + "\n", "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("job.yaml:2: command must be at most 131072 bytes"),
+            std::string::npos)
+      << spec.status().message();
+
+  spec = ParseJobSpec(std::string(3 << 20, '#'), "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("larger than 1 MiB"), std::string::npos);
+}
+
+TEST(JobSpecTest, FailurePolicyPatternsAreCheckedAtSubmit) {
+  auto spec = ParseJobSpec(
+      "name: a\ncommand: x\nfailure_policies:\n  - pattern: \"ok\"\n  - pattern: \"NCCL (error\"\n",
+      "job.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_TRUE(spec.status().IsInvalidArgument());
+  EXPECT_NE(spec.status().message().find("job.yaml:5: failure_policies[1].pattern is not a valid "
+                                         "regular expression"),
+            std::string::npos)
+      << spec.status().message();
+}
+
 TEST(JobSpecTest, DurationsAndSizes) {
   EXPECT_EQ(*ParseDurationMs("90"), 90000);
   EXPECT_EQ(*ParseDurationMs("1.5"), 1500);

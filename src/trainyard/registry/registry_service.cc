@@ -777,6 +777,43 @@ Result<std::string> RegistryService::ResolveRegistryUri(const std::string& uri) 
   return latest.back().storage_location;
 }
 
+// A model version's source is read later (serving, downloads) with the server's rights, so, as
+// MLflow's server does, only the server's own stores are accepted: runs:/, models:/, the
+// artifact store (mlflow-artifacts:) and S3 URIs; never a local path (file:, absolute or
+// relative) and never a '..' component, even percent-encoded.
+namespace {
+Status ValidateSourceUri(const std::string& source) {
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("source " + Quoted(Abbreviate(source, 200)) + " " + why +
+                                   "; use runs:/<run_id>/<path>, models:/<model>, "
+                                   "mlflow-artifacts:/<path> or s3://<bucket>/<path>");
+  };
+  for (char c : source) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return bad("contains a control character");
+  }
+  std::string lower = ToLower(source);
+  bool allowed = StartsWith(lower, "runs:/") || StartsWith(lower, "models:/") ||
+                 StartsWith(lower, "mlflow-artifacts:") || StartsWith(lower, "s3://");
+  if (!allowed) {
+    return bad(StartsWith(lower, "file:") || StartsWith(source, "/") ||
+                       source.find("://") == std::string::npos
+                   ? "is a local path, which the server does not accept"
+                   : "is not in a store the server accepts");
+  }
+  std::string decoded = UrlDecode(source, false).value_or(source);
+  for (const std::string& text : {source, decoded}) {
+    size_t scheme = text.find(':');
+    std::string path = scheme == std::string::npos ? text : text.substr(scheme + 1);
+    std::replace(path.begin(), path.end(), '\\', '/');
+    for (const std::string& seg : SplitString(path, '/')) {
+      if (seg == "..") return bad("must not contain '..' components");
+    }
+  }
+  return Status::Ok();
+}
+}  // namespace
+
 Result<RegistryService::ResolvedSource> RegistryService::ResolveSource(
     const CreateModelVersionRequest& request) {
   ResolvedSource out{request.source, request.source, request.run_id, request.model_id};
@@ -799,6 +836,7 @@ Result<RegistryService::ResolvedSource> RegistryService::ResolveSource(
   if (out.source.empty()) {
     return Status::InvalidArgument("missing required field 'source' (or give 'model_id')");
   }
+  TY_RETURN_IF_ERROR(ValidateSourceUri(out.source));
   if (StartsWith(out.source, "models:/")) {
     std::string rest = out.source.substr(8);
     while (StartsWith(rest, "/")) rest.erase(0, 1);

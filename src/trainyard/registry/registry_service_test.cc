@@ -217,6 +217,20 @@ TEST_P(RegistryServiceTest, VersionsAreNumberedPerModelAndNeverReused) {
   EXPECT_ERROR(registry_->GetModelVersion("a", 2), StatusCode::kNotFound, "no version 2");
   EXPECT_ERROR(registry_->GetModelVersion("zz", 1), StatusCode::kNotFound, "'zz'");
   EXPECT_ERROR(registry_->DeleteModelVersion("a", 2), StatusCode::kNotFound, "no version 2");
+
+  // Issue 13: sources outside the server's stores are refused, as MLflow's server does.
+  for (const char* bad :
+       {"file:///etc/passwd", "/etc/passwd", "model/dir", "mlflow-artifacts:/1/../../etc",
+        "mlflow-artifacts:/1/%2e%2e/x", "s3://b/a/../../c", "http://evil/x", "ftp://h/x",
+        "mlflow-artifacts:/1/a\nb"}) {
+    EXPECT_ERROR(registry_->CreateModelVersion("alice", {.name = "a", .source = bad}),
+                 StatusCode::kInvalidArgument, "source");
+  }
+  TY_ASSERT_OK_AND_ASSIGN(
+      ModelVersion ok,
+      registry_->CreateModelVersion(
+          "alice", {.name = "a", .source = "mlflow-artifacts:/1/abc/artifacts/model"}));
+  EXPECT_EQ(ok.source, "mlflow-artifacts:/1/abc/artifacts/model");
 }
 
 TEST_P(RegistryServiceTest, VersionTagsAndDescription) {

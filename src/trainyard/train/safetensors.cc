@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "trainyard/common/checked.h"
 #include "trainyard/common/json.h"
 
 namespace trainyard::train {
@@ -249,13 +250,9 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
     size_t elem = SafetensorsDtypeSize(t.dtype);
     if (elem == 0)
       return Status::InvalidArgument("tensor " + t.name + ": unknown dtype " + t.dtype);
-    uint64_t bytes = elem;
+    TY_ASSIGN_OR_RETURN(uint64_t bytes, ShapeBytes(elem, t.shape, "shape of tensor " + t.name));
     json::array shape;
-    for (int64_t d : t.shape) {
-      if (d < 0) return Status::InvalidArgument("tensor " + t.name + " has a negative dim");
-      bytes *= static_cast<uint64_t>(d);
-      shape.push_back(d);
-    }
+    for (int64_t d : t.shape) shape.push_back(d);
     if (bytes != t.data.size()) {
       return Status::InvalidArgument("tensor " + t.name + " has " + std::to_string(t.data.size()) +
                                      " bytes but its dtype and shape need " +

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
+#include "trainyard/common/strings.h"
 #include "trainyard/common/yaml_reader.h"
 
 namespace trainyard::train {
@@ -122,15 +122,24 @@ Status ReadLora(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
                          ConfigReader::Describe(v) + ")");
     }
     c.lora_target_modules.clear();
-    static const std::regex kModule("[A-Za-z0-9_.]{1,128}");
+    // [A-Za-z0-9_.]{1,128}, as a loop: no regex on user input.
+    auto valid_module = [](const std::string& name) {
+      if (name.empty() || name.size() > 128) return false;
+      for (char ch : name) {
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '.';
+        if (!ok) return false;
+      }
+      return true;
+    };
     for (size_t i = 0; i < v.size(); ++i) {
       std::string path = "lora.target_modules[" + std::to_string(i) + "]";
       TY_ASSIGN_OR_RETURN(std::string name, r.String(v[i], path));
-      if (!std::regex_match(name, kModule)) {
+      if (!valid_module(name)) {
         return r.Error(v[i], path,
                        "must be a module name of letters, digits, '_' and '.' such as q_proj "
                        "(got \"" +
-                           name + "\")");
+                           Abbreviate(name, 140) + "\")");
       }
       c.lora_target_modules.push_back(std::move(name));
     }
@@ -253,8 +262,11 @@ Status ReadTraining(const ConfigReader& r, const YAML::Node& root, TrainConfig& 
   }
   if (auto v = t["device"]) {
     TY_ASSIGN_OR_RETURN(c.device, r.String(v, "training.device"));
-    static const std::regex kDevice("auto|cpu|cuda|cuda:[0-9]{1,3}");
-    if (!std::regex_match(c.device, kDevice)) {
+    // auto|cpu|cuda|cuda:[0-9]{1,3}
+    const std::string& d = c.device;
+    bool cuda_n = d.size() >= 6 && d.size() <= 8 && d.compare(0, 5, "cuda:") == 0 &&
+                  d.find_first_not_of("0123456789", 5) == std::string::npos;
+    if (d != "auto" && d != "cpu" && d != "cuda" && !cuda_n) {
       return r.Error(v, "training.device",
                      "must be auto, cpu, cuda or cuda:N (got " + ConfigReader::Describe(v) + ")");
     }

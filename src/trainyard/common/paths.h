@@ -1,0 +1,35 @@
+// Paths named by users and jobs (artifact paths, checkpoint blob names), and writing them
+// beneath a directory without escaping it.
+//
+// A safe relative path is: non-empty, at most `max_bytes` long, '/'-separated segments of at
+// most 255 bytes, no leading '/', no empty, '.' or '..' segment (so no "a//b" or trailing '/'),
+// no NUL, '\' or other control character.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "trainyard/common/status.h"
+
+namespace trainyard {
+
+inline constexpr size_t kMaxRelativePathBytes = 4096;
+inline constexpr size_t kMaxPathSegmentBytes = 255;
+
+// Ok when `path` is a safe relative path; otherwise InvalidArgument naming `field`.
+Status ValidateRelativePath(std::string_view path, std::string_view field,
+                            size_t max_bytes = kMaxRelativePathBytes);
+
+// Writes `data` to `rel` (a safe relative path) beneath the directory `root`, creating the
+// directories between. Every component is opened with O_NOFOLLOW relative to its parent, so a
+// symbolic link planted anywhere below `root` is refused (InvalidArgument), never followed out
+// of it. The file is written to a temporary name and renamed into place (which replaces a link
+// at the final name instead of writing through it).
+Status WriteFileBeneath(const std::string& root, std::string_view rel, std::string_view data);
+
+// Renames `from_rel` beneath `from_root` to `to_rel` beneath `to_root`, with the same rules.
+Status RenameBeneath(const std::string& from_root, std::string_view from_rel,
+                     const std::string& to_root, std::string_view to_rel);
+
+}  // namespace trainyard
