@@ -208,13 +208,14 @@ class ServerFactory:
         self.request = request
         self.servers: list[TrainyardServer] = []
 
-    def new(self, extra_args: list[str] | None = None) -> TrainyardServer:
+    def new(self, extra_args: list[str] | None = None,
+            single_user: bool = True) -> TrainyardServer:
         data_dir = self.base / f"server-{len(self.servers)}-{uuid.uuid4().hex[:6]}"
         db_url = None
         if self.backend == "postgresql":
             db_url = self.request.getfixturevalue("pg_cluster").create_database()
         server = TrainyardServer(data_dir=data_dir, backend=self.backend, db_url=db_url,
-                                 extra_args=extra_args or [])
+                                 extra_args=extra_args or [], single_user=single_user)
         self.servers.append(server)
         return server.start()
 

@@ -17,12 +17,13 @@ import time
 import pytest
 import requests
 
-from conftest import TRAINYARD_BIN
+from conftest import TRAINYARD_BIN, ServerFactory
 
 API = "/api/trainyard/v1"
 MLFLOW = "/api/2.0/mlflow"
 PY = "/usr/bin/python3"
-OS_USERS = {"alice": "ty-priv-alice", "bob": "ty-priv-bob", "carol": "ty-priv-carol"}
+OS_USERS = {"alice": "ty-priv-alice", "bob": "ty-priv-bob", "carol": "ty-priv-carol",
+            "admin": "ty-priv-admin"}
 
 
 def _remove_os_user(name: str) -> None:
@@ -44,6 +45,16 @@ def os_users():
             _remove_os_user(name)
 
 
+@pytest.fixture(scope="module")
+def server(backend, tmp_path_factory, request):
+    """A multi-user server (the tests run as root): every job runs as its owner's OS account."""
+    factory = ServerFactory(tmp_path_factory.mktemp(f"srv-priv-{backend}"), backend, request)
+    try:
+        yield factory.new(single_user=False)
+    finally:
+        factory.close()
+
+
 class Env:
     """The server and a session per user."""
 
@@ -51,6 +62,8 @@ class Env:
         self.server = server
         self.admin = server.session()
         self.tokens = {}
+        r = self.admin.patch(server.api(f"{API}/users/admin"), json={"os_user": os_users["admin"]})
+        assert r.status_code == 200, r.text
         for user in ("alice", "bob"):
             self.tokens[user] = self.create_user(user, os_users[user])
         self.alice = server.session(self.tokens["alice"])
@@ -59,9 +72,6 @@ class Env:
     def create_user(self, name: str, os_user: str) -> str:
         url = self.server.api(f"{API}/users")
         r = self.admin.post(url, json={"name": name, "os_user": os_user})
-        if r.status_code == 400 and "os_user" in r.text:
-            # A server without OS-user mapping: the plain user is enough here.
-            r = self.admin.post(url, json={"name": name})
         assert r.status_code == 200, r.text
         r = self.admin.post(self.server.api(f"{API}/tokens"), json={"user": name})
         assert r.status_code == 200, r.text
