@@ -182,4 +182,27 @@ Status RenameBeneath(const std::string& from_root, std::string_view from_rel,
   return Status::Ok();
 }
 
+std::string ReadFileTailSafely(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    return "";
+  }
+  auto size = static_cast<uint64_t>(st.st_size);
+  uint64_t start = size > max_bytes ? size - max_bytes : 0;
+  std::string out(static_cast<size_t>(size - start), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(start + got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return out;
+}
+
 }  // namespace trainyard

@@ -32,4 +32,9 @@ Status WriteFileBeneath(const std::string& root, std::string_view rel, std::stri
 Status RenameBeneath(const std::string& from_root, std::string_view from_rel,
                      const std::string& to_root, std::string_view to_rel);
 
+// The last `max_bytes` of the file at `path`, for files a job controls (its logs): never
+// follows a link, never blocks on a FIFO, reads only regular files, and reads at most
+// `max_bytes`. "" when the file is missing, empty or not a regular file.
+std::string ReadFileTailSafely(const std::string& path, size_t max_bytes);
+
 }  // namespace trainyard

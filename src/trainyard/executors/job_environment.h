@@ -10,7 +10,11 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+
+#include "trainyard/common/os_account.h"
+#include "trainyard/common/status.h"
 
 namespace trainyard::executors {
 
@@ -22,6 +26,13 @@ struct JobEnvironmentBasics {
   std::string lang;     // "" = not set
   std::string tmp_dir;  // "" = not set
 };
+
+// The basics for a job that runs as `os_user` ("" = the server's own account), with the
+// server's LANG and `tmp_dir`. FailedPrecondition when `os_user` is root; `account`, when
+// given, receives the looked-up account (left empty for the server's own).
+Result<JobEnvironmentBasics> JobEnvironmentBasicsFor(const std::string& os_user,
+                                                     const std::string& tmp_dir,
+                                                     std::optional<OsAccount>* account = nullptr);
 
 std::map<std::string, std::string> JobEnvironment(
     const JobEnvironmentBasics& basics, const std::map<std::string, std::string>& job_env);

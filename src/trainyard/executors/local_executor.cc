@@ -134,22 +134,8 @@ class LocalExecutor final : public Executor {
                                         "); set the local executor's shim_path to the trainyard "
                                         "binary");
     }
-    JobEnvironmentBasics basics;
-    if (!launch.os_user.empty()) {
-      auto account = LookupOsAccount(launch.os_user);
-      if (!account.ok()) return account.status();
-      if (account->uid == 0) {
-        return Status::FailedPrecondition("OS account '" + launch.os_user +
-                                          "' is root; jobs never run as root");
-      }
-      basics.user = account->name;
-      basics.home = account->home;
-    } else if (auto self = CurrentOsAccount(); self.ok()) {
-      basics.user = self->name;
-      basics.home = self->home;
-    }
-    if (const char* lang = getenv("LANG")) basics.lang = lang;
-    basics.tmp_dir = launch.tmp_dir;
+    TY_ASSIGN_OR_RETURN(JobEnvironmentBasics basics,
+                        JobEnvironmentBasicsFor(launch.os_user, launch.tmp_dir));
     int master_port = launch.master_port;
     if (master_port == 0) {
       TY_ASSIGN_OR_RETURN(master_port, PickFreeLocalPort());

@@ -22,6 +22,7 @@
 
 #include "trainyard/common/log.h"
 #include "trainyard/common/os_account.h"
+#include "trainyard/common/paths.h"
 #include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/job_environment.h"
@@ -224,30 +225,8 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
   return result;
 }
 
-// The last `max_bytes` of a file the job may control (its logs, node and exit records): no
-// following a link, no blocking on a FIFO, only regular files, a bounded read.
-std::string ReadSmallFile(const fs::path& p, size_t max_bytes = 1 << 16) {
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return "";
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-    ::close(fd);
-    return "";
-  }
-  auto size = static_cast<uint64_t>(st.st_size);
-  uint64_t start = size > max_bytes ? size - max_bytes : 0;
-  std::string out(static_cast<size_t>(size - start), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(start + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  out.resize(got);
-  return out;
-}
+// A file the job may control (its logs, node and exit records).
+std::string ReadSmallFile(const fs::path& p) { return ReadFileTailSafely(p.string(), 1 << 16); }
 
 Status WriteFileAtomically(const fs::path& p, const std::string& text, bool executable) {
   fs::path tmp = p;
@@ -357,21 +336,8 @@ class SlurmExecutor final : public Executor {
     }
     // Multi-user mode: the job is submitted as its account, so Slurm runs it as that uid.
     std::optional<OsAccount> account;
-    JobEnvironmentBasics basics;
-    if (!launch.os_user.empty()) {
-      TY_ASSIGN_OR_RETURN(account, LookupOsAccount(launch.os_user));
-      if (account->uid == 0) {
-        return Status::FailedPrecondition("OS account '" + launch.os_user +
-                                          "' is root; jobs never run as root");
-      }
-      basics.user = account->name;
-      basics.home = account->home;
-    } else if (auto self = CurrentOsAccount(); self.ok()) {
-      basics.user = self->name;
-      basics.home = self->home;
-    }
-    if (const char* lang = getenv("LANG")) basics.lang = lang;
-    basics.tmp_dir = launch.tmp_dir;
+    TY_ASSIGN_OR_RETURN(JobEnvironmentBasics basics,
+                        JobEnvironmentBasicsFor(launch.os_user, launch.tmp_dir, &account));
     // sbatch hands its own environment to the job: only the basics, never the server's (the
     // job's variables are exported by the batch script).
     std::map<std::string, std::string> sbatch_env = JobEnvironment(basics, {});

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "trainyard/common/os_account.h"
+#include "trainyard/common/paths.h"
 #include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
 
@@ -182,31 +183,6 @@ std::vector<std::string> StringsFromJson(const std::string& text) {
   for (const auto& s : v.as_array()) {
     if (s.is_string()) out.emplace_back(s.as_string());
   }
-  return out;
-}
-
-// The last `max_bytes` of a job's log. The job controls the file, so: no following a link, no
-// blocking on a FIFO, only regular files, and a bounded read.
-std::string ReadTail(const std::string& path, size_t max_bytes) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return "";
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-    close(fd);
-    return "";
-  }
-  auto size = static_cast<uint64_t>(st.st_size);
-  uint64_t start = size > max_bytes ? size - max_bytes : 0;
-  std::string out(static_cast<size_t>(size - start), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(start + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fd);
-  out.resize(got);
   return out;
 }
 
@@ -1114,7 +1090,7 @@ void JobService::StopAttempt(Record& r, const std::string& state, const std::str
 std::optional<FailurePolicy> JobService::MatchFailurePolicy(const Record& r, const AttemptInfo& a) {
   std::string tail;
   for (int rank = 0; rank < a.ranks; ++rank) {
-    tail += ReadTail(a.log_dir + "/rank-" + std::to_string(rank) + ".log", kLogTailBytes);
+    tail += ReadFileTailSafely(a.log_dir + "/rank-" + std::to_string(rank) + ".log", kLogTailBytes);
     tail += "\n";
   }
   std::vector<FailurePolicy> policies = r.job.spec.failure_policies;
