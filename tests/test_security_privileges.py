@@ -315,11 +315,21 @@ def test_disabled_and_deleted_users_tokens_stop_at_once(env, server, os_users):
     assert users["carol"]["disabled"] is True
     assert env.cli("users", "enable", "carol").returncode == 0
     assert s.get(env.url(f"{API}/whoami")).status_code == 200
+    # What carol held must not pass to a later user of the same name.
+    assert env.cli("projects", "create", "priv-carol").returncode == 0
+    assert env.cli("projects", "add-member", "priv-carol", "carol").returncode == 0
+    r = env.cli("secrets", "create", "priv-carol-key", token=carol, stdin="carol-value\n")
+    assert r.returncode == 0, r.stderr
     r = env.cli("users", "delete", "carol")
     assert r.returncode == 0, r.stderr
     assert s.get(env.url(f"{API}/whoami")).status_code == 401
     names = [u["name"] for u in env.admin.get(env.url(f"{API}/users")).json()["users"]]
     assert "carol" not in names
+    new_carol = env.create_user("carol", os_users["carol"])
+    project = env.admin.get(env.url(f"{API}/projects/priv-carol")).json()["project"]
+    assert "carol" not in project["members"], project
+    assert "priv-carol-key" not in env.cli("secrets", "list", token=new_carol).stdout
+    assert "priv-carol-key" not in env.admin.get(env.url(f"{API}/secrets")).text
     # Admins cannot lock themselves out.
     assert env.admin.delete(env.url(f"{API}/users/admin")).status_code == 400
 

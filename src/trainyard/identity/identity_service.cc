@@ -354,8 +354,13 @@ Status IdentityService::DeleteUser(const Principal& who, const std::string& name
                            .status());
     return tx.Exec("DELETE FROM grants WHERE principal = ?", {name}).status();
   });
-  if (s.ok()) InvalidateCache();
-  return s;
+  if (!s.ok()) return s;
+  InvalidateCache();
+  if (user_deleted_listener_) {
+    return user_deleted_listener_(name).WithContext("user '" + name +
+                                                    "' was deleted, but dropping what they held");
+  }
+  return Status::Ok();
 }
 
 Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(

@@ -140,6 +140,13 @@ class IdentityService {
   // keep their owner's name). Neither applies to oneself.
   Status SetUserDisabled(const Principal& who, const std::string& name, bool disabled);
   Status DeleteUser(const Principal& who, const std::string& name);
+  // Called after a user is deleted, so that the services that keep something per user
+  // (project memberships, secrets) drop it: a later user of the same name must not inherit
+  // it. Set once, before requests are served.
+  using UserDeletedListener = std::function<Status(const std::string& user)>;
+  void SetUserDeletedListener(UserDeletedListener listener) {
+    user_deleted_listener_ = std::move(listener);
+  }
   // Returns the new token's secret (shown once) and its info.
   Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
                                                         const std::string& user,
@@ -201,6 +208,7 @@ class IdentityService {
   Clock& clock_;
   Random& random_;
   ScopeWritePolicy scope_write_policy_;
+  UserDeletedListener user_deleted_listener_;
 
   std::mutex cache_mu_;
   std::unordered_map<std::string, CachedPrincipal> cache_;  // by token hash; guarded

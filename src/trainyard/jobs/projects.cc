@@ -141,6 +141,12 @@ Status ProjectService::RemoveMember(const identity::Principal& who, const std::s
   });
 }
 
+Status ProjectService::ForgetUser(const std::string& user) {
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    return tx.Exec("DELETE FROM project_members WHERE user_name = ?", {user}).status();
+  });
+}
+
 Status ProjectService::SetCeiling(const identity::Principal& who, const std::string& project,
                                   int ceiling) {
   TY_RETURN_IF_ERROR(CheckAdmin(who, "set a project's priority ceiling"));

@@ -57,6 +57,8 @@ class ProjectService {
   Status AuthorizeSubmit(const identity::Principal& who, const std::string& project, int priority);
   // Members (and everyone, for an open project) see a project's jobs' env and logs.
   Result<bool> IsMember(const std::string& user, const std::string& project);
+  // Removes `user` from every project (the user was deleted).
+  Status ForgetUser(const std::string& user);
 
  private:
   Status CheckAdmin(const identity::Principal& who, std::string_view what);

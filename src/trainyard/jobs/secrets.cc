@@ -145,6 +145,12 @@ Status SecretService::Delete(const identity::Principal& who, const std::string& 
   });
 }
 
+Status SecretService::ForgetUser(const std::string& user) {
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    return tx.Exec("DELETE FROM secrets WHERE owner = ?", {user}).status();
+  });
+}
+
 Status SecretService::CheckUse(const std::string& user, const std::string& name) {
   TY_ASSIGN_OR_RETURN(SecretInfo info, Load(name, nullptr));
   if (info.owner == user) return Status::Ok();

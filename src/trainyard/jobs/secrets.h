@@ -46,6 +46,8 @@ class SecretService {
   Result<std::vector<SecretInfo>> List(const identity::Principal& who);
   // Its owner or an admin.
   Status Delete(const identity::Principal& who, const std::string& name);
+  // Deletes every secret `user` owns (the user was deleted).
+  Status ForgetUser(const std::string& user);
   // Whether `user` may use secret `name` in a job (its owner, or a member of its project).
   Status CheckUse(const std::string& user, const std::string& name);
   // The value, for `user`'s job at launch (CheckUse applies).

@@ -197,6 +197,11 @@ Status Server::InitJobs() {
       std::make_unique<jobs::JobService>(*db_, clock_, random_, *identity_, *tracking_, *executor_,
                                          std::move(prices), std::move(pool), options);
   jobs::SecretService* secrets = secrets_.get();
+  jobs::ProjectService* projects = projects_.get();
+  identity_->SetUserDeletedListener([projects, secrets](const std::string& user) -> Status {
+    TY_RETURN_IF_ERROR(projects->ForgetUser(user));
+    return secrets->ForgetUser(user);
+  });
   jobs_->SetSecretResolver([secrets](const std::string& owner, const std::string& name) {
     return secrets->Resolve(owner, name);
   });
