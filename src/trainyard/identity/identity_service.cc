@@ -387,8 +387,16 @@ Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(
   if (ttl_seconds) info.expires_at = info.created_at + *ttl_seconds * 1000;
   std::string secret = "ty_" + info.token_id + "_" + random_.Hex(20);
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(auto users, tx.Query("SELECT 1 FROM users WHERE name = ?", {user}));
+    TY_ASSIGN_OR_RETURN(auto users,
+                        tx.Query("SELECT disabled_at FROM users WHERE name = ?", {user}));
     if (users.empty()) return Status::NotFound("user '" + user + "' does not exist");
+    // Also what keeps a disabled user's queued jobs from starting: their launch needs one.
+    if (!users[0].IsNull(0)) {
+      return Status::FailedPrecondition("user '" + user +
+                                        "' is disabled; an admin enables it with 'trainyard "
+                                        "users enable " +
+                                        user + "'");
+    }
     store::Value expires = info.expires_at ? store::Value(*info.expires_at) : store::Value();
     auto r = tx.Exec(
         "INSERT INTO tokens (token_id, user_name, token_hash, description, created_at, "

@@ -150,6 +150,10 @@ TEST_F(IdentityTest, DisabledAndDeletedUsersTokensStopAtOnce) {
   auto users = ids_->ListUsers();
   ASSERT_TRUE(users.ok());
   for (const auto& u : *users) EXPECT_EQ(u.disabled, u.name == "alice") << u.name;
+  // No new token either, so a disabled user's queued job cannot launch.
+  Status no_token = ids_->CreateToken(admin, "alice", "job", {}, "job:j-2").status();
+  EXPECT_EQ(no_token.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(no_token.message().find("trainyard users enable alice"), std::string::npos);
   ASSERT_TRUE(ids_->SetUserDisabled(admin, "alice", false).ok());
   ASSERT_TRUE(ids_->Authenticate(token->first).ok());
   ASSERT_TRUE(ids_->Grant(admin, {"experiment", "7", "admin"}, "alice", Action::kEdit).ok());
