@@ -386,11 +386,26 @@ def test_slurm_job_is_submitted_as_its_owner(cluster, accounts):
         slurm_id = (private / "attempt-1" / "slurm-job-id").read_text().strip()
         assert cluster.job(slurm_id)["UserId"].startswith(
             f"ty-iso-alice({accounts['ty-iso-alice'].pw_uid})"), cluster.job(slurm_id)
-        # Cancelling goes through scancel as alice, which Slurm accepts for her own job.
-        job = alice.submit({"name": "slurm-cancel", "command": "echo started; exec sleep 300"})
+        # A setsid escapee leaves the step (the test cluster's proctrack/linuxproc loses it):
+        # the rank wrapper kills it when the workload ends.
+        job = alice.submit({"name": "slurm-escape", "command": ESCAPE + "; sleep 0.5"})
+        alice.wait_log(job["job_id"], "escaped", timeout=90)
+        work = Path(f"{server.data_dir}-jobs") / job["job_id"] / "work"
+        pid = int((work / "escapee").read_text())
+        assert pid_alive(pid)
+        alice.wait_state(job["job_id"], "succeeded", timeout=90)
+        wait_dead(pid, timeout=60)
+        # Cancelling goes through scancel as alice, which Slurm accepts for her own job, and
+        # ends what escaped from it too.
+        job = alice.submit({"name": "slurm-cancel",
+                            "command": ESCAPE + "; echo started; exec sleep 300"})
         alice.wait_log(job["job_id"], "started", timeout=90)
+        work = Path(f"{server.data_dir}-jobs") / job["job_id"] / "work"
+        pid = int((work / "escapee").read_text())
+        assert pid_alive(pid)
         alice.cancel(job["job_id"])
         alice.wait_state(job["job_id"], "cancelled", timeout=90)
+        wait_dead(pid, timeout=60)
     finally:
         server.stop()
 

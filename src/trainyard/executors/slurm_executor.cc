@@ -266,6 +266,12 @@ bool Failed(const RankExit& e) { return e.lost || e.exit_code != 0 || e.signal !
 // The rank wrapper, run by srun as every task: environment, node record, the workload in the
 // foreground (it gets Slurm's signals itself; traps are reset to default across exec), and the
 // exit file. The shell survives TERM/INT/HUP so it can record the result.
+//
+// Leftovers: the workload runs with a mark in its environment (TY_RANK_MARK, which its
+// processes inherit and the wrapper itself does not have). When it ends, the wrapper kills
+// every process of its account that still carries the mark: one that left the step with
+// `setsid` escapes Slurm's proctrack/linuxproc (proctrack/cgroup catches it anyway), but not
+// this. Until none is left, or 20 rounds (an escapee that forks as fast as it is killed).
 constexpr const char* kRankWrapper = R"SH(r=$SLURM_PROCID
 export RANK=$r ROLE_RANK=$r TRAINYARD_RANK=$r LOCAL_RANK=$SLURM_LOCALID
 export NODE_RANK=$SLURM_NODEID GROUP_RANK=$SLURM_NODEID
@@ -274,8 +280,20 @@ unset TY_NO_GPUS
 d=$TY_RANK_LOG_DIR
 printf '%s\n' "${SLURMD_NODENAME:-$(hostname)}" > "$d/rank-$r.node"
 trap : TERM INT HUP
-/bin/sh -c "$TY_RANK_COMMAND" < /dev/null
+mark="$SLURM_JOB_ID.$r"
+TY_RANK_MARK=$mark /bin/sh -c "$TY_RANK_COMMAND" < /dev/null
 s=$?
+round=0
+while [ "$round" -lt 20 ]; do
+  found=0
+  for p in /proc/[0-9]*; do
+    if tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "TY_RANK_MARK=$mark"; then
+      kill -KILL "${p#/proc/}" 2>/dev/null && found=1
+    fi
+  done
+  [ "$found" -eq 0 ] && break
+  round=$((round + 1))
+done
 sig=0
 if [ "$s" -gt 128 ] && [ "$s" -le 192 ]; then sig=$((s - 128)); fi
 printf '{"exit_code":%d,"signal":%d}\n' "$s" "$sig" > "$d/rank-$r.exit.tmp" &&
