@@ -1,7 +1,6 @@
 #include "trainyard/api/jobs_api.h"
 
-#include <fstream>
-
+#include "trainyard/common/paths.h"
 #include "trainyard/jobs/job_spec.h"
 
 namespace trainyard::api {
@@ -356,24 +355,20 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs, jobs::ProjectService& p
         std::string body;
         int64_t start = offset.value_or(0);
         int64_t consumed = -1;  // file bytes behind `body` when redaction changed its length
-        std::ifstream in(path, std::ios::binary);
-        if (in) {
-          in.seekg(0, std::ios::end);
-          int64_t size = in.tellg();
-          if (start > size) start = size;
-          in.seekg(start);
-          body.resize(static_cast<size_t>(std::min(limit, size - start)));
-          in.read(body.data(), static_cast<std::streamsize>(body.size()));
+        size_t longest = 0;     // read that much more, to redact a secret cut by the chunk's end
+        for (const auto& v : secret_values) longest = std::max(longest, v.size());
+        auto range = ReadFileRangeSafely(path, start, static_cast<size_t>(limit) + longest);
+        if (range.ok()) {
+          start = range->offset;
+          size_t body_bytes = std::min(range->data.size(), static_cast<size_t>(limit));
+          body = range->data.substr(0, body_bytes);
           if (!secret_values.empty()) {
-            size_t longest = 0;
-            for (const auto& v : secret_values) longest = std::max(longest, v.size());
-            std::string more(static_cast<size_t>(std::min<int64_t>(
-                                 static_cast<int64_t>(longest),
-                                 size - start - static_cast<int64_t>(body.size()))),
-                             '\0');
-            in.read(more.data(), static_cast<std::streamsize>(more.size()));
-            body = RedactSecrets(body, more, secret_values, consumed);
+            body = RedactSecrets(body, range->data.substr(body_bytes), secret_values, consumed);
           }
+        } else if (!range.status().IsNotFound()) {
+          return Status::FailedPrecondition("the log of rank " + std::to_string(rank) +
+                                            " is not a regular file (the job replaced it); it "
+                                            "is not served");
         }
         TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(id));
         http::Response r = http::Response::Text(200, std::move(body));

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -202,6 +203,37 @@ std::string ReadFileTailSafely(const std::string& path, size_t max_bytes) {
   }
   ::close(fd);
   out.resize(got);
+  return out;
+}
+
+Result<FileRange> ReadFileRangeSafely(const std::string& path, int64_t offset, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return Status::NotFound("no file " + path);
+    if (err == ELOOP) return Status::FailedPrecondition(path + " is a link; it is not read");
+    return Status::IOError("cannot open " + path + ": " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::FailedPrecondition(path + " is not a regular file; it is not read");
+  }
+  FileRange out;
+  out.file_size = static_cast<int64_t>(st.st_size);
+  out.offset = std::clamp<int64_t>(offset, 0, out.file_size);
+  out.data.resize(static_cast<size_t>(
+      std::min<uint64_t>(max_bytes, static_cast<uint64_t>(out.file_size - out.offset))));
+  size_t got = 0;
+  while (got < out.data.size()) {
+    ssize_t n = ::pread(fd, out.data.data() + got, out.data.size() - got,
+                        static_cast<off_t>(out.offset + static_cast<int64_t>(got)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.data.resize(got);
   return out;
 }
 

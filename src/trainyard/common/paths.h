@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -36,5 +37,16 @@ Status RenameBeneath(const std::string& from_root, std::string_view from_rel,
 // follows a link, never blocks on a FIFO, reads only regular files, and reads at most
 // `max_bytes`. "" when the file is missing, empty or not a regular file.
 std::string ReadFileTailSafely(const std::string& path, size_t max_bytes);
+
+// Up to `max_bytes` of the file at `path` from `offset` (clamped to its size), with the same
+// care: one open that never follows a link nor blocks on a FIFO, so a job that swaps its file
+// for a link between a check and the read cannot make the server read something else.
+// NotFound when missing; FailedPrecondition when not a regular file.
+struct FileRange {
+  std::string data;
+  int64_t offset = 0;  // where `data` starts: the requested offset, clamped to the size
+  int64_t file_size = 0;
+};
+Result<FileRange> ReadFileRangeSafely(const std::string& path, int64_t offset, size_t max_bytes);
 
 }  // namespace trainyard

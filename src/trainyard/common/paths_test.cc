@@ -1,6 +1,7 @@
 #include "trainyard/common/paths.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -74,6 +75,34 @@ TEST_F(BeneathTest, RefusesSymlinksOutOfTheRoot) {
   ASSERT_TRUE(WriteFileBeneath(dir, "src.txt", "y").ok());
   EXPECT_TRUE(RenameBeneath(dir, "src.txt", dir, "link/moved").IsInvalidArgument());
   EXPECT_FALSE(fs::exists(root_ / "outside" / "moved"));
+}
+
+TEST_F(BeneathTest, ReadsRangesAndTailsOfRegularFilesOnly) {
+  std::string file = (root_ / "dir" / "log").string();
+  ASSERT_TRUE(WriteFileBeneath((root_ / "dir").string(), "log", "0123456789").ok());
+  auto range = ReadFileRangeSafely(file, 3, 4);
+  ASSERT_TRUE(range.ok()) << range.status().ToString();
+  EXPECT_EQ(range->data, "3456");
+  EXPECT_EQ(range->offset, 3);
+  EXPECT_EQ(range->file_size, 10);
+  range = ReadFileRangeSafely(file, 50, 4);  // past the end: clamped, nothing read
+  ASSERT_TRUE(range.ok());
+  EXPECT_EQ(range->offset, 10);
+  EXPECT_EQ(range->data, "");
+  EXPECT_EQ(ReadFileTailSafely(file, 3), "789");
+
+  EXPECT_TRUE(
+      ReadFileRangeSafely((root_ / "dir" / "missing").string(), 0, 4).status().IsNotFound());
+  // A link (to the server's own files, say) and a FIFO (which would block) are refused.
+  ASSERT_TRUE(WriteFileBeneath((root_ / "outside").string(), "secret", "token").ok());
+  fs::create_symlink(root_ / "outside" / "secret", root_ / "dir" / "link");
+  std::string link = (root_ / "dir" / "link").string();
+  EXPECT_EQ(ReadFileRangeSafely(link, 0, 100).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadFileTailSafely(link, 100), "");
+  std::string fifo = (root_ / "dir" / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(ReadFileRangeSafely(fifo, 0, 100).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadFileTailSafely(fifo, 100), "");
 }
 
 TEST(CheckedTest, ShapeBytes) {
