@@ -406,6 +406,19 @@ def test_slurm_job_is_submitted_as_its_owner(cluster, accounts):
         alice.cancel(job["job_id"])
         alice.wait_state(job["job_id"], "cancelled", timeout=90)
         wait_dead(pid, timeout=60)
+        # After a restart the server adopts the running job and still cancels it as alice
+        # (the batch script's owner names the account).
+        job = alice.submit({"name": "slurm-adopted", "command": "echo started; exec sleep 300"})
+        alice.wait_log(job["job_id"], "started", timeout=90)
+        slurm_id = (Path(f"{server.data_dir}-jobs") / job["job_id"] / "attempt-1" /
+                    "slurm-job-id").read_text().strip()
+        server.restart()
+        alice.cancel(job["job_id"])
+        alice.wait_state(job["job_id"], "cancelled", timeout=90)
+        kills = [line for line in (cluster.dir / "log" / "slurmctld.log").read_text().splitlines()
+                 if "KILL" in line.upper() and f"JobId={slurm_id}" in line]
+        uid = accounts["ty-iso-alice"].pw_uid
+        assert kills and all(line.endswith(f"uid {uid}") for line in kills), kills
     finally:
         server.stop()
 

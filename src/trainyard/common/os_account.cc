@@ -57,17 +57,19 @@ Result<OsAccount> LookupOsAccount(const std::string& name) {
   return FromPasswd(pw);
 }
 
-Result<OsAccount> CurrentOsAccount() {
+Result<OsAccount> OsAccountOfUid(uid_t uid) {
   std::vector<char> buf(16384);
   passwd pw{};
   passwd* found = nullptr;
-  int err = getpwuid_r(geteuid(), &pw, buf.data(), buf.size(), &found);
+  int err = getpwuid_r(uid, &pw, buf.data(), buf.size(), &found);
   if (err != 0 || found == nullptr) {
-    return Status::NotFound("uid " + std::to_string(geteuid()) +
+    return Status::NotFound("uid " + std::to_string(uid) +
                             " has no entry in the password database");
   }
   return FromPasswd(pw);
 }
+
+Result<OsAccount> CurrentOsAccount() { return OsAccountOfUid(geteuid()); }
 
 Result<OsAccount> ValidateJobAccount(const std::string& name) {
   auto account = LookupOsAccount(name);

@@ -23,6 +23,9 @@ struct OsAccount {
 // Looks `name` up. NotFound names the account and says how to create one.
 Result<OsAccount> LookupOsAccount(const std::string& name);
 
+// The account of `uid`; NotFound when the password database has none.
+Result<OsAccount> OsAccountOfUid(uid_t uid);
+
 // The account of this process's effective uid.
 Result<OsAccount> CurrentOsAccount();
 

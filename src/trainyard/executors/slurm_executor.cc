@@ -445,6 +445,13 @@ class SlurmExecutor final : public Executor {
     w.slurm_id = id;
     w.log_dir = log_dir;
     w.nranks = static_cast<int>(ranks.size());
+    // Who submitted it, so that a cancel after the restart runs scancel as that account too:
+    // Launch hands the batch script to the job's account, so its owner names it.
+    struct stat script {};
+    if (::lstat((log_dir / "batch.sh").c_str(), &script) == 0 && S_ISREG(script.st_mode) &&
+        script.st_uid != ::geteuid() && script.st_uid != 0) {
+      if (auto account = OsAccountOfUid(script.st_uid); account.ok()) w.os_user = account->name;
+    }
     {
       std::lock_guard lock(mu_);
       if (shutdown_) return Status::FailedPrecondition("the Slurm executor is shut down");
