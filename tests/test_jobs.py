@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TRAINYARD_BIN
+from jobs_client import JobsClient
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 PY = sys.executable
@@ -32,48 +33,11 @@ def backend(request) -> str:
     return request.param
 
 
-class Jobs:
-    """A thin client of the jobs API for one server."""
+class Jobs(JobsClient):
+    """The jobs client, with the workloads as the default working directory."""
 
     def __init__(self, server):
-        self.server = server
-        self.s = server.session()
-
-    def submit(self, spec: dict, expect: int = 200) -> dict:
-        spec.setdefault("working_dir", str(WORKLOADS))
-        r = self.s.post(self.server.api(f"{API}/jobs"), json={"spec": spec})
-        assert r.status_code == expect, r.text
-        return r.json().get("job", r.json())
-
-    def get(self, job_id: str) -> dict:
-        r = self.s.get(self.server.api(f"{API}/jobs/{job_id}"))
-        assert r.status_code == 200, r.text
-        return r.json()["job"]
-
-    def cancel(self, job_id: str) -> None:
-        r = self.s.post(self.server.api(f"{API}/jobs/{job_id}/cancel"))
-        assert r.status_code in (200, 400), r.text
-
-    def logs(self, job_id: str, attempt: int = 0, rank: int = 0) -> str:
-        r = self.s.get(self.server.api(f"{API}/jobs/{job_id}/logs"),
-                       params={"attempt": attempt, "rank": rank})
-        assert r.status_code == 200, r.text
-        return r.text
-
-    def wait(self, job_id: str, pred, what: str, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.get(job_id)
-            if pred(job):
-                return job
-            if time.monotonic() > deadline:
-                pytest.fail(f"job {job_id} did not reach '{what}' within {timeout}s: "
-                            f"{json.dumps(job, indent=1)[:3000]}")
-            self.server.assert_alive()
-            time.sleep(0.05)  # polling, bounded by the deadline
-
-    def wait_state(self, job_id: str, state: str, timeout: float = 60) -> dict:
-        return self.wait(job_id, lambda j: j["state"] == state, state, timeout)
+        super().__init__(server, spec_defaults={"working_dir": str(WORKLOADS)})
 
 
 def job(name: str, command: str, **kw) -> dict:

@@ -10,7 +10,6 @@ and the job or request failed with a clear cause.
 from __future__ import annotations
 
 import http.client
-import json
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TRAINYARD_BIN
+from jobs_client import JobsClient as Jobs
 
 PY = sys.executable
 API = "/api/trainyard/v1"
@@ -31,38 +31,6 @@ ARTIFACTS = "/api/2.0/mlflow-artifacts/artifacts"
 def backend(request) -> str:
     # Process and parsing behaviour does not depend on the metadata store.
     return request.param
-
-
-class Jobs:
-    def __init__(self, server):
-        self.server = server
-        self.s = server.session()
-
-    def submit(self, spec: dict, expect: int = 200) -> dict:
-        r = self.s.post(self.server.api(f"{API}/jobs"), json={"spec": spec}, timeout=60)
-        assert r.status_code == expect, r.text[:2000]
-        return r.json().get("job", r.json())
-
-    def get(self, job_id: str) -> dict:
-        # A server stuck matching a log tail must fail the test, not hang it.
-        r = self.s.get(self.server.api(f"{API}/jobs/{job_id}"), timeout=30)
-        assert r.status_code == 200, r.text
-        return r.json()["job"]
-
-    def wait(self, job_id: str, pred, what: str, timeout: float = 60) -> dict:
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.get(job_id)
-            if pred(job):
-                return job
-            if time.monotonic() > deadline:
-                pytest.fail(f"job {job_id} did not reach '{what}' within {timeout}s: "
-                            f"{json.dumps(job, indent=1)[:3000]}")
-            self.server.assert_alive()
-            time.sleep(0.05)  # polling, bounded by the deadline
-
-    def wait_state(self, job_id: str, state: str, timeout: float = 60) -> dict:
-        return self.wait(job_id, lambda j: j["state"] == state, state, timeout)
 
 
 def script_job(tmp_path: Path, name: str, body: str, **kw) -> dict:
