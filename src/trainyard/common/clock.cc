@@ -13,14 +13,23 @@ int64_t SystemClock::NowMillis() {
       .count();
 }
 
+Clock::MonotonicTime SystemClock::MonotonicNow() { return std::chrono::steady_clock::now(); }
+
 int64_t FakeClock::NowMillis() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return now_;
 }
 
+Clock::MonotonicTime FakeClock::MonotonicNow() {
+  MutexLock lock(mu_);
+  return MonotonicTime(monotonic_);
+}
+
 void FakeClock::AdvanceMillis(int64_t delta) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   now_ += delta;
+  // Wall time may be set back (tests of clock jumps do); monotonic time never goes back.
+  if (delta > 0) monotonic_ += std::chrono::milliseconds(delta);
 }
 
 std::string Random::Hex(size_t n_bytes) {
@@ -48,7 +57,7 @@ uint64_t SecureRandom::Next64() {
 }
 
 uint64_t SeededRandom::Next64() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return gen_();
 }
 

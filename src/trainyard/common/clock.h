@@ -2,35 +2,49 @@
 // deterministic (Envoy's TimeSource habit). Implementations are thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <random>
 #include <string>
 
+#include "trainyard/common/mutex.h"
+
 namespace trainyard {
 
+// Two kinds of time: wall time for timestamps that are stored and shown (it may jump when
+// the system clock is set), and monotonic time for timeouts, backoff, hang detection and
+// polling (it never goes back). Code that measures an interval uses MonotonicNow().
 class Clock {
  public:
+  using MonotonicTime = std::chrono::steady_clock::time_point;
+
   virtual ~Clock() = default;
-  // Milliseconds since the Unix epoch.
+  // Wall time: milliseconds since the Unix epoch.
   virtual int64_t NowMillis() = 0;
+  // Monotonic time. Only differences between two readings mean anything.
+  virtual MonotonicTime MonotonicNow() = 0;
 };
 
 class SystemClock : public Clock {
  public:
   int64_t NowMillis() override;
+  MonotonicTime MonotonicNow() override;
 };
 
-// A clock that moves only when told to. For tests.
+// A clock that moves only when told to; AdvanceMillis moves wall and monotonic time
+// together (a negative delta moves only wall time). For tests.
 class FakeClock : public Clock {
  public:
   explicit FakeClock(int64_t start_millis = 1'700'000'000'000) : now_(start_millis) {}
   int64_t NowMillis() override;
+  MonotonicTime MonotonicNow() override;
   void AdvanceMillis(int64_t delta);
 
  private:
-  std::mutex mu_;
-  int64_t now_;
+  Mutex mu_;
+  int64_t now_ TY_GUARDED_BY(mu_);
+  // Monotonic time starts at an arbitrary point, as the system's does.
+  std::chrono::milliseconds monotonic_ TY_GUARDED_BY(mu_){1'000'000};
 };
 
 class Random {
@@ -54,8 +68,8 @@ class SeededRandom : public Random {
   uint64_t Next64() override;
 
  private:
-  std::mutex mu_;
-  std::mt19937_64 gen_;
+  Mutex mu_;
+  std::mt19937_64 gen_ TY_GUARDED_BY(mu_);
 };
 
 }  // namespace trainyard

@@ -1,5 +1,8 @@
 #include "trainyard/common/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace trainyard {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -49,3 +52,18 @@ Status Status::WithContext(std::string_view context) const {
 }
 
 }  // namespace trainyard
+
+namespace trainyard::internal {
+
+void DieOkStatusInResult() {
+  std::fputs("trainyard: Result constructed from an ok Status (a bug: return a value)\n", stderr);
+  std::abort();
+}
+
+void DieValueOfError(const Status& status) {
+  std::fprintf(stderr, "trainyard: value() of a Result that holds an error: %s\n",
+               status.ToString().c_str());
+  std::abort();
+}
+
+}  // namespace trainyard::internal

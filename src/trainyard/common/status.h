@@ -32,7 +32,7 @@ enum class StatusCode {
 
 std::string_view StatusCodeName(StatusCode code);
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;  // ok
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -80,6 +80,12 @@ class Status {
   std::string message_;
 };
 
+namespace internal {
+// Print what went wrong to stderr and abort: the contract violations of Result.
+[[noreturn]] void DieOkStatusInResult();
+[[noreturn]] void DieValueOfError(const Status& status);
+}  // namespace internal
+
 template <typename T>
 class [[nodiscard]] Result {
  public:
@@ -89,20 +95,33 @@ class [[nodiscard]] Result {
                                                     !std::is_same_v<std::decay_t<U>, T> &&
                                                     !std::is_same_v<std::decay_t<U>, Status>>>
   Result(U&& value) : value_(T(std::forward<U>(value))) {}  // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {}     // NOLINT: must not be ok
+  // An error. An ok status has no value to go with it: that is a bug, and aborts.
+  Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
+    if (status_.ok()) internal::DieOkStatusInResult();
+  }
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
-  T&& operator*() && { return std::move(*value_); }
+  // The value. Calling these on an error is a bug: it aborts with the error's message.
+  T& value() & { return *Checked(); }
+  const T& value() const& { return *Checked(); }
+  T&& value() && { return std::move(*Checked()); }
+  T* operator->() { return &*Checked(); }
+  const T* operator->() const { return &*Checked(); }
+  T& operator*() & { return *Checked(); }
+  const T& operator*() const& { return *Checked(); }
+  T&& operator*() && { return std::move(*Checked()); }
 
  private:
+  std::optional<T>& Checked() {
+    if (!value_.has_value()) internal::DieValueOfError(status_);
+    return value_;
+  }
+  const std::optional<T>& Checked() const {
+    if (!value_.has_value()) internal::DieValueOfError(status_);
+    return value_;
+  }
+
   Status status_;
   std::optional<T> value_;
 };

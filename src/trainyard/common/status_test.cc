@@ -56,5 +56,17 @@ TEST(JsonTest, FieldErrorsNameTheField) {
   EXPECT_FALSE(ParseJsonObject("[1]").ok());
 }
 
+// The contract of Result: an ok status carries no value, and an error has no value to
+// read. Both are bugs, and abort with a message rather than read garbage.
+TEST(ResultDeathTest, RefusesOkStatusAndValueOfError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH({ Result<int> r(Status::Ok()); }, "ok Status");
+  Result<std::string> err(Status::NotFound("no such run 'abc'"));
+  EXPECT_DEATH({ (void)err.value(); }, "NOT_FOUND: no such run 'abc'");
+  EXPECT_DEATH({ (void)err->size(); }, "NOT_FOUND");
+  Result<int> fine(7);
+  EXPECT_EQ(*fine, 7);
+}
+
 }  // namespace
 }  // namespace trainyard

@@ -58,16 +58,16 @@ Result<ClientResponse> Fetch(const std::string& method, const std::string& url,
     stream.expires_after(timeout);
     resolver.async_resolve(host, port, [&](boost::system::error_code ec, auto endpoints) {
       if (ec) return fail("cannot resolve " + hostport, ec);
-      stream.async_connect(endpoints, [&](boost::system::error_code ec, auto) {
-        if (ec) {
+      stream.async_connect(endpoints, [&](boost::system::error_code connect_ec, auto) {
+        if (connect_ec) {
           return fail("cannot connect to " + hostport +
                           " (is the server running? start it with 'trainyard server')",
-                      ec);
+                      connect_ec);
         }
-        bhttp::async_write(stream, req, [&](boost::system::error_code ec, size_t) {
-          if (ec) return fail("request to " + hostport + " failed", ec);
-          bhttp::async_read(stream, buffer, parser, [&](boost::system::error_code ec, size_t) {
-            if (ec) return fail("reading the response from " + hostport, ec);
+        bhttp::async_write(stream, req, [&](boost::system::error_code write_ec, size_t) {
+          if (write_ec) return fail("request to " + hostport + " failed", write_ec);
+          bhttp::async_read(stream, buffer, parser, [&](boost::system::error_code read_ec, size_t) {
+            if (read_ec) return fail("reading the response from " + hostport, read_ec);
             status = Status::Ok();
             done = true;
           });

@@ -12,6 +12,7 @@
 
 #include "trainyard/common/os_account.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/store/sql.h"
 
 namespace trainyard::identity {
 namespace {
@@ -34,10 +35,7 @@ bool ValidUserName(std::string_view name) {
   return true;
 }
 
-std::optional<int64_t> OptInt(const store::Row& row, size_t i) {
-  if (row.IsNull(i)) return std::nullopt;
-  return row.Int(i);
-}
+constexpr auto OptInt = store::OptionalInt;
 
 Status WriteSecretFile(const std::string& path, const std::string& contents) {
   std::string tmp = path + ".tmp";
@@ -246,7 +244,7 @@ Result<User> IdentityService::CreateUser(const Principal& who, const std::string
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
     auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at, os_user) VALUES (?, ?, ?, ?)",
                      {name, int64_t{is_admin ? 1 : 0}, u.created_at,
-                      os_user.empty() ? store::Value() : store::Value(os_user)});
+                      store::NullIfEmpty(os_user)});
     if (!r.ok() && r.status().IsAlreadyExists()) {
       return Status::AlreadyExists("user '" + name + "' already exists");
     }
@@ -303,7 +301,7 @@ Result<User> IdentityService::SetOsUser(const Principal& who, const std::string&
                               "users list'");
     }
     auto r = tx.Exec("UPDATE users SET os_user = ? WHERE name = ?",
-                     {os_user.empty() ? store::Value() : store::Value(os_user), name});
+                     {store::NullIfEmpty(os_user), name});
     return r.ok() ? Status::Ok() : r.status();
   });
   if (!s.ok()) return s;
@@ -397,12 +395,12 @@ Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(
                                         "users enable " +
                                         user + "'");
     }
-    store::Value expires = info.expires_at ? store::Value(*info.expires_at) : store::Value();
+    store::Value expires = store::NullIfUnset(info.expires_at);
     auto r = tx.Exec(
         "INSERT INTO tokens (token_id, user_name, token_hash, description, created_at, "
         "expires_at, scope) VALUES (?, ?, ?, ?, ?, ?, ?)",
         {info.token_id, user, Sha256Hex(secret), description, info.created_at, expires,
-         scope.empty() ? store::Value() : store::Value(scope)});
+         store::NullIfEmpty(scope)});
     return r.ok() ? Status::Ok() : r.status();
   });
   if (!s.ok()) return s;
@@ -519,7 +517,7 @@ void IdentityService::WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock)
           "INSERT INTO audit_log (timestamp, user_name, method, path, status, remote, detail) "
           "VALUES (?, ?, ?, ?, ?, ?, ?)",
           {r.timestamp, r.user, r.method, r.path, int64_t{r.status}, r.remote,
-           r.detail.empty() ? store::Value() : store::Value(r.detail)});
+           store::NullIfEmpty(r.detail)});
       if (!e.ok()) return e.status();
     }
     return Status::Ok();

@@ -15,6 +15,7 @@
 #include "trainyard/common/paths.h"
 #include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/store/sql.h"
 
 namespace trainyard::jobs {
 namespace {
@@ -339,7 +340,7 @@ Status JobService::Persist(const Record& r) {
 
 Status JobService::PersistAttempt(const Record& r, const AttemptInfo& a,
                                   const std::string& processes) {
-  auto opt = [](const std::optional<int>& v) { return v ? Value(int64_t{*v}) : Value(); };
+  auto opt = [](const std::optional<int>& v) { return store::NullIfUnset(v); };
   std::string placement =
       r.running ? json::serialize(PlacementToJson(r.running->placement)) : std::string("[]");
   std::string token = r.running ? r.running->token_id : "";
@@ -1489,16 +1490,12 @@ Result<std::vector<JobInfo>> JobService::ListJobs(const ListJobsRequest& request
       out.push_back(std::move(*j));
     }
     if (out.empty()) return Status::Ok();
-    std::string in_list;
     std::vector<Value> ids;
-    for (const auto& j : out) {
-      in_list += in_list.empty() ? "?" : ", ?";
-      ids.emplace_back(j.job_id);
-    }
+    for (const auto& j : out) ids.emplace_back(j.job_id);
     TY_ASSIGN_OR_RETURN(Rows sums, tx.Query("SELECT job_id, SUM(cost_usd), SUM(paid_seconds), "
                                             "SUM(productive_seconds) FROM job_attempts WHERE "
-                                            "job_id IN (" +
-                                                in_list + ") GROUP BY job_id",
+                                            "job_id IN " +
+                                                store::InList(ids.size()) + " GROUP BY job_id",
                                             ids));
     std::map<std::string, std::tuple<double, double, double>> by_job;
     for (const auto& s : sums) {

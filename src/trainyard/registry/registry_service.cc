@@ -8,6 +8,7 @@
 
 #include "trainyard/common/page_token.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/store/sql.h"
 #include "trainyard/tracking/search_filter.h"
 
 namespace trainyard::registry {
@@ -20,8 +21,7 @@ using store::Value;
 
 // The tag that marks MLflow prompts, which live in the registry as registered models.
 constexpr char kIsPromptTag[] = "mlflow.prompt.is_prompt";
-// Keys per IN (...) / OR list: well under SQLite's bound-parameter limit.
-constexpr size_t kChunk = 200;
+constexpr size_t kChunk = store::kMaxListParams;
 constexpr size_t kMaxUriLength = 65535;
 
 constexpr char kModelColumns[] =
@@ -36,18 +36,9 @@ constexpr char kVersionColumns[] =
     "model_versions.storage_location, model_versions.run_id, model_versions.run_link, "
     "model_versions.status, model_versions.status_message, model_versions.model_id";
 
-Status Exec(Transaction& tx, std::string_view sql, const std::vector<Value>& params = {}) {
-  auto r = tx.Exec(sql, params);
-  return r.ok() ? Status::Ok() : r.status();
-}
-
-Value NullIfEmpty(const std::string& s) { return s.empty() ? Value() : Value(s); }
-
-std::string InList(size_t n) {
-  std::string out = "(";
-  for (size_t i = 0; i < n; ++i) out += i ? ", ?" : "?";
-  return out + ")";
-}
+using store::InList;
+using store::NullIfEmpty;
+constexpr auto Exec = store::Run;
 
 std::string Quoted(std::string_view s) { return "'" + Abbreviate(s) + "'"; }
 

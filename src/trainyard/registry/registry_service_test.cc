@@ -631,7 +631,7 @@ TEST_P(RegistryServiceTest, OwnerIsTheCreator) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, RegistryServiceTest, ::testing::Values("sqlite", "postgres"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
 }  // namespace trainyard::registry

@@ -15,7 +15,7 @@ int64_t Row::Int(size_t i) const {
   if (auto p = std::get_if<int64_t>(&v)) return *p;
   if (auto p = std::get_if<double>(&v)) return static_cast<int64_t>(*p);
   if (auto p = std::get_if<std::string>(&v)) {
-    if (auto i = ParseInt64(*p)) return *i;
+    if (auto n = ParseInt64(*p)) return *n;
     // PostgreSQL returns numeric aggregates (AVG, SUM of doubles) as decimal text.
     if (auto d = ParseDouble(*p); d && std::isfinite(*d)) return static_cast<int64_t>(*d);
   }

@@ -556,8 +556,8 @@ TEST_P(DatabaseTest, ErrorsLeaveTheDatabaseUsable) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DatabaseTest, ::testing::Values("sqlite", "postgresql"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           return param_info.param;
                          });
 
 // PostgreSQL only: the pool and the rules PostgreSQL adds.

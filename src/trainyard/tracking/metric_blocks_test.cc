@@ -355,7 +355,7 @@ TEST_P(MetricHistoryTest, MigrationMovesVersionOnePointRowsIntoBlocks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MetricHistoryTest, ::testing::Values("sqlite", "postgresql"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
 }  // namespace trainyard::tracking

@@ -11,6 +11,7 @@
 #include "trainyard/common/json.h"
 #include "trainyard/common/page_token.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/store/sql.h"
 #include "trainyard/tracking/names.h"
 #include "trainyard/tracking/schema.h"
 
@@ -29,21 +30,11 @@ constexpr char kRunNameTag[] = "mlflow.runName";
 // block, if that has fewer than kTailBlockPoints; larger batches make blocks of their own.
 constexpr size_t kSmallBatchPoints = 32;
 constexpr int64_t kTailBlockPoints = 256;
-std::optional<int64_t> OptInt(const Row& row, size_t i) {
-  if (row.IsNull(i)) return std::nullopt;
-  return row.Int(i);
-}
+constexpr auto OptInt = store::OptionalInt;
 
-Status Exec(Transaction& tx, std::string_view sql, const std::vector<Value>& params = {}) {
-  auto r = tx.Exec(sql, params);
-  return r.ok() ? Status::Ok() : r.status();
-}
-
-std::string InList(size_t n) {
-  std::string out = "(";
-  for (size_t i = 0; i < n; ++i) out += i ? ", ?" : "?";
-  return out + ")";
-}
+using store::InList;
+using store::NullIfEmpty;
+constexpr auto Exec = store::Run;
 
 bool ValidRunStatus(std::string_view s) {
   return s == "RUNNING" || s == "SCHEDULED" || s == "FINISHED" || s == "FAILED" || s == "KILLED";
@@ -715,19 +706,19 @@ Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Me
   std::vector<uint32_t> key_index;    // per metric: its key's index in `keys`
   std::unordered_map<std::string_view, uint32_t> key_pos;
   key_index.reserve(metrics.size());
-  uint32_t k = 0;  // the previous metric's key: batches usually repeat it
+  uint32_t prev_key = 0;  // the previous metric's key: batches usually repeat it
   for (const auto& m : metrics) {
-    if (keys.empty() || m.key != keys[k]) {
+    if (keys.empty() || m.key != keys[prev_key]) {
       auto [pos, inserted] = key_pos.emplace(m.key, static_cast<uint32_t>(keys.size()));
       if (inserted) {
         TY_RETURN_IF_ERROR(ValidateKey("metric", m.key));
         keys.push_back(m.key);
         latest.push_back(&m);
       }
-      k = pos->second;
+      prev_key = pos->second;
     }
-    key_index.push_back(k);
-    if (Later(m, *latest[k])) latest[k] = &m;
+    key_index.push_back(prev_key);
+    if (Later(m, *latest[prev_key])) latest[prev_key] = &m;
   }
   // One block per key, its INSERT's parameters built before the write transaction:
   // while it is held, each key costs one row, and only the series id is filled in.

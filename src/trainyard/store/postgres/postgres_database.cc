@@ -129,26 +129,26 @@ Status Bind(const std::vector<Value>& params, BoundParams* out) {
       out->values[i] = out->numbers[i].c_str();
       out->types[i] = kInt8Oid;
       out->signature[i] = 'i';
-    } else if (auto p = std::get_if<double>(&v)) {
-      out->numbers[i] = FormatDouble(*p);
+    } else if (auto pd = std::get_if<double>(&v)) {
+      out->numbers[i] = FormatDouble(*pd);
       out->values[i] = out->numbers[i].c_str();
       out->types[i] = kFloat8Oid;
       out->signature[i] = 'd';
-    } else if (auto p = std::get_if<std::string>(&v)) {
-      if (p->find('\0') != std::string::npos) {
+    } else if (auto ps = std::get_if<std::string>(&v)) {
+      if (ps->find('\0') != std::string::npos) {
         return Status::InvalidArgument("parameter " + std::to_string(i + 1) +
                                        " contains a NUL byte, which PostgreSQL text cannot hold");
       }
-      out->values[i] = p->c_str();
+      out->values[i] = ps->c_str();
       out->types[i] = kUnknownOid;
       out->signature[i] = 's';
-    } else if (auto p = std::get_if<Blob>(&v)) {
-      if (p->bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    } else if (auto pb = std::get_if<Blob>(&v)) {
+      if (pb->bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
         return Status::InvalidArgument("parameter " + std::to_string(i + 1) +
                                        " is a blob larger than 2 GiB");
       }
-      out->values[i] = p->bytes.data();
-      out->lengths[i] = static_cast<int>(p->bytes.size());
+      out->values[i] = pb->bytes.data();
+      out->lengths[i] = static_cast<int>(pb->bytes.size());
       out->formats[i] = 1;
       out->types[i] = kByteaOid;
       out->signature[i] = 'b';

@@ -217,14 +217,14 @@ class Connection : public Transaction {
       int rc;
       if (auto p = std::get_if<int64_t>(&v)) {
         rc = sqlite3_bind_int64(stmt, idx, *p);
-      } else if (auto p = std::get_if<double>(&v)) {
-        rc = sqlite3_bind_double(stmt, idx, *p);
-      } else if (auto p = std::get_if<std::string>(&v)) {
-        rc = sqlite3_bind_text(stmt, idx, p->data(), static_cast<int>(p->size()), SQLITE_STATIC);
-      } else if (auto p = std::get_if<Blob>(&v)) {
+      } else if (auto pd = std::get_if<double>(&v)) {
+        rc = sqlite3_bind_double(stmt, idx, *pd);
+      } else if (auto ps = std::get_if<std::string>(&v)) {
+        rc = sqlite3_bind_text(stmt, idx, ps->data(), static_cast<int>(ps->size()), SQLITE_STATIC);
+      } else if (auto pb = std::get_if<Blob>(&v)) {
         // Not NULL for empty bytes: a zero-length blob is not SQL NULL.
-        rc = sqlite3_bind_blob(stmt, idx, p->bytes.data() ? p->bytes.data() : "",
-                               static_cast<int>(p->bytes.size()), SQLITE_STATIC);
+        rc = sqlite3_bind_blob(stmt, idx, pb->bytes.data() ? pb->bytes.data() : "",
+                               static_cast<int>(pb->bytes.size()), SQLITE_STATIC);
       } else {
         rc = sqlite3_bind_null(stmt, idx);
       }

@@ -20,12 +20,12 @@ namespace trainyard::train {
 
 namespace nn_internal {
 
-Projection::Projection(int64_t in, int64_t out, bool bias, bool conv1d,
+Projection::Projection(int64_t in, int64_t out, bool with_bias, bool conv1d,
                        const torch::TensorOptions& opts)
     : in_(in), out_(out), conv1d_(conv1d) {
   weight = register_parameter(
       "weight", conv1d ? torch::empty({in, out}, opts) : torch::empty({out, in}, opts));
-  if (bias) this->bias = register_parameter("bias", torch::zeros({out}, opts));
+  if (with_bias) bias = register_parameter("bias", torch::zeros({out}, opts));
 }
 
 torch::Tensor Projection::forward(const torch::Tensor& x) {

@@ -317,8 +317,8 @@ Result<EvalResult> Evaluate(Run& r, bool with_accuracy) {
       }
       TY_ASSIGN_OR_RETURN(auto generated, GenerateGreedy(*r.model, prompts, gen));
       for (size_t k = start; k < end; ++k) {
-        const auto& out = generated[k - start];
-        std::vector<int32_t> ids(out.begin(), out.end());
+        const auto& answer = generated[k - start];
+        std::vector<int32_t> ids(answer.begin(), answer.end());
         if (TrimText(r.tok->Decode(ids, true)) == TrimText(r.val_labels[mine_index[k]])) {
           correct += 1;
         }
