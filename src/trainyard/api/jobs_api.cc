@@ -14,7 +14,7 @@ json::value AttemptToJson(const jobs::AttemptInfo& a) {
   json::array nodes;
   for (const auto& n : a.nodes) nodes.emplace_back(n);
   json::object o{{"attempt", a.attempt},
-                 {"state", a.state},
+                 {"state", jobs::AttemptStateName(a.state)},
                  {"cause", a.cause},
                  {"nodes", std::move(nodes)},
                  {"gpus", a.gpus},
@@ -157,7 +157,9 @@ void RegisterSecretRoutes(Api& api, jobs::SecretService& secrets) {
               TY_ASSIGN_OR_RETURN(std::string value, RequiredString(c.body, "value"));
               TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
               TY_ASSIGN_OR_RETURN(auto info,
-                                  secrets.Create(c.principal, name, project.value_or(""), value));
+                                  secrets.Create(c.principal, {.name = name,
+                                                              .project = project.value_or(""),
+                                                              .value = value}));
               return json::object{{"secret", SecretToJson(info)}};
             });
   api.Route(Method::kGet, kTrainyardPrefixes, "/secrets",

@@ -15,17 +15,27 @@
 #include "trainyard/common/paths.h"
 #include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
-#include "trainyard/store/sql.h"
 
 namespace trainyard::jobs {
 namespace {
 
 namespace fs = std::filesystem;
-using store::Rows;
-using store::Transaction;
-using store::Value;
 
+// How much of the end of each rank's log the failure policies are matched against.
 constexpr size_t kLogTailBytes = 64 * 1024;
+// Compiled failure-policy patterns kept; the cache starts over beyond this, since users may
+// submit many distinct patterns.
+constexpr size_t kMaxCompiledPolicies = 1024;
+// A hung attempt is stopped with at most this much grace (the job's preemption grace when
+// shorter): a workload that has stopped making progress is unlikely to use a long grace to
+// save a checkpoint, and its GPUs are idle meanwhile.
+constexpr int64_t kHungStopGraceCapMs = 10000;
+// Jobs whose run id ScopeMayWrite remembers; it starts over beyond this.
+constexpr size_t kMaxCachedJobRuns = 10000;
+// Bounds of ListJobsRequest::max_results.
+constexpr int64_t kMaxListResults = 10000;
+// The longest checkpoint path a workload may report.
+constexpr size_t kMaxCheckpointPathBytes = 4096;
 
 // Patterns that are always checked after a failure (after the job's own policies).
 const std::vector<FailurePolicy>& DefaultFailurePolicies() {
@@ -37,16 +47,30 @@ const std::vector<FailurePolicy>& DefaultFailurePolicies() {
   return kDefaults;
 }
 
+// The compiled failure-policy patterns, shared by every job (see PolicyMatches).
+class CompiledPolicies {
+ public:
+  std::shared_ptr<const BoundedRegex> Find(const std::string& pattern) TY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    auto it = compiled_.find(pattern);
+    return it == compiled_.end() ? nullptr : it->second;
+  }
+  void Add(const std::string& pattern, std::shared_ptr<const BoundedRegex> re) TY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (compiled_.size() >= kMaxCompiledPolicies) compiled_.clear();
+    compiled_.emplace(pattern, std::move(re));
+  }
+
+ private:
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<const BoundedRegex>> compiled_ TY_GUARDED_BY(mu_);
+};
+
 // Whether a failure policy's pattern matches the log tail. A pattern that fails to compile (stored
 // before patterns were validated at submit) or stops at a match limit counts as no match.
 bool PolicyMatches(const FailurePolicy& p, std::string_view tail) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const BoundedRegex>> compiled;  // guarded by mu
-  std::shared_ptr<const BoundedRegex> re;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = compiled.find(p.pattern); it != compiled.end()) re = it->second;
-  }
+  static CompiledPolicies compiled;
+  std::shared_ptr<const BoundedRegex> re = compiled.Find(p.pattern);
   if (!re) {
     auto c = BoundedRegex::Compile(p.pattern, "failure policy pattern");
     if (!c.ok()) {
@@ -54,9 +78,7 @@ bool PolicyMatches(const FailurePolicy& p, std::string_view tail) {
       return false;
     }
     re = *c;
-    std::lock_guard<std::mutex> lock(mu);
-    if (compiled.size() >= 1024) compiled.clear();  // bounded: many distinct user patterns
-    compiled.emplace(p.pattern, re);
+    compiled.Add(p.pattern, re);
   }
   return re->Search(tail) == BoundedRegex::Outcome::kMatch;
 }
@@ -70,7 +92,8 @@ ResourceRequest ToRequest(const JobSpec& spec) {
   return r;
 }
 
-std::string_view AttemptStateFor(JobState s) {
+// The tracking run status of a job in `s`.
+std::string_view RunStatusFor(JobState s) {
   switch (s) {
     case JobState::kSucceeded:
       return "FINISHED";
@@ -83,107 +106,15 @@ std::string_view AttemptStateFor(JobState s) {
   }
 }
 
-Result<JobState> ParseState(const std::string& s) {
-  if (s == "PENDING") return JobState::kPending;
-  if (s == "RUNNING") return JobState::kRunning;
-  if (s == "SUCCEEDED") return JobState::kSucceeded;
-  if (s == "FAILED") return JobState::kFailed;
-  if (s == "CANCELLED") return JobState::kCancelled;
-  return Status::Internal("unknown job state " + s);
+// What an ended attempt adds to its project's fair-share usage.
+double UsageAmount(int gpus, int cpus, int64_t started_at, int64_t ended_at) {
+  double secs = static_cast<double>(ended_at - started_at) / 1000.0;
+  return gpus > 0 ? secs * static_cast<double>(gpus) : secs * static_cast<double>(cpus) / 100.0;
 }
 
-std::string SignalName(int sig) {
-  switch (sig) {
-    case 1:
-      return "SIGHUP";
-    case 2:
-      return "SIGINT";
-    case 6:
-      return "SIGABRT";
-    case 9:
-      return "SIGKILL";
-    case 11:
-      return "SIGSEGV";
-    case 15:
-      return "SIGTERM";
-    default:
-      return "signal " + std::to_string(sig);
-  }
-}
-
-json::value PlacementToJson(const Placement& p) {
-  json::array out;
-  for (const auto& a : p) {
-    json::array gpus;
-    for (int g : a.gpu_ids) gpus.emplace_back(g);
-    out.emplace_back(json::object{
-        {"node", a.node}, {"gpus", std::move(gpus)}, {"cpus", a.cpus}, {"memory", a.memory_bytes}});
-  }
-  return out;
-}
-
-// Calls `fn` on each object of a JSON array this service wrote; a damaged record (not JSON,
-// missing fields) reads as empty rather than failing the caller.
-template <typename T, typename Fn>
-std::vector<T> ReadRecordArray(const std::string& text, Fn fn) {
-  std::vector<T> out;
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec || !v.is_array()) return out;
-  try {
-    for (const auto& item : v.as_array()) out.push_back(fn(item.as_object()));
-  } catch (const std::exception&) {
-    return {};
-  }
-  return out;
-}
-
-int IntAt(const json::object& o, std::string_view key) {
-  return static_cast<int>(o.at(key).to_number<int64_t>());
-}
-
-Placement PlacementFromJson(const std::string& text) {
-  return ReadRecordArray<NodeAllocation>(text, [](const json::object& o) {
-    NodeAllocation a;
-    a.node = IntAt(o, "node");
-    for (const auto& g : o.at("gpus").as_array()) {
-      a.gpu_ids.push_back(static_cast<int>(g.to_number<int64_t>()));
-    }
-    a.cpus = IntAt(o, "cpus");
-    a.memory_bytes = o.at("memory").to_number<int64_t>();
-    return a;
-  });
-}
-
-std::string ProcessesToJson(const std::vector<executors::RankProcess>& ps) {
-  json::array out;
-  for (const auto& p : ps) {
-    out.emplace_back(json::object{{"rank", p.rank}, {"pid", p.pid}, {"start_time", p.start_time}});
-  }
-  return json::serialize(out);
-}
-
-std::vector<executors::RankProcess> ProcessesFromJson(const std::string& text) {
-  return ReadRecordArray<executors::RankProcess>(text, [](const json::object& o) {
-    return executors::RankProcess{IntAt(o, "rank"), IntAt(o, "pid"),
-                                  o.at("start_time").to_number<int64_t>()};
-  });
-}
-
-std::string StringsToJson(const std::vector<std::string>& v) {
-  json::array a;
-  for (const auto& s : v) a.emplace_back(s);
-  return json::serialize(a);
-}
-
-std::vector<std::string> StringsFromJson(const std::string& text) {
-  std::vector<std::string> out;
-  boost::system::error_code ec;
-  json::value v = json::parse(text, ec);
-  if (ec || !v.is_array()) return out;
-  for (const auto& s : v.as_array()) {
-    if (s.is_string()) out.emplace_back(s.as_string());
-  }
+std::string JoinNodes(const std::vector<std::string>& nodes) {
+  std::string out;
+  for (const auto& n : nodes) out += (out.empty() ? "" : ",") + n;
   return out;
 }
 
@@ -195,33 +126,14 @@ std::string Seconds(int64_t ms) {
 
 }  // namespace
 
-std::string_view JobStateName(JobState s) {
-  switch (s) {
-    case JobState::kPending:
-      return "PENDING";
-    case JobState::kRunning:
-      return "RUNNING";
-    case JobState::kSucceeded:
-      return "SUCCEEDED";
-    case JobState::kFailed:
-      return "FAILED";
-    case JobState::kCancelled:
-      return "CANCELLED";
-  }
-  return "PENDING";
-}
-
-bool IsTerminal(JobState s) {
-  return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
-}
-
 struct JobService::Running {
   AttemptInfo attempt;
   Placement placement;
   std::string token_id;
   std::string processes;  // JSON, for re-adoption
   bool stopping = false;
-  std::string stop_state;  // the attempt's state once it exits: cancelled, preempted, ...
+  // The attempt's state once it exits: cancelled, preempted, timed_out or hung.
+  AttemptState stop_state = AttemptState::kRunning;
   std::string stop_cause;
   int64_t last_progress = 0;
 };
@@ -239,11 +151,18 @@ struct JobService::Record {
   double past_productive = 0;
 };
 
+// Where an attempt's files go.
+struct JobService::AttemptPaths {
+  fs::path private_dir;  // the job's private directory (work/, tmp/, checkpoints/)
+  fs::path log_dir;
+  fs::path checkpoint_dir;
+};
+
 JobService::JobService(store::Database& db, Clock& clock, Random& random,
                        identity::IdentityService& identity, tracking::TrackingService& tracking,
                        executors::Executor& executor, cost::PriceCatalog prices, PoolConfig pool,
                        JobServiceOptions options)
-    : db_(db),
+    : store_(db),
       clock_(clock),
       random_(random),
       identity_(identity),
@@ -267,21 +186,16 @@ bool JobService::ScopeMayWrite(const std::string& scope, const identity::Securab
   if (what.type == "job") return what.id == job_id;
   if (what.type != "run" || what.id.empty()) return false;
   {
-    std::lock_guard<std::mutex> lock(scope_mu_);
+    MutexLock lock(scope_mu_);
     auto it = run_of_job_.find(job_id);
     if (it != run_of_job_.end()) return it->second == what.id;
   }
-  std::string run_id;
-  Status s = db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT run_id FROM jobs WHERE job_id = ?", {job_id}));
-    if (!rows.empty()) run_id = rows[0].Text(0);
-    return Status::Ok();
-  });
-  if (!s.ok() || run_id.empty()) return false;
-  std::lock_guard<std::mutex> lock(scope_mu_);
-  if (run_of_job_.size() > 10000) run_of_job_.clear();
-  run_of_job_[job_id] = run_id;  // a job's run never changes
-  return run_id == what.id;
+  auto run_id = store_.RunIdOf(job_id);
+  if (!run_id.ok() || run_id->empty()) return false;
+  MutexLock lock(scope_mu_);
+  if (run_of_job_.size() > kMaxCachedJobRuns) run_of_job_.clear();
+  run_of_job_[job_id] = *run_id;  // a job's run never changes
+  return *run_id == what.id;
 }
 
 JobService::~JobService() {
@@ -289,178 +203,27 @@ JobService::~JobService() {
   identity_.SetScopeWritePolicy(nullptr);
 }
 
-std::vector<store::Migration> JobService::Migrations() {
-  return {{"jobs",
-           1,
-           {
-               "CREATE TABLE jobs (job_id TEXT PRIMARY KEY, seq BIGINT NOT NULL, name TEXT NOT "
-               "NULL, project TEXT NOT NULL, owner TEXT NOT NULL, state TEXT NOT NULL, spec TEXT "
-               "NOT NULL, experiment_id TEXT NOT NULL, run_id TEXT NOT NULL, submitted_at BIGINT "
-               "NOT NULL, finished_at BIGINT NOT NULL, attempts INTEGER NOT NULL, restarts "
-               "INTEGER NOT NULL, consecutive_failures INTEGER NOT NULL, not_before BIGINT NOT "
-               "NULL, message TEXT NOT NULL, excluded_nodes TEXT NOT NULL)",
-               "CREATE INDEX jobs_by_state ON jobs (state, seq)",
-               "CREATE INDEX jobs_by_seq ON jobs (seq)",
-               "CREATE TABLE job_attempts (job_id TEXT NOT NULL, attempt INTEGER NOT NULL, state "
-               "TEXT NOT NULL, cause TEXT NOT NULL, nodes TEXT NOT NULL, gpus INTEGER NOT NULL, "
-               "cpus INTEGER NOT NULL, ranks INTEGER NOT NULL, started_at BIGINT NOT NULL, "
-               "ended_at BIGINT NOT NULL, exit_code INTEGER, signal INTEGER, failed_rank INTEGER, "
-               "resumed_from TEXT NOT NULL, last_checkpoint_at BIGINT NOT NULL, log_dir TEXT NOT "
-               "NULL, cost_usd DOUBLE PRECISION NOT NULL, paid_seconds DOUBLE PRECISION NOT NULL, "
-               "productive_seconds DOUBLE PRECISION NOT NULL, placement TEXT NOT NULL, processes "
-               "TEXT NOT NULL, token_id TEXT NOT NULL, PRIMARY KEY (job_id, attempt))",
-               "CREATE TABLE job_checkpoints (job_id TEXT NOT NULL, step BIGINT NOT NULL, path "
-               "TEXT NOT NULL, attempt INTEGER NOT NULL, created_at BIGINT NOT NULL, PRIMARY KEY "
-               "(job_id, step))",
-               "CREATE TABLE job_events (job_id TEXT NOT NULL, seq BIGINT NOT NULL, time BIGINT "
-               "NOT NULL, message TEXT NOT NULL, PRIMARY KEY (job_id, seq))",
-           }}};
-}
-
 // --- persistence
 
-Status JobService::Persist(const Record& r) {
-  const JobInfo& j = r.job;
-  return db_.Write([&](Transaction& tx) -> Status {
-    TY_RETURN_IF_ERROR(tx.Exec("DELETE FROM jobs WHERE job_id = ?", {j.job_id}).status());
-    return tx
-        .Exec(
-            "INSERT INTO jobs (job_id, seq, name, project, owner, state, spec, experiment_id, "
-            "run_id, submitted_at, finished_at, attempts, restarts, consecutive_failures, "
-            "not_before, message, excluded_nodes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?)",
-            {j.job_id, r.seq, j.spec.name, j.spec.project, j.owner,
-             std::string(JobStateName(j.state)), json::serialize(JobSpecToJson(j.spec)),
-             j.experiment_id, j.run_id, j.submitted_at, j.finished_at, int64_t{j.attempts},
-             int64_t{j.restarts}, int64_t{j.consecutive_failures}, j.not_before, j.message,
-             StringsToJson(j.excluded_nodes)})
-        .status();
-  });
-}
+Status JobService::Persist(const Record& r) { return store_.PutJob(r.job, r.seq); }
 
 Status JobService::PersistAttempt(const Record& r, const AttemptInfo& a,
                                   const std::string& processes) {
-  auto opt = [](const std::optional<int>& v) { return store::NullIfUnset(v); };
-  std::string placement =
-      r.running ? json::serialize(PlacementToJson(r.running->placement)) : std::string("[]");
-  std::string token = r.running ? r.running->token_id : "";
-  return db_.Write([&](Transaction& tx) -> Status {
-    TY_RETURN_IF_ERROR(tx.Exec("DELETE FROM job_attempts WHERE job_id = ? AND attempt = ?",
-                               {r.job.job_id, int64_t{a.attempt}})
-                           .status());
-    return tx
-        .Exec(
-            "INSERT INTO job_attempts (job_id, attempt, state, cause, nodes, gpus, cpus, ranks, "
-            "started_at, ended_at, exit_code, signal, failed_rank, resumed_from, "
-            "last_checkpoint_at, log_dir, cost_usd, paid_seconds, productive_seconds, placement, "
-            "processes, token_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-            "?, ?, ?, ?)",
-            {r.job.job_id,
-             int64_t{a.attempt},
-             a.state,
-             a.cause,
-             StringsToJson(a.nodes),
-             int64_t{a.gpus},
-             int64_t{a.cpus},
-             int64_t{a.ranks},
-             a.started_at,
-             a.ended_at,
-             opt(a.exit_code),
-             opt(a.signal),
-             opt(a.failed_rank),
-             a.resumed_from,
-             a.last_checkpoint_at,
-             a.log_dir,
-             a.cost_usd,
-             a.paid_seconds,
-             a.productive_seconds,
-             placement,
-             processes,
-             token})
-        .status();
-  });
+  StoredAttempt stored;
+  stored.info = a;
+  if (r.running) {
+    stored.placement = r.running->placement;
+    stored.token_id = r.running->token_id;
+  }
+  stored.processes = processes;
+  return store_.PutAttempt(r.job.job_id, stored);
 }
 
 void JobService::Event(Record& r, const std::string& message, int64_t now) {
   int64_t seq = ++r.event_seq;
-  Status s = db_.Write([&](Transaction& tx) -> Status {
-    return tx
-        .Exec("INSERT INTO job_events (job_id, seq, time, message) VALUES (?, ?, ?, ?)",
-              {r.job.job_id, seq, now, message})
-        .status();
-  });
+  Status s = store_.AddEvent(r.job.job_id, {seq, now, message});
   if (!s.ok()) spdlog::warn("job {}: cannot record event: {}", r.job.job_id, s.message());
   spdlog::info("job {}: {}", r.job.job_id, message);
-}
-
-namespace {
-
-AttemptInfo AttemptFromRow(const store::Row& row) {
-  AttemptInfo a;
-  a.attempt = static_cast<int>(row.Int(0));
-  a.state = row.Text(1);
-  a.cause = row.Text(2);
-  a.nodes = StringsFromJson(row.Text(3));
-  a.gpus = static_cast<int>(row.Int(4));
-  a.cpus = static_cast<int>(row.Int(5));
-  a.ranks = static_cast<int>(row.Int(6));
-  a.started_at = row.Int(7);
-  a.ended_at = row.Int(8);
-  if (!row.IsNull(9)) a.exit_code = static_cast<int>(row.Int(9));
-  if (!row.IsNull(10)) a.signal = static_cast<int>(row.Int(10));
-  if (!row.IsNull(11)) a.failed_rank = static_cast<int>(row.Int(11));
-  a.resumed_from = row.Text(12);
-  a.last_checkpoint_at = row.Int(13);
-  a.log_dir = row.Text(14);
-  a.cost_usd = row.Double(15);
-  a.paid_seconds = row.Double(16);
-  a.productive_seconds = row.Double(17);
-  return a;
-}
-
-constexpr const char* kAttemptColumns =
-    "attempt, state, cause, nodes, gpus, cpus, ranks, started_at, ended_at, exit_code, signal, "
-    "failed_rank, resumed_from, last_checkpoint_at, log_dir, cost_usd, paid_seconds, "
-    "productive_seconds, placement, processes, token_id";
-
-constexpr const char* kJobColumns =
-    "job_id, seq, owner, state, spec, experiment_id, run_id, submitted_at, finished_at, "
-    "attempts, restarts, consecutive_failures, not_before, message, excluded_nodes";
-
-Result<JobInfo> JobFromRow(const store::Row& row, int64_t* seq) {
-  JobInfo j;
-  j.job_id = row.Text(0);
-  if (seq) *seq = row.Int(1);
-  j.owner = row.Text(2);
-  TY_ASSIGN_OR_RETURN(j.state, ParseState(row.Text(3)));
-  TY_ASSIGN_OR_RETURN(json::value spec, ParseJsonExact(row.Text(4)));
-  TY_ASSIGN_OR_RETURN(j.spec, ParseJobSpecJson(spec));
-  j.experiment_id = row.Text(5);
-  j.run_id = row.Text(6);
-  j.submitted_at = row.Int(7);
-  j.finished_at = row.Int(8);
-  j.attempts = static_cast<int>(row.Int(9));
-  j.restarts = static_cast<int>(row.Int(10));
-  j.consecutive_failures = static_cast<int>(row.Int(11));
-  j.not_before = row.Int(12);
-  j.message = row.Text(13);
-  j.excluded_nodes = StringsFromJson(row.Text(14));
-  return j;
-}
-
-}  // namespace
-
-Result<std::vector<AttemptInfo>> JobService::LoadAttempts(const std::string& job_id) {
-  std::vector<AttemptInfo> out;
-  TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows,
-                        tx.Query(std::string("SELECT ") + kAttemptColumns +
-                                     " FROM job_attempts WHERE job_id = ? ORDER BY attempt",
-                                 {job_id}));
-    for (const auto& row : rows) out.push_back(AttemptFromRow(row));
-    return Status::Ok();
-  }));
-  return out;
 }
 
 // --- start and stop
@@ -468,83 +231,76 @@ Result<std::vector<AttemptInfo>> JobService::LoadAttempts(const std::string& job
 Status JobService::Start() {
   executor_.SetExitCallback([this](const executors::AttemptExit& exit) {
     executors::AttemptExit copy = exit;
-    Post([this, copy] { OnAttemptExitGuarded(copy); });
+    Post([this, copy] {
+      mu_.AssertHeld();  // posted work runs on the loop, under mu_
+      OnAttemptExitGuarded(copy);
+    });
   });
   tracking_.SetRunActivityListener([this](const std::string& run_id) { OnRunActivity(run_id); });
 
   int64_t now = clock_.NowMillis();
-  std::vector<std::pair<std::string, std::string>> adopt;  // job id → processes
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-      TY_ASSIGN_OR_RETURN(Rows max_seq, tx.Query("SELECT COALESCE(MAX(seq), 0) FROM jobs"));
-      next_seq_ = max_seq[0].Int(0) + 1;
-      TY_ASSIGN_OR_RETURN(Rows rows, tx.Query(std::string("SELECT ") + kJobColumns +
-                                              " FROM jobs WHERE state IN ('PENDING', "
-                                              "'RUNNING') ORDER BY seq"));
-      for (const auto& row : rows) {
-        auto rec = std::make_unique<Record>();
-        auto job = JobFromRow(row, &rec->seq);
-        if (!job.ok()) {
-          spdlog::error("job {}: cannot load: {}", row.Text(0), job.status().message());
-          continue;
-        }
-        rec->job = std::move(*job);
-        TY_ASSIGN_OR_RETURN(Rows ev, tx.Query("SELECT COALESCE(MAX(seq), 0) FROM job_events "
-                                              "WHERE job_id = ?",
-                                              {rec->job.job_id}));
-        rec->event_seq = ev[0].Int(0);
-        TY_ASSIGN_OR_RETURN(Rows ck, tx.Query("SELECT step, path, attempt, created_at FROM "
-                                              "job_checkpoints WHERE job_id = ? ORDER BY "
-                                              "created_at DESC, step DESC LIMIT 1",
-                                              {rec->job.job_id}));
-        if (!ck.empty()) {
-          rec->job.latest_checkpoint = CheckpointInfo{ck[0].Int(0), ck[0].Text(1),
-                                                      static_cast<int>(ck[0].Int(2)), ck[0].Int(3)};
-        }
-        TY_ASSIGN_OR_RETURN(Rows attempts,
-                            tx.Query(std::string("SELECT ") + kAttemptColumns +
-                                         " FROM job_attempts WHERE job_id = ? ORDER BY attempt",
-                                     {rec->job.job_id}));
-        for (const auto& arow : attempts) {
-          AttemptInfo a = AttemptFromRow(arow);
-          if (a.state == "running" && rec->job.state == JobState::kRunning) {
-            Running run;
-            run.attempt = a;
-            run.placement = PlacementFromJson(arow.Text(18));
-            run.processes = arow.Text(19);
-            run.token_id = arow.Text(20);
-            run.last_progress = now;
-            rec->running = std::move(run);
-            adopt.emplace_back(rec->job.job_id, arow.Text(19));
-          } else {
-            rec->past_cost += a.cost_usd;
-            rec->past_paid += a.paid_seconds;
-            rec->past_productive += a.productive_seconds;
-          }
-        }
-        if (rec->job.state == JobState::kRunning && !rec->running) {
-          // Stored as running without a running attempt: treat as lost.
-          rec->job.state = JobState::kPending;
-        }
-        run_to_job_[rec->job.run_id] = rec->job.job_id;
-        active_[rec->job.job_id] = std::move(rec);
-      }
-      // Fair share remembers a week of usage.
-      TY_ASSIGN_OR_RETURN(Rows usage,
-                          tx.Query("SELECT j.project, a.gpus, a.cpus, a.started_at, a.ended_at "
-                                   "FROM job_attempts a JOIN jobs j ON j.job_id = a.job_id WHERE "
-                                   "a.ended_at > ?",
-                                   {now - int64_t{7} * 24 * 3600 * 1000}));
-      for (const auto& u : usage) {
-        double secs = static_cast<double>(u.Int(4) - u.Int(3)) / 1000.0;
-        double amount = u.Int(1) > 0 ? secs * static_cast<double>(u.Int(1))
-                                     : secs * static_cast<double>(u.Int(2)) / 100.0;
-        usage_.Add(u.Text(0), amount, u.Int(4));
-      }
-      return Status::Ok();
-    }));
+    MutexLock lock(mu_);
+    TY_ASSIGN_OR_RETURN(auto adopt, LoadActiveJobs(now));
+    TY_RETURN_IF_ERROR(LoadUsage(now));
+    AdoptRunning(adopt);
   }
+  {
+    MutexLock lock(inbox_mu_);
+    stop_ = false;
+  }
+  if (options_.start_loop_thread) loop_ = std::thread([this] { Loop(); });
+  return Status::Ok();
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> JobService::LoadActiveJobs(int64_t now) {
+  std::vector<std::pair<std::string, std::string>> adopt;  // job id → processes
+  TY_ASSIGN_OR_RETURN(int64_t max_seq, store_.MaxSeq());
+  next_seq_ = max_seq + 1;
+  TY_ASSIGN_OR_RETURN(std::vector<StoredActiveJob> stored, store_.LoadActive());
+  for (auto& job : stored) {
+    auto rec = std::make_unique<Record>();
+    rec->job = std::move(job.job);
+    rec->seq = job.seq;
+    rec->event_seq = job.last_event_seq;
+    for (auto& attempt : job.attempts) {
+      const AttemptInfo& a = attempt.info;
+      if (a.state == AttemptState::kRunning && rec->job.state == JobState::kRunning) {
+        Running run;
+        run.attempt = a;
+        run.placement = std::move(attempt.placement);
+        run.processes = attempt.processes;
+        run.token_id = std::move(attempt.token_id);
+        run.last_progress = now;
+        rec->running = std::move(run);
+        adopt.emplace_back(rec->job.job_id, std::move(attempt.processes));
+      } else {
+        rec->past_cost += a.cost_usd;
+        rec->past_paid += a.paid_seconds;
+        rec->past_productive += a.productive_seconds;
+      }
+    }
+    if (rec->job.state == JobState::kRunning && !rec->running) {
+      // Stored as running without a running attempt: treat as lost.
+      rec->job.state = JobState::kPending;
+    }
+    run_to_job_[rec->job.run_id] = rec->job.job_id;
+    active_[rec->job.job_id] = std::move(rec);
+  }
+  return adopt;
+}
+
+Status JobService::LoadUsage(int64_t now) {
+  // Fair share remembers a week of usage.
+  TY_ASSIGN_OR_RETURN(std::vector<AttemptUsage> usage,
+                      store_.UsageSince(now - int64_t{7} * 24 * 3600 * 1000));
+  for (const auto& u : usage) {
+    usage_.Add(u.project, UsageAmount(u.gpus, u.cpus, u.started_at, u.ended_at), u.ended_at);
+  }
+  return Status::Ok();
+}
+
+void JobService::AdoptRunning(const std::vector<std::pair<std::string, std::string>>& adopt) {
   for (const auto& [job_id, processes] : adopt) {
     Record* r = active_[job_id].get();
     const AttemptInfo& a = r->running->attempt;
@@ -558,31 +314,36 @@ Status JobService::Start() {
     lost.job_id = job_id;
     lost.attempt = a.attempt;
     lost.lost = true;
-    Post([this, lost] { OnAttemptExitGuarded(lost); });
+    Post([this, lost] {
+      mu_.AssertHeld();  // posted work runs on the loop, under mu_
+      OnAttemptExitGuarded(lost);
+    });
   }
-  {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
-    stop_ = false;
-  }
-  if (options_.start_loop_thread) loop_ = std::thread([this] { Loop(); });
-  return Status::Ok();
 }
 
 void JobService::Stop() {
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(inbox_mu_);
     stop_ = true;
   }
-  inbox_cv_.notify_all();
+  inbox_cv_.NotifyAll();
   if (loop_.joinable()) loop_.join();
 }
 
 void JobService::Post(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(inbox_mu_);
     inbox_.push_back(std::move(fn));
   }
-  inbox_cv_.notify_all();
+  inbox_cv_.NotifyAll();
+}
+
+void JobService::Wake() {
+  {
+    MutexLock lock(inbox_mu_);
+    wake_ = true;
+  }
+  inbox_cv_.NotifyAll();
 }
 
 void JobService::Loop() {
@@ -590,45 +351,58 @@ void JobService::Loop() {
   while (true) {
     std::deque<std::function<void()>> work;
     {
-      std::unique_lock<std::mutex> lock(inbox_mu_);
-      inbox_cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(wait_ms, 1)),
-                         [&] { return stop_ || wake_ || !inbox_.empty(); });
+      MutexLock lock(inbox_mu_);
+      // The wait is for real time (a condition variable cannot wait on an injected clock);
+      // the pass itself reads the injected clock.
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::milliseconds(std::max<int64_t>(wait_ms, 1));
+      while (!stop_ && !wake_ && inbox_.empty()) {
+        if (!inbox_cv_.WaitUntil(inbox_mu_, deadline)) break;
+      }
       if (stop_) return;
       work.swap(inbox_);
       wake_ = false;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    // A fault in one piece of work is logged and the loop goes on: the scheduler must outlive it.
-    for (auto& fn : work) {
-      try {
-        fn();
-      } catch (const std::exception& e) {
-        spdlog::error("job service: internal error in queued work: {}", e.what());
-      }
-    }
+    MutexLock lock(mu_);
+    RunWork(work);
+    wait_ms = LoopWaitMs();
+  }
+}
+
+void JobService::RunWork(std::deque<std::function<void()>>& work) {
+  // A fault in one piece of work is logged and the loop goes on: the scheduler must outlive it.
+  for (auto& fn : work) {
     try {
-      Pass();
+      fn();
     } catch (const std::exception& e) {
-      spdlog::error("job service: internal error in a scheduling pass: {}", e.what());
-    }
-    // Sleep until the earliest backoff ends, or the regular health check.
-    int64_t now = clock_.NowMillis();
-    wait_ms = options_.max_wait_ms;
-    for (const auto& [id, r] : active_) {
-      if (r->job.state == JobState::kPending && r->job.not_before > now) {
-        wait_ms = std::min(wait_ms, r->job.not_before - now);
-      }
+      spdlog::error("job service: internal error in queued work: {}", e.what());
     }
   }
+  try {
+    Pass();
+  } catch (const std::exception& e) {
+    spdlog::error("job service: internal error in a scheduling pass: {}", e.what());
+  }
+}
+
+int64_t JobService::LoopWaitMs() {
+  int64_t now = clock_.NowMillis();
+  int64_t wait_ms = options_.max_wait_ms;
+  for (const auto& [id, r] : active_) {
+    if (r->job.state == JobState::kPending && r->job.not_before > now) {
+      wait_ms = std::min(wait_ms, r->job.not_before - now);
+    }
+  }
+  return wait_ms;
 }
 
 void JobService::RunPassForTest() {
   std::deque<std::function<void()>> work;
   {
-    std::lock_guard<std::mutex> lock(inbox_mu_);
+    MutexLock lock(inbox_mu_);
     work.swap(inbox_);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto& fn : work) fn();
   Pass();
 }
@@ -641,7 +415,7 @@ void JobService::Pass() {
 
 // --- submit, cancel, workload calls
 
-Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec) {
+Status JobService::CheckSubmit(const identity::Principal& who, const JobSpec& spec) {
   if (!who.scope.empty()) {
     return Status::PermissionDenied("a token scoped to " + who.scope + " may not submit jobs");
   }
@@ -672,20 +446,28 @@ Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec)
                                      " is not a directory on the server's machine");
     }
   }
-  int64_t now = clock_.NowMillis();
+  return Status::Ok();
+}
+
+Result<std::string> JobService::JobExperiment(const identity::Principal& who, const JobSpec& spec) {
   std::string experiment_name = spec.experiment.empty() ? spec.name : spec.experiment;
-  std::string experiment_id;
   auto experiment = tracking_.GetExperimentByName(experiment_name);
   if (experiment.ok()) {
-    experiment_id = experiment->experiment_id;
-    TY_RETURN_IF_ERROR(identity_.Authorize(who, identity::Action::kEdit,
-                                           {"experiment", experiment_id, experiment->owner}));
-  } else if (experiment.status().IsNotFound()) {
-    TY_ASSIGN_OR_RETURN(experiment_id,
-                        tracking_.CreateExperiment(who.user, experiment_name, "", {}));
-  } else {
-    return experiment.status();
+    TY_RETURN_IF_ERROR(
+        identity_.Authorize(who, identity::Action::kEdit,
+                            {"experiment", experiment->experiment_id, experiment->owner}));
+    return experiment->experiment_id;
   }
+  if (experiment.status().IsNotFound()) {
+    return tracking_.CreateExperiment(who.user, experiment_name, "", {});
+  }
+  return experiment.status();
+}
+
+Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec) {
+  TY_RETURN_IF_ERROR(CheckSubmit(who, spec));
+  int64_t now = clock_.NowMillis();
+  TY_ASSIGN_OR_RETURN(std::string experiment_id, JobExperiment(who, spec));
   auto rec = std::make_unique<Record>();
   JobInfo& j = rec->job;
   j.job_id = "j-" + random_.Hex(5);
@@ -701,18 +483,14 @@ Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec)
   j.run_id = run.info.run_id;
   TY_RETURN_IF_ERROR(
       tracking_.UpdateRun(j.run_id, "SCHEDULED", std::nullopt, std::nullopt).status());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   rec->seq = next_seq_++;
   TY_RETURN_IF_ERROR(Persist(*rec));
   Event(*rec, "submitted by " + who.user, now);
   run_to_job_[j.run_id] = j.job_id;
   JobInfo out = j;
   active_[j.job_id] = std::move(rec);
-  {
-    std::lock_guard<std::mutex> inbox_lock(inbox_mu_);
-    wake_ = true;
-  }
-  inbox_cv_.notify_all();
+  Wake();
   return out;
 }
 
@@ -753,25 +531,14 @@ Status JobService::Authorize(const identity::Principal& who, const Record& r,
   return identity_.Authorize(who, action, {"job", r.job.job_id, r.job.owner});
 }
 
-Result<std::string> JobService::StoredState(const std::string& job_id) {
-  std::string state;
-  TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT state FROM jobs WHERE job_id = ?", {job_id}));
-    if (rows.empty()) return Status::NotFound("job '" + job_id + "' does not exist");
-    state = rows[0].Text(0);
-    return Status::Ok();
-  }));
-  return state;
-}
-
 Status JobService::Cancel(const identity::Principal& who, const std::string& job_id) {
   if (!who.scope.empty()) {
     return Status::PermissionDenied("a token scoped to " + who.scope + " may not cancel jobs");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = active_.find(job_id);
   if (it == active_.end()) {
-    TY_ASSIGN_OR_RETURN(std::string state, StoredState(job_id));
+    TY_ASSIGN_OR_RETURN(std::string state, store_.StateName(job_id));
     return Status::FailedPrecondition("job " + job_id + " has already finished (" + state + ")");
   }
   Record& r = *it->second;
@@ -782,22 +549,25 @@ Status JobService::Cancel(const identity::Principal& who, const std::string& job
     active_.erase(it);
     return Status::Ok();
   }
-  if (r.running->stopping && r.running->stop_state == "cancelled") return Status::Ok();
-  StopAttempt(r, "cancelled", "cancelled by " + who.user, r.job.spec.preemption_grace_ms);
+  if (r.running->stopping && r.running->stop_state == AttemptState::kCancelled) {
+    return Status::Ok();
+  }
+  StopAttempt(r, AttemptState::kCancelled, "cancelled by " + who.user,
+              r.job.spec.preemption_grace_ms);
   return Status::Ok();
 }
 
 Status JobService::AuthorizeWorkload(const identity::Principal& who, const std::string& job_id) {
   auto it = active_.find(job_id);
   if (it == active_.end()) {
-    TY_ASSIGN_OR_RETURN(std::string state, StoredState(job_id));
+    TY_ASSIGN_OR_RETURN(std::string state, store_.StateName(job_id));
     return Status::FailedPrecondition("job " + job_id + " is not running (" + state + ")");
   }
   return Authorize(who, *it->second, identity::Action::kEdit);
 }
 
 Status JobService::Heartbeat(const identity::Principal& who, const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   TY_RETURN_IF_ERROR(AuthorizeWorkload(who, job_id));
   Record& r = *active_[job_id];
   if (r.running) r.running->last_progress = clock_.NowMillis();
@@ -807,23 +577,17 @@ Status JobService::Heartbeat(const identity::Principal& who, const std::string& 
 Status JobService::ReportCheckpoint(const identity::Principal& who, const std::string& job_id,
                                     int64_t step, const std::string& path) {
   if (step < 0) return Status::InvalidArgument("step must be a non-negative integer");
-  if (path.empty() || path.size() > 4096 || path.find('\0') != std::string::npos) {
-    return Status::InvalidArgument("path must be a non-empty string of at most 4096 bytes");
+  if (path.empty() || path.size() > kMaxCheckpointPathBytes ||
+      path.find('\0') != std::string::npos) {
+    return Status::InvalidArgument("path must be a non-empty string of at most " +
+                                   std::to_string(kMaxCheckpointPathBytes) + " bytes");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   TY_RETURN_IF_ERROR(AuthorizeWorkload(who, job_id));
   Record& r = *active_[job_id];
   int64_t now = clock_.NowMillis();
   CheckpointInfo ck{step, path, r.running ? r.running->attempt.attempt : r.job.attempts, now};
-  TY_RETURN_IF_ERROR(db_.Write([&](Transaction& tx) -> Status {
-    return tx
-        .Exec(
-            "INSERT INTO job_checkpoints (job_id, step, path, attempt, created_at) VALUES (?, ?, "
-            "?, ?, ?) ON CONFLICT (job_id, step) DO UPDATE SET path = excluded.path, attempt = "
-            "excluded.attempt, created_at = excluded.created_at",
-            {job_id, step, path, int64_t{ck.attempt}, now})
-        .status();
-  }));
+  TY_RETURN_IF_ERROR(store_.PutCheckpoint(job_id, ck));
   r.job.latest_checkpoint = ck;
   if (r.running) {
     r.running->last_progress = now;
@@ -834,7 +598,7 @@ Status JobService::ReportCheckpoint(const identity::Principal& who, const std::s
 }
 
 void JobService::OnRunActivity(const std::string& run_id) {
-  std::lock_guard<std::mutex> lock(progress_mu_);
+  MutexLock lock(progress_mu_);
   progress_by_run_[run_id] = clock_.NowMillis();
 }
 
@@ -853,29 +617,32 @@ void JobService::CheckHealth(int64_t now) {
       continue;
     }
     if (spec.time_limit_ms > 0 && now - a.started_at >= spec.time_limit_ms) {
-      StopAttempt(r, "timed_out",
+      StopAttempt(r, AttemptState::kTimedOut,
                   "time limit of " + FormatDuration(spec.time_limit_ms) + " reached",
                   spec.preemption_grace_ms);
       continue;
     }
     if (spec.hang_timeout_ms > 0) {
-      int64_t last = r.running->last_progress;
-      {
-        std::lock_guard<std::mutex> lock(progress_mu_);
-        auto it = progress_by_run_.find(r.job.run_id);
-        if (it != progress_by_run_.end()) last = std::max(last, it->second);
-      }
+      int64_t last = LastProgress(r);
       if (now - last > spec.hang_timeout_ms) {
-        StopAttempt(r, "hung",
+        StopAttempt(r, AttemptState::kHung,
                     "hung: no heartbeat or metric for " + Seconds(now - last) + " (hang_timeout " +
                         FormatDuration(spec.hang_timeout_ms) + ")",
-                    std::min<int64_t>(spec.preemption_grace_ms, 10000));
+                    std::min<int64_t>(spec.preemption_grace_ms, kHungStopGraceCapMs));
       }
     }
   }
 }
 
-void JobService::ScheduleAndLaunch(int64_t now) {
+int64_t JobService::LastProgress(const Record& r) {
+  int64_t last = r.running ? r.running->last_progress : 0;
+  MutexLock lock(progress_mu_);
+  auto it = progress_by_run_.find(r.job.run_id);
+  if (it != progress_by_run_.end()) last = std::max(last, it->second);
+  return last;
+}
+
+SchedulerInput JobService::BuildSchedulerInput(int64_t now) {
   SchedulerInput in;
   in.nodes = pool_.nodes;
   in.now_ms = now;
@@ -906,34 +673,19 @@ void JobService::ScheduleAndLaunch(int64_t now) {
     }
   }
   in.project_usage = usage_.Snapshot(now);
-  SchedulingResult result = scheduler_.Schedule(in);
+  return in;
+}
+
+void JobService::ScheduleAndLaunch(int64_t now) {
+  SchedulingResult result = scheduler_.Schedule(BuildSchedulerInput(now));
   for (const auto& p : result.preemptions) {
     auto it = active_.find(p.victim_id);
     if (it == active_.end() || !it->second->running) continue;
-    StopAttempt(*it->second, "preempted", "preempted by higher-priority job " + p.for_job_id,
+    StopAttempt(*it->second, AttemptState::kPreempted,
+                "preempted by higher-priority job " + p.for_job_id,
                 it->second->job.spec.preemption_grace_ms);
   }
-  for (const auto& start : result.starts) {
-    auto it = active_.find(start.job_id);
-    if (it == active_.end()) continue;
-    Record& r = *it->second;
-    r.pending_reason.clear();
-    r.queue_position = 0;
-    Status s = Launch(r, start.placement, now);
-    if (!s.ok()) {
-      // The attempt could not start at all (e.g. the executor refused): count it as a
-      // failed attempt so that the retry limit applies.
-      spdlog::warn("job {}: launch failed: {}", r.job.job_id, s.message());
-      executors::AttemptExit failed;
-      failed.job_id = r.job.job_id;
-      failed.attempt = r.job.attempts;
-      failed.lost = true;
-      if (r.running) {
-        r.running->attempt.cause = "could not start: " + s.message();
-        OnAttemptExitGuarded(failed);
-      }
-    }
-  }
+  for (const auto& start : result.starts) StartScheduled(start, now);
   for (const auto& p : result.pending) {
     auto it = active_.find(p.job_id);
     if (it == active_.end()) continue;
@@ -949,74 +701,42 @@ void JobService::ScheduleAndLaunch(int64_t now) {
   }
 }
 
-Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
-  JobInfo& j = r.job;
-  const JobSpec& spec = j.spec;
-  int attempt = ++j.attempts;
+void JobService::StartScheduled(const StartDecision& start, int64_t now) {
+  auto it = active_.find(start.job_id);
+  if (it == active_.end()) return;
+  Record& r = *it->second;
+  r.pending_reason.clear();
+  r.queue_position = 0;
+  Status s = Launch(r, start.placement, now);
+  if (s.ok()) return;
+  // The attempt could not start at all (e.g. the executor refused): count it as a failed
+  // attempt so that the retry limit applies.
+  spdlog::warn("job {}: launch failed: {}", r.job.job_id, s.message());
+  executors::AttemptExit failed;
+  failed.job_id = r.job.job_id;
+  failed.attempt = r.job.attempts;
+  failed.lost = true;
+  if (r.running) {
+    r.running->attempt.cause = "could not start: " + s.message();
+    OnAttemptExitGuarded(failed);
+  }
+}
+
+JobService::AttemptPaths JobService::PathsOf(const JobInfo& j, int attempt) const {
+  AttemptPaths out;
   fs::path job_dir = fs::path(options_.data_dir) / "jobs" / j.job_id;
-  fs::path private_dir = (options_.job_dir_root.empty() ? fs::path(options_.data_dir) / "jobs"
-                                                        : fs::path(options_.job_dir_root)) /
-                         j.job_id;
-  fs::path log_dir =
-      (options_.logs_in_job_dir ? private_dir : job_dir) / ("attempt-" + std::to_string(attempt));
-  fs::path checkpoint_dir = private_dir / "checkpoints";
-  std::error_code ec;
-  if (!options_.logs_in_job_dir) fs::create_directories(log_dir, ec);
-  fs::create_directories(private_dir.parent_path(), ec);
+  out.private_dir = (options_.job_dir_root.empty() ? fs::path(options_.data_dir) / "jobs"
+                                                   : fs::path(options_.job_dir_root)) /
+                    j.job_id;
+  out.log_dir = (options_.logs_in_job_dir ? out.private_dir : job_dir) /
+                ("attempt-" + std::to_string(attempt));
+  out.checkpoint_dir = out.private_dir / "checkpoints";
+  return out;
+}
 
-  Running run;
-  run.placement = placement;
-  run.last_progress = now;
-  AttemptInfo& a = run.attempt;
-  a.attempt = attempt;
-  a.state = "running";
-  a.started_at = now;
-  a.log_dir = log_dir.string();
-  int ppn = spec.EffectiveProcessesPerNode();
-  for (const auto& alloc : placement) {
-    a.nodes.push_back(pool_.nodes[alloc.node].name);
-    a.gpus += static_cast<int>(alloc.gpu_ids.size());
-    a.cpus += alloc.cpus;
-  }
-  a.ranks = ppn * static_cast<int>(placement.size());
-  if (j.latest_checkpoint) a.resumed_from = j.latest_checkpoint->path;
-
-  executors::AttemptLaunch launch;
-  launch.job_id = j.job_id;
-  launch.attempt = attempt;
-  launch.command = spec.command;
-  launch.working_dir =
-      spec.working_dir.empty() ? (private_dir / "work").string() : spec.working_dir;
-  launch.tmp_dir = (private_dir / "tmp").string();
-  launch.env = spec.env;
-  for (const auto& [var, name] : spec.secrets) {
-    if (!secret_resolver_) {
-      return Status::FailedPrecondition("secrets." + var + ": this server has no secret store");
-    }
-    auto value = secret_resolver_(j.owner, name);
-    if (!value.ok()) return value.status().WithContext("secrets." + var);
-    launch.env[var] = std::move(*value);
-  }
-  launch.env["TRAINYARD_URL"] = server_url_;
-  launch.env["TRAINYARD_JOB_ID"] = j.job_id;
-  launch.env["TRAINYARD_ATTEMPT"] = std::to_string(attempt);
-  launch.env["TRAINYARD_PROJECT"] = spec.project;
-  launch.env["TRAINYARD_CHECKPOINT_DIR"] = checkpoint_dir.string();
-  launch.env["TRAINYARD_RESUME_FROM"] = a.resumed_from;
-  launch.env["MLFLOW_TRACKING_URI"] = server_url_;
-  launch.env["MLFLOW_RUN_ID"] = j.run_id;
-  launch.env["MLFLOW_EXPERIMENT_ID"] = j.experiment_id;
-  launch.nnodes = static_cast<int>(placement.size());
-  launch.local_world_size = ppn;
-  launch.master_addr = pool_.master_addr;
-  launch.master_port = 0;
-  launch.log_dir = log_dir;
-  // For cluster executors (Slurm): what to ask the cluster's scheduler for.
-  launch.cluster.cpus_per_rank = std::max(1, spec.resources.cpus_per_node / ppn);
-  launch.cluster.memory_mb_per_node = spec.resources.memory_bytes / (1024 * 1024);
-  launch.cluster.time_limit = std::chrono::seconds((spec.time_limit_ms + 999) / 1000);
-  launch.cluster.term_grace = std::chrono::seconds((spec.preemption_grace_ms + 999) / 1000);
-  launch.cluster.exclude_nodes = j.excluded_nodes;
+std::vector<executors::RankLaunch> JobService::RankLaunches(const Placement& placement,
+                                                            int ppn) const {
+  std::vector<executors::RankLaunch> out;
   for (size_t n = 0; n < placement.size(); ++n) {
     const NodeAllocation& alloc = placement[n];
     for (int l = 0; l < ppn; ++l) {
@@ -1033,9 +753,82 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
       } else {
         rank.gpu_ids = alloc.gpu_ids;
       }
-      launch.ranks.push_back(std::move(rank));
+      out.push_back(std::move(rank));
     }
   }
+  return out;
+}
+
+Result<executors::AttemptLaunch> JobService::BuildLaunch(const JobInfo& j, const AttemptInfo& a,
+                                                         const Placement& placement,
+                                                         const AttemptPaths& paths) {
+  const JobSpec& spec = j.spec;
+  int ppn = spec.EffectiveProcessesPerNode();
+  executors::AttemptLaunch launch;
+  launch.job_id = j.job_id;
+  launch.attempt = a.attempt;
+  launch.command = spec.command;
+  launch.working_dir =
+      spec.working_dir.empty() ? (paths.private_dir / "work").string() : spec.working_dir;
+  launch.tmp_dir = (paths.private_dir / "tmp").string();
+  launch.env = spec.env;
+  for (const auto& [var, name] : spec.secrets) {
+    if (!secret_resolver_) {
+      return Status::FailedPrecondition("secrets." + var + ": this server has no secret store");
+    }
+    auto value = secret_resolver_(j.owner, name);
+    if (!value.ok()) return value.status().WithContext("secrets." + var);
+    launch.env[var] = std::move(*value);
+  }
+  launch.env["TRAINYARD_URL"] = server_url_;
+  launch.env["TRAINYARD_JOB_ID"] = j.job_id;
+  launch.env["TRAINYARD_ATTEMPT"] = std::to_string(a.attempt);
+  launch.env["TRAINYARD_PROJECT"] = spec.project;
+  launch.env["TRAINYARD_CHECKPOINT_DIR"] = paths.checkpoint_dir.string();
+  launch.env["TRAINYARD_RESUME_FROM"] = a.resumed_from;
+  launch.env["MLFLOW_TRACKING_URI"] = server_url_;
+  launch.env["MLFLOW_RUN_ID"] = j.run_id;
+  launch.env["MLFLOW_EXPERIMENT_ID"] = j.experiment_id;
+  launch.nnodes = static_cast<int>(placement.size());
+  launch.local_world_size = ppn;
+  launch.master_addr = pool_.master_addr;
+  launch.master_port = 0;
+  launch.log_dir = paths.log_dir;
+  // For cluster executors (Slurm): what to ask the cluster's scheduler for.
+  launch.cluster.cpus_per_rank = std::max(1, spec.resources.cpus_per_node / ppn);
+  launch.cluster.memory_mb_per_node = spec.resources.memory_bytes / (1024 * 1024);
+  launch.cluster.time_limit = std::chrono::seconds((spec.time_limit_ms + 999) / 1000);
+  launch.cluster.term_grace = std::chrono::seconds((spec.preemption_grace_ms + 999) / 1000);
+  launch.cluster.exclude_nodes = j.excluded_nodes;
+  launch.ranks = RankLaunches(placement, ppn);
+  return launch;
+}
+
+Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
+  JobInfo& j = r.job;
+  int attempt = ++j.attempts;
+  AttemptPaths paths = PathsOf(j, attempt);
+  std::error_code ec;
+  if (!options_.logs_in_job_dir) fs::create_directories(paths.log_dir, ec);
+  fs::create_directories(paths.private_dir.parent_path(), ec);
+
+  Running run;
+  run.placement = placement;
+  run.last_progress = now;
+  AttemptInfo& a = run.attempt;
+  a.attempt = attempt;
+  a.state = AttemptState::kRunning;
+  a.started_at = now;
+  a.log_dir = paths.log_dir.string();
+  for (const auto& alloc : placement) {
+    a.nodes.push_back(pool_.nodes[alloc.node].name);
+    a.gpus += static_cast<int>(alloc.gpu_ids.size());
+    a.cpus += alloc.cpus;
+  }
+  a.ranks = j.spec.EffectiveProcessesPerNode() * static_cast<int>(placement.size());
+  if (j.latest_checkpoint) a.resumed_from = j.latest_checkpoint->path;
+
+  TY_ASSIGN_OR_RETURN(executors::AttemptLaunch launch, BuildLaunch(j, a, placement, paths));
   r.running = std::move(run);
   j.state = JobState::kRunning;
   j.message.clear();
@@ -1043,9 +836,9 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   TY_ASSIGN_OR_RETURN(JobAccount account, ResolveAccount(j));
   launch.os_user = account.os_user;
   std::vector<std::string> subdirs = {"work", "tmp", "checkpoints"};
-  if (options_.logs_in_job_dir) subdirs.push_back(log_dir.filename().string());
+  if (options_.logs_in_job_dir) subdirs.push_back(paths.log_dir.filename().string());
   TY_RETURN_IF_ERROR(
-      EnsurePrivateDirectory(private_dir.string(), account.uid, account.gid, subdirs));
+      EnsurePrivateDirectory(paths.private_dir.string(), account.uid, account.gid, subdirs));
   identity::Principal owner{j.owner, false, "", ""};
   auto token = identity_.CreateToken(owner, j.owner,
                                      "job " + j.job_id + " attempt " + std::to_string(attempt),
@@ -1064,18 +857,15 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   if (!s.ok())
     spdlog::error("job {}: cannot record attempt {}: {}", j.job_id, attempt, s.message());
   const AttemptInfo& started = r.running->attempt;
-  std::string nodes;
-  for (const auto& n : started.nodes) nodes += (nodes.empty() ? "" : ",") + n;
   Event(r,
-        "attempt " + std::to_string(attempt) + " started on " + nodes + " (" +
-            std::to_string(r.running->attempt.ranks) + " rank" +
-            (r.running->attempt.ranks == 1 ? "" : "s") +
+        "attempt " + std::to_string(attempt) + " started on " + JoinNodes(started.nodes) + " (" +
+            std::to_string(started.ranks) + " rank" + (started.ranks == 1 ? "" : "s") +
             (started.resumed_from.empty() ? "" : ", resuming from " + started.resumed_from) + ")",
         now);
   return Status::Ok();
 }
 
-void JobService::StopAttempt(Record& r, const std::string& state, const std::string& cause,
+void JobService::StopAttempt(Record& r, AttemptState state, const std::string& cause,
                              int64_t grace_ms) {
   if (!r.running) return;
   r.running->stopping = true;
@@ -1107,7 +897,7 @@ void JobService::PriceAttempt(const Record& r, AttemptInfo& a, int64_t now) cons
   double secs = static_cast<double>(std::max<int64_t>(end - a.started_at, 0)) / 1000.0;
   double weight = a.gpus > 0 ? a.gpus : std::max(a.cpus, 1);
   a.paid_seconds = secs * weight;
-  if (a.state == "succeeded") {
+  if (a.state == AttemptState::kSucceeded) {
     a.productive_seconds = a.paid_seconds;
   } else if (a.last_checkpoint_at > a.started_at) {
     a.productive_seconds =
@@ -1119,26 +909,7 @@ void JobService::PriceAttempt(const Record& r, AttemptInfo& a, int64_t now) cons
 }
 
 void JobService::RecordUsage(const Record& r, const AttemptInfo& a) {
-  double secs = static_cast<double>(a.ended_at - a.started_at) / 1000.0;
-  double amount = a.gpus > 0 ? secs * a.gpus : secs * a.cpus / 100.0;
-  usage_.Add(r.job.spec.project, amount, a.ended_at);
-}
-
-bool JobService::ExcludeNodes(Record& r, const std::vector<std::string>& nodes) {
-  std::vector<std::string> excluded = r.job.excluded_nodes;
-  for (const auto& n : nodes) {
-    if (std::find(excluded.begin(), excluded.end(), n) == excluded.end()) excluded.push_back(n);
-  }
-  std::vector<NodeInfo> remaining;
-  for (const auto& n : pool_.nodes) {
-    if (std::find(excluded.begin(), excluded.end(), n.name) == excluded.end()) {
-      remaining.push_back(n);
-    }
-  }
-  // Only exclude while the job can still be placed on what remains.
-  if (!CheckFeasible(remaining, ToRequest(r.job.spec)).ok()) return false;
-  r.job.excluded_nodes = std::move(excluded);
-  return true;
+  usage_.Add(r.job.spec.project, UsageAmount(a.gpus, a.cpus, a.started_at, a.ended_at), a.ended_at);
 }
 
 void JobService::OnAttemptExitGuarded(const executors::AttemptExit& exit) {
@@ -1170,7 +941,7 @@ void JobService::FailAfterFault(const std::string& job_id, const std::string& wh
       AttemptInfo a = r.running->attempt;
       std::string processes = r.running->processes;
       r.running.reset();
-      a.state = "failed";
+      a.state = AttemptState::kFailed;
       if (a.ended_at == 0) a.ended_at = now;
       a.cause = cause;
       Status s = PersistAttempt(r, a, processes);
@@ -1183,18 +954,7 @@ void JobService::FailAfterFault(const std::string& job_id, const std::string& wh
   active_.erase(job_id);
 }
 
-void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
-  auto it = active_.find(exit.job_id);
-  if (it == active_.end() || !it->second->running ||
-      it->second->running->attempt.attempt != exit.attempt) {
-    spdlog::warn("job {}: exit of unknown attempt {} ignored", exit.job_id, exit.attempt);
-    return;
-  }
-  Record& r = *it->second;
-  int64_t now = clock_.NowMillis();
-  Running run = std::move(*r.running);
-  AttemptInfo& a = run.attempt;
-  a.ended_at = now;
+void JobService::RecordExit(const executors::AttemptExit& exit, AttemptInfo& a) {
   if (exit.failed_rank >= 0) {
     a.failed_rank = exit.failed_rank;
     if (exit.exit_code >= 0) a.exit_code = exit.exit_code;
@@ -1210,104 +970,55 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
     }
   }
   if (!ran_on.empty()) a.nodes = ran_on;
+}
+
+RecoveryInput JobService::GatherRecoveryInput(const Record& r, const Running& run,
+                                              const executors::AttemptExit& exit) {
+  const JobSpec& spec = r.job.spec;
+  const AttemptInfo& a = run.attempt;
+  RecoveryInput in;
+  in.max_restarts = spec.max_restarts;
+  in.crash_loop_limit = spec.crash_loop_limit;
+  in.restart_backoff_ms = spec.restart_backoff_ms;
+  in.restart_backoff_max_ms = spec.restart_backoff_max_ms;
+  in.request = ToRequest(spec);
+  in.restarts = r.job.restarts;
+  in.consecutive_failures = r.job.consecutive_failures;
+  if (r.job.latest_checkpoint) in.latest_checkpoint_attempt = r.job.latest_checkpoint->attempt;
+  in.excluded_nodes = r.job.excluded_nodes;
+  in.pool_nodes = pool_.nodes;
+  in.attempt = a.attempt;
+  in.ranks = a.ranks;
+  in.nodes = a.nodes;
+  in.launch_failure = a.cause;
+  if (run.stopping) in.stop_request = run.stop_state;
+  in.stop_cause = run.stop_cause;
+  in.exit = exit;
+  if (NeedsFailurePolicy(in)) in.matched_policy = MatchFailurePolicy(r, a);
+  return in;
+}
+
+void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
+  auto it = active_.find(exit.job_id);
+  if (it == active_.end() || !it->second->running ||
+      it->second->running->attempt.attempt != exit.attempt) {
+    spdlog::warn("job {}: exit of unknown attempt {} ignored", exit.job_id, exit.attempt);
+    return;
+  }
+  Record& r = *it->second;
+  int64_t now = clock_.NowMillis();
+  Running run = std::move(*r.running);
+  AttemptInfo& a = run.attempt;
+  a.ended_at = now;
+  RecordExit(exit, a);
   identity::Principal system{"admin", true, "", ""};
   if (!run.token_id.empty()) {
     Status s = identity_.RevokeToken(system, run.token_id);
     if (!s.ok()) spdlog::warn("job {}: cannot revoke token: {}", r.job.job_id, s.message());
   }
-  std::string failure;
-  if (exit.lost) {
-    failure = a.cause.empty() ? "lost: the attempt's processes disappeared without an exit status"
-                              : a.cause;
-  } else if (exit.failed_rank >= 0) {
-    std::string rank_node;
-    for (const auto& rank : exit.ranks) {
-      if (rank.rank == exit.failed_rank) rank_node = rank.node;
-    }
-    std::string node = !rank_node.empty() ? rank_node
-                       : exit.failed_rank < a.ranks && !a.nodes.empty()
-                           ? a.nodes[static_cast<size_t>(exit.failed_rank) * a.nodes.size() /
-                                     static_cast<size_t>(std::max(a.ranks, 1))]
-                           : "";
-    failure = (exit.signal > 0 ? "killed by " + SignalName(exit.signal)
-                               : "exit code " + std::to_string(exit.exit_code)) +
-              " on rank " + std::to_string(exit.failed_rank) +
-              (node.empty() ? "" : " (node " + node + ")");
-    if (!exit.cluster_state.empty() && exit.failed_node.empty()) {
-      failure += "; cluster: " + exit.cluster_state;
-    }
-  }
-
-  enum class Next { kSucceed, kCancel, kRequeue, kFail, kRetry } next;
-  std::string message;
-  if (run.stopping && run.stop_state == "cancelled") {
-    a.state = "cancelled";
-    a.cause = run.stop_cause;
-    next = Next::kCancel;
-  } else if (run.stopping && run.stop_state == "preempted") {
-    a.state = "preempted";
-    a.cause = run.stop_cause;
-    next = Next::kRequeue;
-  } else if (run.stopping && run.stop_state == "timed_out") {
-    a.state = "timed_out";
-    a.cause = run.stop_cause;
-    next = Next::kFail;
-    message = run.stop_cause;
-  } else if (!run.stopping && exit.cluster_state.rfind("PREEMPTED", 0) == 0) {
-    // The cluster preempted it (e.g. Slurm's partition priorities): requeue, not a failure.
-    a.state = "preempted";
-    a.cause = "preempted by the cluster (" + exit.cluster_state + ")";
-    next = Next::kRequeue;
-  } else if (exit.success && !run.stopping) {
-    a.state = "succeeded";
-    a.cause = "all " + std::to_string(a.ranks) + " rank(s) exited 0";
-    next = Next::kSucceed;
-  } else {
-    if (run.stopping && run.stop_state == "hung") {
-      a.state = "hung";
-      a.cause = run.stop_cause;
-    } else {
-      a.state = exit.lost ? "lost" : "failed";
-      a.cause = failure.empty() ? "failed" : failure;
-    }
-    next = Next::kRetry;
-  }
-
-  if (next == Next::kRetry && !exit.failed_node.empty()) {
-    // The cluster says a node failed under the attempt: run the next one elsewhere.
-    a.cause += " (node " + exit.failed_node +
-               (exit.cluster_state.empty() ? "" : ": " + exit.cluster_state) + ")";
-    if (ExcludeNodes(r, {exit.failed_node})) a.cause += "; node " + exit.failed_node + " excluded";
-  }
-  if (next == Next::kRetry) {
-    bool new_checkpoint = r.job.latest_checkpoint && r.job.latest_checkpoint->attempt == a.attempt;
-    r.job.consecutive_failures = new_checkpoint ? 1 : r.job.consecutive_failures + 1;
-    std::optional<FailurePolicy> policy = MatchFailurePolicy(r, a);
-    if (policy && policy->action == FailureAction::kFail) {
-      next = Next::kFail;
-      message = a.cause + "; the logs match failure policy '" + policy->pattern +
-                "' (action fail), so it is not retried";
-    } else {
-      if (policy && policy->action == FailureAction::kAvoidNode) {
-        if (ExcludeNodes(r, a.nodes)) {
-          a.cause += "; the logs match '" + policy->pattern + "': node(s) excluded";
-        } else {
-          a.cause += "; the logs match '" + policy->pattern +
-                     "' but excluding the node would leave too few nodes";
-        }
-      }
-      bool forced_retry = policy && policy->action == FailureAction::kRetry;
-      if (r.job.restarts >= r.job.spec.max_restarts) {
-        next = Next::kFail;
-        message = "gave up after " + std::to_string(a.attempt) + " attempt(s) (max_restarts " +
-                  std::to_string(r.job.spec.max_restarts) + "): " + a.cause;
-      } else if (!forced_retry && r.job.consecutive_failures >= r.job.spec.crash_loop_limit) {
-        next = Next::kFail;
-        message = "crash loop: " + std::to_string(r.job.consecutive_failures) +
-                  " consecutive failures without a new checkpoint; last: " + a.cause;
-      }
-    }
-  }
+  RecoveryDecision d = DecideRecovery(GatherRecoveryInput(r, run, exit));
+  a.state = d.attempt_state;
+  a.cause = d.attempt_cause;
 
   PriceAttempt(r, a, now);
   r.past_cost += a.cost_usd;
@@ -1317,35 +1028,36 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
   r.running.reset();
   Status s = PersistAttempt(r, a, run.processes);
   if (!s.ok()) spdlog::error("job {}: cannot record attempt: {}", r.job.job_id, s.message());
-  Event(r, "attempt " + std::to_string(a.attempt) + " " + a.state + ": " + a.cause, now);
+  Event(r,
+        "attempt " + std::to_string(a.attempt) + " " + std::string(AttemptStateName(a.state)) +
+            ": " + a.cause,
+        now);
+  ApplyRecovery(r, d, now);
+}
 
-  switch (next) {
-    case Next::kSucceed:
-      FinishJob(r, JobState::kSucceeded, a.cause, now);
+void JobService::ApplyRecovery(Record& r, const RecoveryDecision& d, int64_t now) {
+  r.job.restarts = d.restarts;
+  r.job.consecutive_failures = d.consecutive_failures;
+  r.job.excluded_nodes = d.excluded_nodes;
+  switch (d.action) {
+    case RecoveryAction::kSucceed:
+      FinishJob(r, JobState::kSucceeded, d.message, now);
       break;
-    case Next::kCancel:
-      FinishJob(r, JobState::kCancelled, a.cause, now);
+    case RecoveryAction::kCancel:
+      FinishJob(r, JobState::kCancelled, d.message, now);
       break;
-    case Next::kFail:
-      FinishJob(r, JobState::kFailed, message, now);
+    case RecoveryAction::kFail:
+      FinishJob(r, JobState::kFailed, d.message, now);
       break;
-    case Next::kRequeue:
-      Requeue(r, 0, a.cause, now);
+    case RecoveryAction::kRequeue:
+      Requeue(r, 0, d.message, now);
       return;
-    case Next::kRetry: {
-      int64_t delay = r.job.spec.restart_backoff_ms;
-      for (int i = 1; i < r.job.consecutive_failures && delay < r.job.spec.restart_backoff_max_ms;
-           ++i) {
-        delay *= 2;
-      }
-      delay = std::min(delay, r.job.spec.restart_backoff_max_ms);
-      r.job.restarts++;
-      Requeue(r, delay, "attempt " + std::to_string(a.attempt) + " " + a.state + ": " + a.cause,
-              now);
+    case RecoveryAction::kRetryAfter:
+      Requeue(r, d.delay_ms, d.message, now);
       return;
-    }
   }
-  active_.erase(exit.job_id);
+  std::string job_id = r.job.job_id;  // erasing destroys r
+  active_.erase(job_id);
 }
 
 void JobService::Requeue(Record& r, int64_t delay_ms, const std::string& message, int64_t now) {
@@ -1373,10 +1085,10 @@ void JobService::FinishJob(Record& r, JobState state, const std::string& message
   Status s = Persist(r);
   if (!s.ok()) spdlog::error("job {}: {}", r.job.job_id, s.message());
   auto updated =
-      tracking_.UpdateRun(r.job.run_id, std::string(AttemptStateFor(state)), now, std::nullopt);
+      tracking_.UpdateRun(r.job.run_id, std::string(RunStatusFor(state)), now, std::nullopt);
   if (!updated.ok()) spdlog::warn("job {}: {}", r.job.job_id, updated.status().message());
   Event(r, std::string(JobStateName(state)) + ": " + message, now);
-  std::lock_guard<std::mutex> lock(progress_mu_);
+  MutexLock lock(progress_mu_);
   progress_by_run_.erase(r.job.run_id);
 }
 
@@ -1406,43 +1118,13 @@ void JobService::Derive(const Record& r, JobInfo& out, int64_t now) const {
 }
 
 Result<JobInfo> JobService::GetJob(const std::string& job_id) {
-  JobInfo out;
-  bool found = false;
-  TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(
-        Rows rows,
-        tx.Query(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE job_id = ?", {job_id}));
-    if (rows.empty()) return Status::Ok();
-    TY_ASSIGN_OR_RETURN(out, JobFromRow(rows[0], nullptr));
-    found = true;
-    TY_ASSIGN_OR_RETURN(Rows ck, tx.Query("SELECT step, path, attempt, created_at FROM "
-                                          "job_checkpoints WHERE job_id = ? ORDER BY "
-                                          "created_at DESC, step DESC LIMIT 1",
-                                          {job_id}));
-    if (!ck.empty()) {
-      out.latest_checkpoint =
-          CheckpointInfo{ck[0].Int(0), ck[0].Text(1), static_cast<int>(ck[0].Int(2)), ck[0].Int(3)};
-    }
-    TY_ASSIGN_OR_RETURN(Rows attempts,
-                        tx.Query(std::string("SELECT ") + kAttemptColumns +
-                                     " FROM job_attempts WHERE job_id = ? ORDER BY attempt",
-                                 {job_id}));
-    double cost = 0, paid = 0, productive = 0;
-    for (const auto& row : attempts) {
-      out.attempt_list.push_back(AttemptFromRow(row));
-      cost += out.attempt_list.back().cost_usd;
-      paid += out.attempt_list.back().paid_seconds;
-      productive += out.attempt_list.back().productive_seconds;
-    }
-    out.cost_usd = cost;
-    out.goodput = paid > 0 ? productive / paid : 1.0;
-    return Status::Ok();
-  }));
-  if (!found) {
+  TY_ASSIGN_OR_RETURN(std::optional<JobInfo> stored, store_.GetJob(job_id));
+  if (!stored) {
     return Status::NotFound("job '" + job_id +
                             "' does not exist (list jobs with 'trainyard jobs')");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  JobInfo out = std::move(*stored);
+  MutexLock lock(mu_);
   auto it = active_.find(job_id);
   if (it != active_.end()) {
     const Record& r = *it->second;
@@ -1461,56 +1143,12 @@ Result<JobInfo> JobService::GetJob(const std::string& job_id) {
 }
 
 Result<std::vector<JobInfo>> JobService::ListJobs(const ListJobsRequest& request) {
-  if (request.max_results < 1 || request.max_results > 10000) {
-    return Status::InvalidArgument("max_results must be between 1 and 10000");
+  if (request.max_results < 1 || request.max_results > kMaxListResults) {
+    return Status::InvalidArgument("max_results must be between 1 and " +
+                                   std::to_string(kMaxListResults));
   }
-  std::vector<JobInfo> out;
-  std::map<std::string, int64_t> seqs;
-  TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs";
-    std::vector<Value> params;
-    std::vector<std::string> where;
-    if (request.state) {
-      where.push_back("state = ?");
-      params.emplace_back(std::string(JobStateName(*request.state)));
-    } else if (request.active_only) {
-      where.push_back("state IN ('PENDING', 'RUNNING')");
-    }
-    if (!request.project.empty()) {
-      where.push_back("project = ?");
-      params.emplace_back(request.project);
-    }
-    for (size_t i = 0; i < where.size(); ++i) sql += (i ? " AND " : " WHERE ") + where[i];
-    sql += " ORDER BY seq DESC LIMIT " + std::to_string(request.max_results);
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query(sql, params));
-    for (const auto& row : rows) {
-      int64_t seq = 0;
-      auto j = JobFromRow(row, &seq);
-      if (!j.ok()) continue;
-      out.push_back(std::move(*j));
-    }
-    if (out.empty()) return Status::Ok();
-    std::vector<Value> ids;
-    for (const auto& j : out) ids.emplace_back(j.job_id);
-    TY_ASSIGN_OR_RETURN(Rows sums, tx.Query("SELECT job_id, SUM(cost_usd), SUM(paid_seconds), "
-                                            "SUM(productive_seconds) FROM job_attempts WHERE "
-                                            "job_id IN " +
-                                                store::InList(ids.size()) + " GROUP BY job_id",
-                                            ids));
-    std::map<std::string, std::tuple<double, double, double>> by_job;
-    for (const auto& s : sums) {
-      by_job[s.Text(0)] = {s.Double(1), s.Double(2), s.Double(3)};
-    }
-    for (auto& j : out) {
-      auto it = by_job.find(j.job_id);
-      if (it == by_job.end()) continue;
-      j.cost_usd = std::get<0>(it->second);
-      double paid = std::get<1>(it->second);
-      j.goodput = paid > 0 ? std::get<2>(it->second) / paid : 1.0;
-    }
-    return Status::Ok();
-  }));
-  std::lock_guard<std::mutex> lock(mu_);
+  TY_ASSIGN_OR_RETURN(std::vector<JobInfo> out, store_.ListJobs(request));
+  MutexLock lock(mu_);
   int64_t now = clock_.NowMillis();
   for (auto& j : out) {
     auto it = active_.find(j.job_id);
@@ -1524,33 +1162,14 @@ Result<std::vector<JobInfo>> JobService::ListJobs(const ListJobsRequest& request
 
 Result<std::vector<CheckpointInfo>> JobService::ListCheckpoints(const std::string& job_id) {
   TY_RETURN_IF_ERROR(GetJob(job_id).status());
-  std::vector<CheckpointInfo> out;
-  TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT step, path, attempt, created_at FROM "
-                                            "job_checkpoints WHERE job_id = ? ORDER BY step",
-                                            {job_id}));
-    for (const auto& r : rows) {
-      out.push_back({r.Int(0), r.Text(1), static_cast<int>(r.Int(2)), r.Int(3)});
-    }
-    return Status::Ok();
-  }));
-  return out;
+  return store_.ListCheckpoints(job_id);
 }
 
 Result<std::vector<JobEvent>> JobService::Events(const std::string& job_id, int64_t after_seq) {
-  std::vector<JobEvent> out;
-  bool exists = false;
-  TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(Rows job, tx.Query("SELECT 1 FROM jobs WHERE job_id = ?", {job_id}));
-    exists = !job.empty();
-    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT seq, time, message FROM job_events WHERE "
-                                            "job_id = ? AND seq > ? ORDER BY seq LIMIT 1000",
-                                            {job_id, after_seq}));
-    for (const auto& r : rows) out.push_back({r.Int(0), r.Int(1), r.Text(2)});
-    return Status::Ok();
-  }));
-  if (!exists) return Status::NotFound("job '" + job_id + "' does not exist");
-  return out;
+  TY_ASSIGN_OR_RETURN(std::optional<std::vector<JobEvent>> events,
+                      store_.Events(job_id, after_seq));
+  if (!events) return Status::NotFound("job '" + job_id + "' does not exist");
+  return std::move(*events);
 }
 
 Result<std::string> JobService::LogPath(const std::string& job_id, int attempt, int rank) {
@@ -1586,7 +1205,7 @@ Result<std::string> JobService::LogPath(const std::string& job_id, int attempt, 
 std::vector<JobService::NodeUsage> JobService::Cluster() {
   std::vector<NodeUsage> out;
   for (const auto& n : pool_.nodes) out.push_back({n, 0, 0, {}});
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const auto& [id, rec] : active_) {
     if (!rec->running) continue;
     for (const auto& alloc : rec->running->placement) {

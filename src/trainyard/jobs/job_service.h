@@ -25,12 +25,10 @@
 
 #include <sys/types.h>
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,79 +36,21 @@
 #include <vector>
 
 #include "trainyard/common/clock.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 #include "trainyard/cost/price_catalog.h"
 #include "trainyard/executors/executor.h"
 #include "trainyard/identity/identity_service.h"
 #include "trainyard/jobs/fair_share.h"
+#include "trainyard/jobs/job_info.h"
 #include "trainyard/jobs/job_spec.h"
+#include "trainyard/jobs/job_store.h"
+#include "trainyard/jobs/recovery_policy.h"
 #include "trainyard/jobs/scheduler.h"
 #include "trainyard/store/database.h"
 #include "trainyard/tracking/tracking_service.h"
 
 namespace trainyard::jobs {
-
-enum class JobState { kPending, kRunning, kSucceeded, kFailed, kCancelled };
-std::string_view JobStateName(JobState s);
-bool IsTerminal(JobState s);
-
-struct CheckpointInfo {
-  int64_t step = 0;
-  std::string path;
-  int attempt = 0;
-  int64_t created_at = 0;
-};
-
-struct AttemptInfo {
-  int attempt = 0;
-  // running | succeeded | failed | preempted | cancelled | lost | hung | timed_out
-  std::string state = "running";
-  std::string cause;  // human-readable: "exit code 3 on rank 1 (node local-0)"
-  std::vector<std::string> nodes;
-  int gpus = 0;  // in total
-  int cpus = 0;  // in total
-  int ranks = 0;
-  int64_t started_at = 0;
-  int64_t ended_at = 0;  // 0 while running
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-  std::optional<int> failed_rank;
-  std::string resumed_from;
-  int64_t last_checkpoint_at = 0;  // when this attempt last reported a checkpoint
-  std::string log_dir;
-  double cost_usd = 0;
-  double paid_seconds = 0;        // wall time × (GPUs, or CPUs without GPUs)
-  double productive_seconds = 0;  // the part that ended in checkpointed progress
-};
-
-struct JobInfo {
-  std::string job_id;
-  std::string owner;
-  JobSpec spec;
-  JobState state = JobState::kPending;
-  std::string experiment_id;
-  std::string run_id;
-  int64_t submitted_at = 0;
-  int64_t finished_at = 0;
-  int attempts = 0;  // attempts started so far
-  int restarts = 0;  // retries after failures (preemptions not counted)
-  int consecutive_failures = 0;
-  int64_t not_before = 0;  // backoff: not started before this time
-  std::string message;     // why it ended, or what it waits for
-  std::optional<CheckpointInfo> latest_checkpoint;
-  std::vector<std::string> excluded_nodes;
-  // Derived when read:
-  int queue_position = 0;  // 1-based among pending jobs; 0 otherwise
-  double cost_usd = 0;
-  double goodput = 0;                     // productive ÷ paid, 0..1 (1 when nothing was paid yet)
-  std::vector<AttemptInfo> attempt_list;  // filled by GetJob
-};
-
-struct JobEvent {
-  int64_t seq = 0;
-  int64_t time = 0;
-  std::string message;
-};
 
 // The compute this service schedules onto.
 struct PoolConfig {
@@ -136,13 +76,6 @@ struct JobServiceOptions {
   bool start_loop_thread = true;  // false: tests drive passes with RunPassForTest()
 };
 
-struct ListJobsRequest {
-  std::optional<JobState> state;
-  std::string project;
-  bool active_only = false;  // pending and running
-  int64_t max_results = 200;
-};
-
 class JobService {
  public:
   JobService(store::Database& db, Clock& clock, Random& random, identity::IdentityService& identity,
@@ -152,7 +85,8 @@ class JobService {
   JobService(const JobService&) = delete;
   JobService& operator=(const JobService&) = delete;
 
-  static std::vector<store::Migration> Migrations();
+  // The jobs tables (JobStore's).
+  static std::vector<store::Migration> Migrations() { return JobStore::Migrations(); }
 
   // Resolves a job's secret references at launch: (job owner, secret name) → value. Before
   // Start; without one, jobs that reference secrets fail to launch.
@@ -163,21 +97,21 @@ class JobService {
   // What workloads use to reach the API (MLFLOW_TRACKING_URI, TRAINYARD_URL). Before Start.
   void SetServerUrl(std::string url) { server_url_ = std::move(url); }
   // Loads unfinished jobs, re-adopts running attempts and starts the loop.
-  Status Start();
+  Status Start() TY_EXCLUDES(mu_, inbox_mu_);
   // Stops the loop; running jobs keep running (a later Start re-adopts them).
-  void Stop();
+  void Stop() TY_EXCLUDES(inbox_mu_);
 
   // Validates, stores and queues a job. A request larger than the pool is
   // rejected here (InvalidArgument), never left pending.
-  Result<JobInfo> Submit(const identity::Principal& who, JobSpec spec);
-  Result<JobInfo> GetJob(const std::string& job_id);
-  Result<std::vector<JobInfo>> ListJobs(const ListJobsRequest& request);
-  Status Cancel(const identity::Principal& who, const std::string& job_id);
+  Result<JobInfo> Submit(const identity::Principal& who, JobSpec spec) TY_EXCLUDES(mu_);
+  Result<JobInfo> GetJob(const std::string& job_id) TY_EXCLUDES(mu_);
+  Result<std::vector<JobInfo>> ListJobs(const ListJobsRequest& request) TY_EXCLUDES(mu_);
+  Status Cancel(const identity::Principal& who, const std::string& job_id) TY_EXCLUDES(mu_);
   // A workload's sign of life (also implied by metrics logged to the job's run).
-  Status Heartbeat(const identity::Principal& who, const std::string& job_id);
+  Status Heartbeat(const identity::Principal& who, const std::string& job_id) TY_EXCLUDES(mu_);
   // Records a complete checkpoint; it becomes TRAINYARD_RESUME_FROM of the next attempt.
   Status ReportCheckpoint(const identity::Principal& who, const std::string& job_id, int64_t step,
-                          const std::string& path);
+                          const std::string& path) TY_EXCLUDES(mu_);
   Result<std::vector<CheckpointInfo>> ListCheckpoints(const std::string& job_id);
   // Events after `after_seq` (state changes, attempts), oldest first.
   Result<std::vector<JobEvent>> Events(const std::string& job_id, int64_t after_seq);
@@ -190,44 +124,83 @@ class JobService {
     int cpus_used = 0;
     std::vector<std::string> jobs;
   };
-  std::vector<NodeUsage> Cluster();
+  std::vector<NodeUsage> Cluster() TY_EXCLUDES(mu_);
   const PoolConfig& pool() const { return pool_; }
   bool multi_user() const { return options_.multi_user; }
   // How the executor contains each attempt's processes (cgroups), for people.
   std::string Containment() const { return executor_.Containment(); }
 
   // Runs one loop pass now (tests drive the loop without its thread).
-  void RunPassForTest();
+  void RunPassForTest() TY_EXCLUDES(mu_, inbox_mu_);
 
  private:
   struct Running;
   struct Record;
+  struct AttemptPaths;
 
-  void Loop();
-  void Post(std::function<void()> fn);
-  void Pass();
-  void OnAttemptExit(const executors::AttemptExit& exit);
+  void Loop() TY_EXCLUDES(mu_, inbox_mu_);
+  // Queues `fn` for the loop, which runs it holding mu_ (fn may assert so: mu_.AssertHeld()).
+  void Post(std::function<void()> fn) TY_EXCLUDES(inbox_mu_);
+  // Runs the queued work, then a pass.
+  void RunWork(std::deque<std::function<void()>>& work) TY_REQUIRES(mu_);
+  void Pass() TY_REQUIRES(mu_);
+  // How long the loop may sleep: until the earliest backoff ends, at most max_wait_ms.
+  int64_t LoopWaitMs() TY_REQUIRES(mu_);
+  void Wake() TY_EXCLUDES(inbox_mu_);
+
+  // Start's phases: load unfinished jobs (returning the running attempts to re-adopt, as
+  // job id → processes JSON), fair-share usage, and re-adoption.
+  Result<std::vector<std::pair<std::string, std::string>>> LoadActiveJobs(int64_t now)
+      TY_REQUIRES(mu_);
+  Status LoadUsage(int64_t now) TY_REQUIRES(mu_);
+  void AdoptRunning(const std::vector<std::pair<std::string, std::string>>& adopt) TY_REQUIRES(mu_);
+
+  // Submit's checks that need no state: scope, mode, OS account, feasibility, working dir.
+  Status CheckSubmit(const identity::Principal& who, const JobSpec& spec);
+  // The id of the experiment a job's run goes into, created when missing.
+  Result<std::string> JobExperiment(const identity::Principal& who, const JobSpec& spec);
+
+  void OnAttemptExit(const executors::AttemptExit& exit) TY_REQUIRES(mu_);
   // OnAttemptExit, with a fault (an exception) while handling the exit failing that job, never
   // the server; the attempt is recorded as failed, so a restart does not handle it again.
-  void OnAttemptExitGuarded(const executors::AttemptExit& exit);
-  void FailAfterFault(const std::string& job_id, const std::string& what);
-  void CheckHealth(int64_t now);
-  void ScheduleAndLaunch(int64_t now);
-  Status Launch(Record& r, const Placement& placement, int64_t now);
-  void StopAttempt(Record& r, const std::string& state, const std::string& cause, int64_t grace_ms);
-  void FinishJob(Record& r, JobState state, const std::string& message, int64_t now);
-  void Requeue(Record& r, int64_t delay_ms, const std::string& message, int64_t now);
-  // Adds `nodes` to the job's excluded nodes unless that would leave too few to place it;
-  // returns whether it did.
-  bool ExcludeNodes(Record& r, const std::vector<std::string>& nodes);
-  std::optional<FailurePolicy> MatchFailurePolicy(const Record& r, const AttemptInfo& a);
-  void Event(Record& r, const std::string& message, int64_t now);
-  void RecordUsage(const Record& r, const AttemptInfo& a);
-  void PriceAttempt(const Record& r, AttemptInfo& a, int64_t now) const;
-  void Derive(const Record& r, JobInfo& out, int64_t now) const;
-  Status Persist(const Record& r);
-  Status PersistAttempt(const Record& r, const AttemptInfo& a, const std::string& processes);
-  Status Authorize(const identity::Principal& who, const Record& r, identity::Action action);
+  void OnAttemptExitGuarded(const executors::AttemptExit& exit) TY_REQUIRES(mu_);
+  // Copies what the executor says about the exit onto the attempt (codes, where it ran).
+  static void RecordExit(const executors::AttemptExit& exit, AttemptInfo& a);
+  RecoveryInput GatherRecoveryInput(const Record& r, const Running& run,
+                                    const executors::AttemptExit& exit) TY_REQUIRES(mu_);
+  // Applies a recovery decision to the job (the attempt has been recorded).
+  void ApplyRecovery(Record& r, const RecoveryDecision& d, int64_t now) TY_REQUIRES(mu_);
+  void FailAfterFault(const std::string& job_id, const std::string& what) TY_REQUIRES(mu_);
+  void CheckHealth(int64_t now) TY_REQUIRES(mu_);
+  // The latest sign of life of a running job: heartbeat, checkpoint or logged metric.
+  int64_t LastProgress(const Record& r) TY_REQUIRES(mu_) TY_EXCLUDES(progress_mu_);
+  void ScheduleAndLaunch(int64_t now) TY_REQUIRES(mu_);
+  SchedulerInput BuildSchedulerInput(int64_t now) TY_REQUIRES(mu_);
+  void StartScheduled(const StartDecision& start, int64_t now) TY_REQUIRES(mu_);
+  Status Launch(Record& r, const Placement& placement, int64_t now) TY_REQUIRES(mu_);
+  AttemptPaths PathsOf(const JobInfo& j, int attempt) const;
+  // The launch request of an attempt, without the account and token (see Launch).
+  Result<executors::AttemptLaunch> BuildLaunch(const JobInfo& j, const AttemptInfo& a,
+                                               const Placement& placement,
+                                               const AttemptPaths& paths);
+  std::vector<executors::RankLaunch> RankLaunches(const Placement& placement, int ppn) const;
+  void StopAttempt(Record& r, AttemptState state, const std::string& cause, int64_t grace_ms)
+      TY_REQUIRES(mu_);
+  void FinishJob(Record& r, JobState state, const std::string& message, int64_t now)
+      TY_REQUIRES(mu_) TY_EXCLUDES(progress_mu_);
+  void Requeue(Record& r, int64_t delay_ms, const std::string& message, int64_t now)
+      TY_REQUIRES(mu_);
+  std::optional<FailurePolicy> MatchFailurePolicy(const Record& r, const AttemptInfo& a)
+      TY_REQUIRES(mu_);
+  void Event(Record& r, const std::string& message, int64_t now) TY_REQUIRES(mu_);
+  void RecordUsage(const Record& r, const AttemptInfo& a) TY_REQUIRES(mu_);
+  void PriceAttempt(const Record& r, AttemptInfo& a, int64_t now) const TY_REQUIRES(mu_);
+  void Derive(const Record& r, JobInfo& out, int64_t now) const TY_REQUIRES(mu_);
+  Status Persist(const Record& r) TY_REQUIRES(mu_);
+  Status PersistAttempt(const Record& r, const AttemptInfo& a, const std::string& processes)
+      TY_REQUIRES(mu_);
+  Status Authorize(const identity::Principal& who, const Record& r, identity::Action action)
+      TY_REQUIRES(mu_);
   // The OS account a job runs as ("" in single-user mode) and the uid/gid owning its private
   // directory. FailedPrecondition when the owner has no (usable) mapping.
   struct JobAccount {
@@ -237,13 +210,13 @@ class JobService {
   };
   Result<JobAccount> ResolveAccount(const JobInfo& j);
   static Status NoOsAccount(const std::string& user);
-  Result<std::string> StoredState(const std::string& job_id);
-  Status AuthorizeWorkload(const identity::Principal& who, const std::string& job_id);
-  Result<std::vector<AttemptInfo>> LoadAttempts(const std::string& job_id);
-  void OnRunActivity(const std::string& run_id);
-  bool ScopeMayWrite(const std::string& scope, const identity::Securable& what);
+  Status AuthorizeWorkload(const identity::Principal& who, const std::string& job_id)
+      TY_REQUIRES(mu_);
+  void OnRunActivity(const std::string& run_id) TY_EXCLUDES(progress_mu_);
+  bool ScopeMayWrite(const std::string& scope, const identity::Securable& what)
+      TY_EXCLUDES(scope_mu_);
 
-  store::Database& db_;
+  JobStore store_;
   Clock& clock_;
   Random& random_;
   identity::IdentityService& identity_;
@@ -256,24 +229,26 @@ class JobService {
   std::string server_url_;
   SecretResolver secret_resolver_;
 
-  std::mutex inbox_mu_;
-  std::condition_variable inbox_cv_;
-  std::deque<std::function<void()>> inbox_;  // guarded by inbox_mu_
-  bool stop_ = false;                        // guarded by inbox_mu_
-  bool wake_ = false;                        // guarded by inbox_mu_
+  Mutex inbox_mu_;
+  CondVar inbox_cv_;
+  std::deque<std::function<void()>> inbox_ TY_GUARDED_BY(inbox_mu_);
+  bool stop_ TY_GUARDED_BY(inbox_mu_) = false;
+  bool wake_ TY_GUARDED_BY(inbox_mu_) = false;
   std::thread loop_;
 
-  std::mutex mu_;  // the loop holds it while it changes state; readers copy under it
-  std::map<std::string, std::unique_ptr<Record>> active_;    // pending and running, guarded
-  std::unordered_map<std::string, std::string> run_to_job_;  // guarded
-  FairShareUsage usage_;                                     // guarded
-  int64_t next_seq_ = 1;                                     // guarded
+  // The loop holds it while it changes state; readers copy under it. Taken before inbox_mu_
+  // and progress_mu_.
+  Mutex mu_;
+  std::map<std::string, std::unique_ptr<Record>> active_ TY_GUARDED_BY(mu_);  // pending, running
+  std::unordered_map<std::string, std::string> run_to_job_ TY_GUARDED_BY(mu_);
+  FairShareUsage usage_ TY_GUARDED_BY(mu_);
+  int64_t next_seq_ TY_GUARDED_BY(mu_) = 1;
 
-  std::mutex scope_mu_;
-  std::unordered_map<std::string, std::string> run_of_job_;  // guarded by scope_mu_
+  Mutex scope_mu_;
+  std::unordered_map<std::string, std::string> run_of_job_ TY_GUARDED_BY(scope_mu_);
 
-  std::mutex progress_mu_;
-  std::unordered_map<std::string, int64_t> progress_by_run_;  // guarded by progress_mu_
+  Mutex progress_mu_;
+  std::unordered_map<std::string, int64_t> progress_by_run_ TY_GUARDED_BY(progress_mu_);
 };
 
 }  // namespace trainyard::jobs

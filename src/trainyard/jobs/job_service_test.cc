@@ -177,9 +177,9 @@ TEST_F(JobServiceTest, RetriesWithDoublingBackoffAndResumesFromTheLatestCheckpoi
   j = Get(id);
   EXPECT_EQ(j.state, JobState::kSucceeded);
   ASSERT_EQ(j.attempt_list.size(), 3u);
-  EXPECT_EQ(j.attempt_list[0].state, "failed");
+  EXPECT_EQ(j.attempt_list[0].state, AttemptState::kFailed);
   EXPECT_EQ(j.attempt_list[0].cause, "exit code 3 on rank 0 (node n0)");
-  EXPECT_EQ(j.attempt_list[2].state, "succeeded");
+  EXPECT_EQ(j.attempt_list[2].state, AttemptState::kSucceeded);
   auto run = tracking_->GetRun(j.run_id);
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(run->info.status, "FINISHED");
@@ -243,7 +243,7 @@ TEST_F(JobServiceTest, PreemptionRequeuesWithoutCountingAFailure) {
   JobInfo v = Get(victim->job_id);
   EXPECT_EQ(v.state, JobState::kPending);
   EXPECT_EQ(v.restarts, 0);
-  EXPECT_EQ(v.attempt_list[0].state, "preempted");
+  EXPECT_EQ(v.attempt_list[0].state, AttemptState::kPreempted);
   EXPECT_NE(v.attempt_list[0].cause.find(urgent->job_id), std::string::npos);
 }
 
@@ -264,7 +264,7 @@ TEST_F(JobServiceTest, HangAndTimeLimitStopAttempts) {
   executor_.Exit(job->job_id, 1, 143, true);
   jobs_->RunPassForTest();
   JobInfo j = Get(job->job_id);
-  EXPECT_EQ(j.attempt_list[0].state, "hung");
+  EXPECT_EQ(j.attempt_list[0].state, AttemptState::kHung);
   EXPECT_EQ(j.state, JobState::kPending);  // retried
 
   spec = Spec("slow");
@@ -310,7 +310,7 @@ TEST_F(JobServiceTest, ClusterQueueingAndClusterPreemption) {
   executor_.Exit(job->job_id, 1, 143, false, "PREEMPTED None");
   jobs_->RunPassForTest();
   j = Get(job->job_id);
-  EXPECT_EQ(j.attempt_list[0].state, "preempted");
+  EXPECT_EQ(j.attempt_list[0].state, AttemptState::kPreempted);
   EXPECT_EQ(j.restarts, 0);
   EXPECT_EQ(executor_.launches.size(), 2u);
 }
@@ -336,7 +336,7 @@ TEST_F(JobServiceTest, RestartReadoptsRunningAttemptsAndRecoversLostOnes) {
   jobs_->RunPassForTest();
   JobInfo j = Get(b->job_id);
   ASSERT_GE(j.attempt_list.size(), 1u);
-  EXPECT_EQ(j.attempt_list[0].state, "lost");
+  EXPECT_EQ(j.attempt_list[0].state, AttemptState::kLost);
   EXPECT_EQ(j.state, JobState::kPending);
   EXPECT_EQ(j.restarts, 1);
 }

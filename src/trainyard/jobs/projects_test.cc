@@ -79,13 +79,18 @@ TEST_F(ProjectsTest, SecretsAreUsableByOwnerOrProjectMembersOnly) {
   SecretService secrets(*db_, clock_, identity::SecretCipher(std::string(32, 'k')), *projects_);
   ASSERT_TRUE(projects_->Create(admin_, "nlp", 0).ok());
   ASSERT_TRUE(projects_->AddMember(admin_, "nlp", "alice").ok());
-  ASSERT_TRUE(secrets.Create(alice_, "alice-key", "", "v-alice").ok());
-  EXPECT_EQ(secrets.Create(bob_, "team-key", "nlp", "v").status().code(),
+  ASSERT_TRUE(
+      secrets.Create(alice_, {.name = "alice-key", .project = "", .value = "v-alice"}).ok());
+  EXPECT_EQ(
+      secrets.Create(bob_, {.name = "team-key", .project = "nlp", .value = "v"}).status().code(),
+      StatusCode::kPermissionDenied);
+  ASSERT_TRUE(
+      secrets.Create(alice_, {.name = "team-key", .project = "nlp", .value = "v-team"}).ok());
+  EXPECT_EQ(secrets.Create(alices_job_, {.name = "x", .project = "", .value = "v"}).status().code(),
             StatusCode::kPermissionDenied);
-  ASSERT_TRUE(secrets.Create(alice_, "team-key", "nlp", "v-team").ok());
-  EXPECT_EQ(secrets.Create(alices_job_, "x", "", "v").status().code(),
-            StatusCode::kPermissionDenied);
-  EXPECT_TRUE(secrets.Create(alice_, "alice-key", "", "again").status().IsAlreadyExists());
+  EXPECT_TRUE(secrets.Create(alice_, {.name = "alice-key", .project = "", .value = "again"})
+                  .status()
+                  .IsAlreadyExists());
   EXPECT_EQ(*secrets.Resolve("alice", "alice-key"), "v-alice");
   EXPECT_EQ(secrets.Resolve("bob", "alice-key").status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(secrets.CheckUse("bob", "team-key").code(), StatusCode::kPermissionDenied);

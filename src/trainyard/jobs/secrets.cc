@@ -5,8 +5,11 @@
 namespace trainyard::jobs {
 namespace {
 
+// The longest secret name (it names an env variable's source in specs and errors).
+constexpr size_t kMaxNameBytes = 128;
+
 bool ValidSecretName(std::string_view name) {
-  if (name.empty() || name.size() > 128) return false;
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
   for (char c : name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
       return false;
@@ -57,17 +60,22 @@ std::vector<store::Migration> SecretService::Migrations() {
             "NULL, sealed TEXT NOT NULL, created_at BIGINT NOT NULL)"}}};
 }
 
-Result<SecretInfo> SecretService::Create(const identity::Principal& who, const std::string& name,
-                                         const std::string& project, const std::string& value) {
+Result<SecretInfo> SecretService::Create(const identity::Principal& who,
+                                         const CreateSecretRequest& request) {
+  const std::string& name = request.name;
+  const std::string& project = request.project;
+  const std::string& value = request.value;
   if (!who.scope.empty()) {
     return Status::PermissionDenied("a token scoped to " + who.scope + " may not create secrets");
   }
   if (!ValidSecretName(name)) {
-    return Status::InvalidArgument("name must be 1-128 letters, digits, '_', '-', '.' (got '" +
-                                   Abbreviate(name) + "')");
+    return Status::InvalidArgument("name must be 1-" + std::to_string(kMaxNameBytes) +
+                                   " letters, digits, '_', '-', '.' (got '" + Abbreviate(name) +
+                                   "')");
   }
   if (value.empty() || value.size() > kMaxValueBytes) {
-    return Status::InvalidArgument("value must be 1 to 65536 bytes");
+    return Status::InvalidArgument("value must be 1 to " + std::to_string(kMaxValueBytes) +
+                                   " bytes");
   }
   if (value.find('\0') != std::string::npos) {
     return Status::InvalidArgument("value must not contain NUL bytes (it becomes an env variable)");

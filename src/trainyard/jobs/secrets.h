@@ -27,6 +27,12 @@ struct SecretInfo {
   int64_t created_at = 0;
 };
 
+struct CreateSecretRequest {
+  std::string name;
+  std::string project;  // "" = the creator's own
+  std::string value;
+};
+
 class SecretService {
  public:
   static constexpr size_t kMaxValueBytes = 64 * 1024;
@@ -40,8 +46,7 @@ class SecretService {
   static std::vector<store::Migration> Migrations();
 
   // A project-scoped secret needs membership of the project (or an admin).
-  Result<SecretInfo> Create(const identity::Principal& who, const std::string& name,
-                            const std::string& project, const std::string& value);
+  Result<SecretInfo> Create(const identity::Principal& who, const CreateSecretRequest& request);
   // Names only: admins see all; others their own and their projects'.
   Result<std::vector<SecretInfo>> List(const identity::Principal& who);
   // Its owner or an admin.
