@@ -36,6 +36,10 @@ constexpr size_t kMaxCachedJobRuns = 10000;
 constexpr int64_t kMaxListResults = 10000;
 // The longest checkpoint path a workload may report.
 constexpr size_t kMaxCheckpointPathBytes = 4096;
+// Random bytes in a job id ("j-" and twice as many hex digits).
+constexpr size_t kJobIdRandomBytes = 5;
+// How much of an internal error's text a failed job's message quotes.
+constexpr size_t kMaxFaultQuoteBytes = 200;
 
 // Patterns that are always checked after a failure (after the job's own policies).
 const std::vector<FailurePolicy>& DefaultFailurePolicies() {
@@ -470,7 +474,7 @@ Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec)
   TY_ASSIGN_OR_RETURN(std::string experiment_id, JobExperiment(who, spec));
   auto rec = std::make_unique<Record>();
   JobInfo& j = rec->job;
-  j.job_id = "j-" + random_.Hex(5);
+  j.job_id = "j-" + random_.Hex(kJobIdRandomBytes);
   j.owner = who.user;
   j.spec = std::move(spec);
   j.state = JobState::kPending;
@@ -934,7 +938,8 @@ void JobService::FailAfterFault(const std::string& job_id, const std::string& wh
   if (it == active_.end()) return;
   Record& r = *it->second;
   int64_t now = clock_.NowMillis();
-  std::string cause = "internal error while handling the attempt's exit (" + Abbreviate(what, 200) +
+  std::string cause = "internal error while handling the attempt's exit (" +
+                      Abbreviate(what, kMaxFaultQuoteBytes) +
                       "); the job is failed instead of retried; resubmit it";
   try {
     if (r.running) {

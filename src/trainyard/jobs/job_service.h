@@ -1,4 +1,8 @@
-// JobService: the job queue, the scheduling loop and the recovery policy.
+// JobService: the job queue, the scheduling loop and the attempts' lifecycle. It
+// orchestrates: JobStore keeps the rows, Scheduler decides what runs where, and
+// DecideRecovery (recovery_policy.h) decides what follows an attempt's exit; this
+// class gathers their inputs, applies their decisions, talks to the executor and
+// keeps the live state (running attempts, queue positions, costs) in memory.
 //
 // Submitted jobs are stored (durably, before Submit returns) and handed to one
 // loop thread, the only writer of job state. Each pass of the loop:
@@ -9,18 +13,20 @@
 //   3. asks the Scheduler (pure policy: priorities, fair share, gang placement,
 //      backfill, preemption) what to start and what to preempt, and does it.
 //
-// Recovery: an attempt that fails (exit code, signal, hang, lost) is retried after
-// an exponential backoff, up to max_restarts, with TRAINYARD_RESUME_FROM set to the
-// latest checkpoint the job reported; log-pattern policies may stop retries or
-// exclude the node; a crash loop (crash_loop_limit consecutive failures without a
-// new checkpoint) ends the job. A preempted attempt is requeued without counting
-// as a failure. Every attempt is recorded with its cause, cost and productive time.
+// Recovery (the rules are in recovery_policy.h): an attempt that fails (exit code,
+// signal, hang, lost) is retried after an exponential backoff, up to max_restarts,
+// with TRAINYARD_RESUME_FROM set to the latest checkpoint the job reported;
+// log-pattern policies may stop retries or exclude the node; a crash loop (crash_loop_limit
+// consecutive failures without a new checkpoint) ends the job. A preempted attempt is requeued
+// without counting as a failure. Every attempt is recorded with its cause, cost and productive
+// time.
 //
 // Server restarts: running attempts are re-adopted (their ranks keep running
 // under their shims); attempts whose processes ended while the server was down
 // are resolved from their exit files, and lost ones are recovered like failures.
 //
-// Thread-safe; the public methods may be called from any thread.
+// Thread-safe; the public methods may be called from any thread. The loop's state is
+// guarded by mu_, which the loop holds for a whole pass.
 #pragma once
 
 #include <sys/types.h>

@@ -13,6 +13,15 @@ namespace trainyard::jobs {
 namespace {
 
 constexpr int64_t kMaxDurationMs = int64_t{366} * 24 * 3600 * 1000;  // a year
+// Names (job, project, queue, secret references): short enough for tables and paths.
+constexpr size_t kMaxNameBytes = 128;
+// An experiment name (as tracking allows).
+constexpr size_t kMaxExperimentBytes = 500;
+// Upper bounds of the spec's integers: far beyond any real job, low enough that arithmetic on
+// them cannot overflow.
+constexpr int64_t kMaxProcessesPerNode = 1024;
+constexpr int64_t kMaxPriority = 1000;  // priorities are -kMaxPriority..kMaxPriority
+constexpr int64_t kMaxRestartsLimit = 1000;
 
 // The shared YAML field reader, plus the job spec's durations.
 class SpecReader : public YamlReader {
@@ -36,7 +45,7 @@ bool IsAsciiAlnum(char c) {
 
 // [A-Za-z0-9][A-Za-z0-9._-]{0,127}, as a loop: no regex on user input.
 bool IsValidName(std::string_view v) {
-  if (v.empty() || v.size() > 128 || !IsAsciiAlnum(v[0])) return false;
+  if (v.empty() || v.size() > kMaxNameBytes || !IsAsciiAlnum(v[0])) return false;
   for (char c : v) {
     if (!IsAsciiAlnum(c) && c != '.' && c != '_' && c != '-') return false;
   }
@@ -144,7 +153,8 @@ Status ReadFailurePolicies(const SpecReader& r, const YAML::Node& n,
 }
 
 bool EnvVarName(std::string_view s) {
-  if (s.empty() || s.size() > 256 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  if (s.empty() || s.size() > kMaxEnvNameBytes || std::isdigit(static_cast<unsigned char>(s[0])))
+    return false;
   for (char c : s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
   }
@@ -178,6 +188,169 @@ Status ReadSecrets(const SpecReader& r, const YAML::Node& n, JobSpec& spec) {
   return Status::Ok();
 }
 
+// name, project, experiment.
+Status ReadNames(const SpecReader& r, const YAML::Node& root, JobSpec& spec) {
+  if (!root["name"]) return r.Error(root, "name", "is required");
+  TY_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
+  TY_RETURN_IF_ERROR(MaxBytes(r, root["name"], "name", spec.name, kMaxNameBytes));
+  TY_RETURN_IF_ERROR(ValidName(r, root["name"], "name", spec.name));
+  if (auto v = root["project"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.project, r.String(v, "project"));
+    TY_RETURN_IF_ERROR(MaxBytes(r, v, "project", spec.project, kMaxNameBytes));
+    TY_RETURN_IF_ERROR(ValidName(r, v, "project", spec.project));
+  }
+  if (auto v = root["experiment"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.experiment, r.String(v, "experiment"));
+    if (spec.experiment.empty() || spec.experiment.size() > kMaxExperimentBytes) {
+      return r.Error(v, "experiment",
+                     "must be a non-empty name of at most " + std::to_string(kMaxExperimentBytes) +
+                         " characters");
+    }
+  }
+  return Status::Ok();
+}
+
+// `command`: a string for /bin/sh -c, or a list (an argv, each element quoted for the shell).
+Status ReadCommand(const SpecReader& r, const YAML::Node& root, JobSpec& spec) {
+  if (!root["command"]) return r.Error(root, "command", "is required");
+  const YAML::Node c = root["command"];
+  if (!c.IsSequence()) {
+    TY_ASSIGN_OR_RETURN(spec.command, r.String(c, "command"));
+    if (spec.command.size() > kMaxCommandBytes) {
+      return r.Error(c, "command",
+                     "must be at most " + std::to_string(kMaxCommandBytes) + " bytes (got " +
+                         std::to_string(spec.command.size()) +
+                         "); put a long script in a file and run that");
+    }
+    if (spec.command.find_first_not_of(" \t\n") == std::string::npos) {
+      return r.Error(c, "command", "must not be empty");
+    }
+    return Status::Ok();
+  }
+  if (c.size() == 0) return r.Error(c, "command", "must not be empty");
+  if (c.size() > kMaxCommandArgs) {
+    return r.Error(c, "command",
+                   "must have at most " + std::to_string(kMaxCommandArgs) + " arguments (got " +
+                       std::to_string(c.size()) + ")");
+  }
+  for (size_t i = 0; i < c.size(); ++i) {
+    TY_ASSIGN_OR_RETURN(std::string arg, r.String(c[i], "command[" + std::to_string(i) + "]"));
+    std::string quoted = "'";
+    for (char ch : arg) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    quoted += "'";
+    spec.command += (i ? " " : "") + quoted;
+    if (spec.command.size() > kMaxCommandBytes) {
+      return r.Error(c, "command",
+                     "must be at most " + std::to_string(kMaxCommandBytes) +
+                         " bytes once quoted for the shell; put a long script in a file and "
+                         "run that");
+    }
+  }
+  return Status::Ok();
+}
+
+// `env: {NAME: value}`.
+Status ReadEnv(const SpecReader& r, const YAML::Node& v, JobSpec& spec) {
+  if (!v.IsMap()) return r.Error(v, "env", "must be a mapping of variable names to values");
+  if (v.size() > kMaxEnvVars) {
+    return r.Error(v, "env",
+                   "must have at most " + std::to_string(kMaxEnvVars) + " variables (got " +
+                       std::to_string(v.size()) + ")");
+  }
+  size_t env_bytes = 0;
+  for (const auto& kv : v) {
+    std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (key.size() > kMaxEnvNameBytes) {
+      return r.Error(kv.first, "env",
+                     "keys must be at most " + std::to_string(kMaxEnvNameBytes) +
+                         " bytes (got one of " + std::to_string(key.size()) + ": \"" +
+                         Abbreviate(key, 40) + "\")");
+    }
+    if (!IsEnvName(key)) {
+      return r.Error(
+          kv.first, "env",
+          "keys must be environment variable names (got \"" + Abbreviate(key, 100) + "\")");
+    }
+    if (!kv.second.IsScalar()) {
+      return r.Error(kv.second, "env." + key, "must be a string, number or boolean");
+    }
+    TY_RETURN_IF_ERROR(MaxBytes(r, kv.second, "env." + key, kv.second.Scalar(), kMaxEnvValueBytes));
+    env_bytes += key.size() + kv.second.Scalar().size();
+    if (env_bytes > kMaxEnvTotalBytes) {
+      return r.Error(
+          v, "env",
+          "must total at most " + std::to_string(kMaxEnvTotalBytes) + " bytes of names and values");
+    }
+    spec.env[key] = kv.second.Scalar();
+  }
+  return Status::Ok();
+}
+
+// An integer field in [lo, hi], with the usual message.
+Status ReadInt(const SpecReader& r, const YAML::Node& root, const std::string& key, int64_t lo,
+               int64_t hi, int& out) {
+  auto v = root[key];
+  if (!v) return Status::Ok();
+  TY_ASSIGN_OR_RETURN(
+      int64_t x, r.Integer(v, key, lo, hi,
+                           "an integer from " + std::to_string(lo) + " to " + std::to_string(hi)));
+  out = static_cast<int>(x);
+  return Status::Ok();
+}
+
+// A duration field.
+Status ReadDuration(const SpecReader& r, const YAML::Node& root, const std::string& key,
+                    int64_t& out_ms) {
+  auto v = root[key];
+  if (!v) return Status::Ok();
+  TY_ASSIGN_OR_RETURN(out_ms, r.Duration(v, key));
+  return Status::Ok();
+}
+
+// working_dir, resources, processes_per_node, priority, queue, preemptible.
+Status ReadPlacement(const SpecReader& r, const YAML::Node& root, JobSpec& spec) {
+  if (auto v = root["working_dir"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.working_dir, r.String(v, "working_dir"));
+    TY_RETURN_IF_ERROR(MaxBytes(r, v, "working_dir", spec.working_dir, kMaxWorkingDirBytes));
+    if (spec.working_dir.find('\0') != std::string::npos) {
+      return r.Error(v, "working_dir", "must not contain a NUL byte");
+    }
+  }
+  if (auto v = root["resources"]; v) TY_RETURN_IF_ERROR(ReadResources(r, v, spec.resources));
+  TY_RETURN_IF_ERROR(
+      ReadInt(r, root, "processes_per_node", 1, kMaxProcessesPerNode, spec.processes_per_node));
+  TY_RETURN_IF_ERROR(ReadInt(r, root, "priority", -kMaxPriority, kMaxPriority, spec.priority));
+  if (auto v = root["queue"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.queue, r.String(v, "queue"));
+    TY_RETURN_IF_ERROR(MaxBytes(r, v, "queue", spec.queue, kMaxNameBytes));
+    TY_RETURN_IF_ERROR(ValidName(r, v, "queue", spec.queue));
+  }
+  if (auto v = root["preemptible"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.preemptible, r.Bool(v, "preemptible"));
+  }
+  return Status::Ok();
+}
+
+// max_restarts, crash_loop_limit, backoff, hang_timeout, time_limit, preemption_grace,
+// failure_policies.
+Status ReadRecovery(const SpecReader& r, const YAML::Node& root, JobSpec& spec) {
+  TY_RETURN_IF_ERROR(ReadInt(r, root, "max_restarts", 0, kMaxRestartsLimit, spec.max_restarts));
+  TY_RETURN_IF_ERROR(
+      ReadInt(r, root, "crash_loop_limit", 1, kMaxRestartsLimit, spec.crash_loop_limit));
+  TY_RETURN_IF_ERROR(ReadDuration(r, root, "restart_backoff", spec.restart_backoff_ms));
+  TY_RETURN_IF_ERROR(ReadDuration(r, root, "restart_backoff_max", spec.restart_backoff_max_ms));
+  if (spec.restart_backoff_max_ms < spec.restart_backoff_ms) {
+    spec.restart_backoff_max_ms = spec.restart_backoff_ms;
+  }
+  TY_RETURN_IF_ERROR(ReadDuration(r, root, "hang_timeout", spec.hang_timeout_ms));
+  TY_RETURN_IF_ERROR(ReadDuration(r, root, "time_limit", spec.time_limit_ms));
+  TY_RETURN_IF_ERROR(ReadDuration(r, root, "preemption_grace", spec.preemption_grace_ms));
+  if (auto v = root["failure_policies"]; v) {
+    TY_RETURN_IF_ERROR(ReadFailurePolicies(r, v, spec.failure_policies));
+  }
+  return Status::Ok();
+}
+
 Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
   if (!root.IsMap()) return r.Error(root, "the job spec", "must be a mapping of keys to values");
   TY_RETURN_IF_ERROR(r.OnlyKeys(root, "",
@@ -202,147 +375,11 @@ Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
                                  "failure_policies",
                                  "secrets"}));
   JobSpec spec;
-  if (!root["name"]) return r.Error(root, "name", "is required");
-  TY_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
-  TY_RETURN_IF_ERROR(MaxBytes(r, root["name"], "name", spec.name, 128));
-  TY_RETURN_IF_ERROR(ValidName(r, root["name"], "name", spec.name));
-  if (auto v = root["project"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.project, r.String(v, "project"));
-    TY_RETURN_IF_ERROR(MaxBytes(r, v, "project", spec.project, 128));
-    TY_RETURN_IF_ERROR(ValidName(r, v, "project", spec.project));
-  }
-  if (auto v = root["experiment"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.experiment, r.String(v, "experiment"));
-    if (spec.experiment.empty() || spec.experiment.size() > 500) {
-      return r.Error(v, "experiment", "must be a non-empty name of at most 500 characters");
-    }
-  }
-  if (!root["command"]) return r.Error(root, "command", "is required");
-  if (const YAML::Node c = root["command"]; c.IsSequence()) {
-    // A list is an argv: each element is quoted for the shell.
-    if (c.size() == 0) return r.Error(c, "command", "must not be empty");
-    if (c.size() > kMaxCommandArgs) {
-      return r.Error(c, "command",
-                     "must have at most " + std::to_string(kMaxCommandArgs) + " arguments (got " +
-                         std::to_string(c.size()) + ")");
-    }
-    for (size_t i = 0; i < c.size(); ++i) {
-      TY_ASSIGN_OR_RETURN(std::string arg, r.String(c[i], "command[" + std::to_string(i) + "]"));
-      std::string quoted = "'";
-      for (char ch : arg) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-      quoted += "'";
-      spec.command += (i ? " " : "") + quoted;
-      if (spec.command.size() > kMaxCommandBytes) {
-        return r.Error(c, "command",
-                       "must be at most " + std::to_string(kMaxCommandBytes) +
-                           " bytes once quoted for the shell; put a long script in a file and "
-                           "run that");
-      }
-    }
-  } else {
-    TY_ASSIGN_OR_RETURN(spec.command, r.String(c, "command"));
-    if (spec.command.size() > kMaxCommandBytes) {
-      return r.Error(c, "command",
-                     "must be at most " + std::to_string(kMaxCommandBytes) + " bytes (got " +
-                         std::to_string(spec.command.size()) +
-                         "); put a long script in a file and run that");
-    }
-    if (spec.command.find_first_not_of(" \t\n") == std::string::npos) {
-      return r.Error(c, "command", "must not be empty");
-    }
-  }
-  if (auto v = root["env"]; v) {
-    if (!v.IsMap()) return r.Error(v, "env", "must be a mapping of variable names to values");
-    if (v.size() > kMaxEnvVars) {
-      return r.Error(v, "env",
-                     "must have at most " + std::to_string(kMaxEnvVars) + " variables (got " +
-                         std::to_string(v.size()) + ")");
-    }
-    size_t env_bytes = 0;
-    for (const auto& kv : v) {
-      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-      if (key.size() > kMaxEnvNameBytes) {
-        return r.Error(kv.first, "env",
-                       "keys must be at most " + std::to_string(kMaxEnvNameBytes) +
-                           " bytes (got one of " + std::to_string(key.size()) + ": \"" +
-                           Abbreviate(key, 40) + "\")");
-      }
-      if (!IsEnvName(key)) {
-        return r.Error(
-            kv.first, "env",
-            "keys must be environment variable names (got \"" + Abbreviate(key, 100) + "\")");
-      }
-      if (!kv.second.IsScalar()) {
-        return r.Error(kv.second, "env." + key, "must be a string, number or boolean");
-      }
-      TY_RETURN_IF_ERROR(
-          MaxBytes(r, kv.second, "env." + key, kv.second.Scalar(), kMaxEnvValueBytes));
-      env_bytes += key.size() + kv.second.Scalar().size();
-      if (env_bytes > kMaxEnvTotalBytes) {
-        return r.Error(v, "env",
-                       "must total at most " + std::to_string(kMaxEnvTotalBytes) +
-                           " bytes of names and values");
-      }
-      spec.env[key] = kv.second.Scalar();
-    }
-  }
-  if (auto v = root["working_dir"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.working_dir, r.String(v, "working_dir"));
-    TY_RETURN_IF_ERROR(MaxBytes(r, v, "working_dir", spec.working_dir, kMaxWorkingDirBytes));
-    if (spec.working_dir.find('\0') != std::string::npos) {
-      return r.Error(v, "working_dir", "must not contain a NUL byte");
-    }
-  }
-  if (auto v = root["resources"]; v) TY_RETURN_IF_ERROR(ReadResources(r, v, spec.resources));
-  if (auto v = root["processes_per_node"]; v) {
-    TY_ASSIGN_OR_RETURN(int64_t x,
-                        r.Integer(v, "processes_per_node", 1, 1024, "an integer from 1 to 1024"));
-    spec.processes_per_node = static_cast<int>(x);
-  }
-  if (auto v = root["priority"]; v) {
-    TY_ASSIGN_OR_RETURN(int64_t x,
-                        r.Integer(v, "priority", -1000, 1000, "an integer from -1000 to 1000"));
-    spec.priority = static_cast<int>(x);
-  }
-  if (auto v = root["queue"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.queue, r.String(v, "queue"));
-    TY_RETURN_IF_ERROR(MaxBytes(r, v, "queue", spec.queue, 128));
-    TY_RETURN_IF_ERROR(ValidName(r, v, "queue", spec.queue));
-  }
-  if (auto v = root["preemptible"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.preemptible, r.Bool(v, "preemptible"));
-  }
-  if (auto v = root["max_restarts"]; v) {
-    TY_ASSIGN_OR_RETURN(int64_t x,
-                        r.Integer(v, "max_restarts", 0, 1000, "an integer from 0 to 1000"));
-    spec.max_restarts = static_cast<int>(x);
-  }
-  if (auto v = root["crash_loop_limit"]; v) {
-    TY_ASSIGN_OR_RETURN(int64_t x,
-                        r.Integer(v, "crash_loop_limit", 1, 1000, "an integer from 1 to 1000"));
-    spec.crash_loop_limit = static_cast<int>(x);
-  }
-  if (auto v = root["restart_backoff"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.restart_backoff_ms, r.Duration(v, "restart_backoff"));
-  }
-  if (auto v = root["restart_backoff_max"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.restart_backoff_max_ms, r.Duration(v, "restart_backoff_max"));
-  }
-  if (spec.restart_backoff_max_ms < spec.restart_backoff_ms) {
-    spec.restart_backoff_max_ms = spec.restart_backoff_ms;
-  }
-  if (auto v = root["hang_timeout"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.hang_timeout_ms, r.Duration(v, "hang_timeout"));
-  }
-  if (auto v = root["time_limit"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.time_limit_ms, r.Duration(v, "time_limit"));
-  }
-  if (auto v = root["preemption_grace"]; v) {
-    TY_ASSIGN_OR_RETURN(spec.preemption_grace_ms, r.Duration(v, "preemption_grace"));
-  }
-  if (auto v = root["failure_policies"]; v) {
-    TY_RETURN_IF_ERROR(ReadFailurePolicies(r, v, spec.failure_policies));
-  }
+  TY_RETURN_IF_ERROR(ReadNames(r, root, spec));
+  TY_RETURN_IF_ERROR(ReadCommand(r, root, spec));
+  if (auto v = root["env"]; v) TY_RETURN_IF_ERROR(ReadEnv(r, v, spec));
+  TY_RETURN_IF_ERROR(ReadPlacement(r, root, spec));
+  TY_RETURN_IF_ERROR(ReadRecovery(r, root, spec));
   if (auto v = root["secrets"]; v) TY_RETURN_IF_ERROR(ReadSecrets(r, v, spec));
   return spec;
 }

@@ -5,8 +5,11 @@
 namespace trainyard::jobs {
 namespace {
 
+// The longest project name (as for job names in specs).
+constexpr size_t kMaxProjectNameBytes = 128;
+
 bool ValidProjectName(std::string_view name) {
-  if (name.empty() || name.size() > 128) return false;
+  if (name.empty() || name.size() > kMaxProjectNameBytes) return false;
   for (char c : name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) {
       return false;
@@ -17,7 +20,9 @@ bool ValidProjectName(std::string_view name) {
 
 Status CheckCeiling(int ceiling) {
   if (ceiling < -ProjectService::kMaxPriority || ceiling > ProjectService::kMaxPriority) {
-    return Status::InvalidArgument("priority_ceiling must be between -1000 and 1000 (got " +
+    return Status::InvalidArgument("priority_ceiling must be between " +
+                                   std::to_string(-ProjectService::kMaxPriority) + " and " +
+                                   std::to_string(ProjectService::kMaxPriority) + " (got " +
                                    std::to_string(ceiling) + ")");
   }
   return Status::Ok();
@@ -54,8 +59,9 @@ Result<Project> ProjectService::Create(const identity::Principal& who, const std
                                        int priority_ceiling) {
   TY_RETURN_IF_ERROR(CheckAdmin(who, "create projects"));
   if (!ValidProjectName(name)) {
-    return Status::InvalidArgument("name must be 1-128 letters, digits, '_', '-', '.' (got '" +
-                                   Abbreviate(name) + "')");
+    return Status::InvalidArgument("name must be 1-" + std::to_string(kMaxProjectNameBytes) +
+                                   " letters, digits, '_', '-', '.' (got '" + Abbreviate(name) +
+                                   "')");
   }
   TY_RETURN_IF_ERROR(CheckCeiling(priority_ceiling));
   Project p{name, priority_ceiling, false, clock_.NowMillis(), {}};
