@@ -535,11 +535,11 @@ Status JobService::Start() {
                           tx.Query("SELECT j.project, a.gpus, a.cpus, a.started_at, a.ended_at "
                                    "FROM job_attempts a JOIN jobs j ON j.job_id = a.job_id WHERE "
                                    "a.ended_at > ?",
-                                   {now - int64_t{7} * 24 * 3600 * 1000}));
+                                   {now - kFairShareWindowMs}));
       for (const auto& u : usage) {
         double secs = static_cast<double>(u.Int(4) - u.Int(3)) / 1000.0;
         double amount = u.Int(1) > 0 ? secs * static_cast<double>(u.Int(1))
-                                     : secs * static_cast<double>(u.Int(2)) / 100.0;
+                                     : secs * static_cast<double>(u.Int(2)) / kCpusPerGpuShare;
         usage_.Add(u.Text(0), amount, u.Int(4));
       }
       return Status::Ok();
@@ -846,7 +846,7 @@ void JobService::CheckHealth(int64_t now) {
     if (!r.running || r.running->stopping) continue;
     const JobSpec& spec = r.job.spec;
     AttemptInfo& a = r.running->attempt;
-    if (executor_.ClusterStatus(r.job.job_id, a.attempt).find(" PENDING") != std::string::npos) {
+    if (executor_.ClusterStatus(r.job.job_id, a.attempt).pending()) {
       // Still queued by the cluster (Slurm): nothing runs, nothing is paid, nothing can hang.
       a.started_at = now;
       r.running->last_progress = now;
@@ -869,7 +869,7 @@ void JobService::CheckHealth(int64_t now) {
         StopAttempt(r, "hung",
                     "hung: no heartbeat or metric for " + Seconds(now - last) + " (hang_timeout " +
                         FormatDuration(spec.hang_timeout_ms) + ")",
-                    std::min<int64_t>(spec.preemption_grace_ms, 10000));
+                    std::min<int64_t>(spec.preemption_grace_ms, kHangStopGraceCapMs));
       }
     }
   }
@@ -1120,7 +1120,7 @@ void JobService::PriceAttempt(const Record& r, AttemptInfo& a, int64_t now) cons
 
 void JobService::RecordUsage(const Record& r, const AttemptInfo& a) {
   double secs = static_cast<double>(a.ended_at - a.started_at) / 1000.0;
-  double amount = a.gpus > 0 ? secs * a.gpus : secs * a.cpus / 100.0;
+  double amount = a.gpus > 0 ? secs * a.gpus : secs * a.cpus / kCpusPerGpuShare;
   usage_.Add(r.job.spec.project, amount, a.ended_at);
 }
 
@@ -1389,9 +1389,9 @@ void JobService::Derive(const Record& r, JobInfo& out, int64_t now) const {
   }
   if (r.running && !r.running->stopping) {
     // A cluster executor may still be queueing the attempt (e.g. Slurm: PENDING (Resources)).
-    std::string status = executor_.ClusterStatus(r.job.job_id, r.running->attempt.attempt);
-    if (status.find(" PENDING") != std::string::npos)
-      out.message = "queued in the cluster: " + status;
+    executors::ClusterJobStatus status =
+        executor_.ClusterStatus(r.job.job_id, r.running->attempt.attempt);
+    if (status.pending()) out.message = "queued in the cluster: " + status.raw;
   }
   double cost = r.past_cost, paid = r.past_paid, productive = r.past_productive;
   if (r.running) {
