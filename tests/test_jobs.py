@@ -46,6 +46,18 @@ def job(name: str, command: str, **kw) -> dict:
     return spec
 
 
+def after_a_scheduling_pass(jobs: Jobs, name: str, **resources) -> None:
+    """Returns once the scheduler has decided about every job queued so far, at least twice.
+
+    Submits a short probe job that fits the free `resources` now and waits for it to succeed:
+    every scheduling pass considers the whole queue, so the pass that started the probe and the
+    one that saw it exit both decided about every job queued before it. An assertion that a job
+    has still not started then checks decisions made after this point, not the passing of time.
+    """
+    probe = jobs.submit(job(name, "true", time_limit="5s", resources=resources))
+    jobs.wait_state(probe["job_id"], "SUCCEEDED")
+
+
 def test_multi_rank_job_sees_torchrun_env_and_logs_to_its_mlflow_run(server_factory, tmp_path):
     server = server_factory.new(["--local-cpus", "8"])
     jobs = Jobs(server)
@@ -188,7 +200,8 @@ def test_gang_job_never_starts_on_fewer_slots_and_explains_why(server_factory):
     assert pending["state"] == "PENDING" and pending["attempts"] == 0
     assert pending["queue_position"] == 1
     assert "largest free block is 2" in pending["message"], pending["message"]
-    time.sleep(0.5)  # give the scheduler several passes to (wrongly) start it
+    # A CPU-only probe leaves the 2 free GPUs, and the pending reason, as they are.
+    after_a_scheduling_pass(jobs, "gang-probe", cpus_per_node=1)
     assert jobs.get(gang["job_id"])["attempts"] == 0
     out = subprocess.run([str(TRAINYARD_BIN), "jobs", "--url", server.url, "--token",
                           server.token], capture_output=True, text=True, check=True).stdout
@@ -220,8 +233,9 @@ def test_backfill_uses_idle_slots_without_delaying_the_reserved_job(server_facto
                             resources={"gpus_per_node": 1}))
     # The short job ends before the reservation starts: it backfills the idle GPU.
     jobs.wait_state(short["job_id"], "SUCCEEDED")
-    # The job without a time limit would delay the reservation: it must wait.
-    time.sleep(0.5)  # several scheduler passes
+    # The job without a time limit would delay the reservation: it must wait, while a job that
+    # ends in time takes the same free GPU (queued after it, so decided in the same passes).
+    after_a_scheduling_pass(jobs, "backfill-probe", gpus_per_node=1)
     assert jobs.get(unbounded["job_id"])["attempts"] == 0
     assert jobs.get(top["job_id"])["state"] == "PENDING"
     jobs.cancel(big_runner["job_id"])

@@ -9,6 +9,11 @@
 namespace trainyard::cost {
 namespace {
 
+// A price is dollars per hour of one GPU or CPU; one at or above this is a typo (a per-month
+// or per-cluster figure), refused.
+constexpr double kMaxHourlyPrice = 1e6;
+constexpr double kSecondsPerHour = 3600;
+
 Status At(std::string_view filename, const YAML::Node& n, const std::string& path,
           const std::string& message) {
   std::string where(filename);
@@ -20,7 +25,7 @@ Result<double> Price(std::string_view filename, const YAML::Node& n, const std::
   if (n.IsScalar() && n.Tag() != "!") {
     try {
       double v = n.as<double>();
-      if (std::isfinite(v) && v >= 0 && v < 1e6) return v;
+      if (std::isfinite(v) && v >= 0 && v < kMaxHourlyPrice) return v;
     } catch (const YAML::Exception&) {
     }
   }
@@ -94,7 +99,7 @@ const PoolPrice& PriceCatalog::Pool(const std::string& pool) const {
 double PriceCatalog::Cost(const std::string& pool, int gpus, int cpus, double seconds,
                           bool spot) const {
   const PoolPrice& p = Pool(pool);
-  double hours = seconds / 3600.0;
+  double hours = seconds / kSecondsPerHour;
   if (gpus > 0) return gpus * hours * (spot ? p.gpu_hour_spot : p.gpu_hour_on_demand);
   return cpus * hours * p.cpu_hour;
 }

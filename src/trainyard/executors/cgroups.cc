@@ -18,6 +18,14 @@
 namespace trainyard::executors {
 namespace {
 
+// Without cgroup.kill or the freezer, KillAll kills each listed process, in rounds, until the
+// cgroup is empty: at most this many rounds (a workload that forks as fast as it is killed)...
+constexpr int kMaxKillRounds = 100;
+// ...with this pause between them, for the killed processes to leave cgroup.procs.
+constexpr std::chrono::milliseconds kKillRoundPause{1};
+// Permissions of the cgroup directories we create (as cgroupfs's own).
+constexpr mode_t kCgroupDirMode = 0755;
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -56,7 +64,7 @@ std::string JoinPath(const std::string& mount, const std::string& path) {
 
 // Makes `dir` (EEXIST is fine); the error text when it cannot.
 bool MakeDir(const std::string& dir, std::string* error) {
-  if (mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST) return true;
+  if (mkdir(dir.c_str(), kCgroupDirMode) == 0 || errno == EEXIST) return true;
   *error = "cannot create " + dir + ": " + std::strerror(errno);
   return false;
 }
@@ -211,12 +219,12 @@ void CgroupManager::KillAll(const std::string& name) const {
     if (Exists(dir + "/cgroup.kill") && WriteFile(dir + "/cgroup.kill", "1")) continue;
     // No cgroup.kill: freeze (v2) so nothing forks while we kill, then kill each process.
     bool frozen = Exists(dir + "/cgroup.freeze") && WriteFile(dir + "/cgroup.freeze", "1");
-    for (int round = 0; round < 100; ++round) {
+    for (int round = 0; round < kMaxKillRounds; ++round) {
       std::vector<int> pids = Pids(dir);
       if (pids.empty()) break;
       for (int pid : pids) kill(pid, SIGKILL);
       if (frozen) break;  // a frozen group cannot fork; every member got its SIGKILL
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(kKillRoundPause);
     }
     if (frozen) WriteFile(dir + "/cgroup.freeze", "0");
   }

@@ -90,6 +90,21 @@ struct RankExit {
   std::string node;   // where the rank ran, when the executor knows (cluster executors)
 };
 
+// How a cluster executor's scheduler (Slurm) sees a running attempt right now.
+struct ClusterJobStatus {
+  enum class State {
+    kUnknown,  // the executor has nothing to say (a local executor; not polled yet)
+    kPending,  // queued by the cluster: nothing of the attempt runs yet
+    kRunning,  // the cluster has given it its nodes (running, configuring, completing, ...)
+    kDone,     // the cluster says it ended; the exit callback follows
+  };
+  State state = State::kUnknown;
+  std::string reason;  // the cluster's reason, e.g. "Resources"; "" when it gives none
+  std::string raw;     // for people, e.g. "Slurm job 12 PENDING (Resources)"; "" when kUnknown
+
+  bool pending() const { return state == State::kPending; }
+};
+
 struct AttemptExit {
   std::string job_id;
   int attempt = 0;
@@ -134,9 +149,9 @@ class Executor {
   // calls it.
   virtual void Shutdown() = 0;
 
-  // How the cluster sees a running attempt right now, for people (e.g. "PENDING (Resources)"
-  // while Slurm has not started it); "" when the executor has nothing to add.
-  virtual std::string ClusterStatus(const std::string& job_id, int attempt) { return ""; }
+  // How the cluster sees a running attempt right now (e.g. pending, reason "Resources", while
+  // Slurm has not started it); state kUnknown when the executor has nothing to add.
+  virtual ClusterJobStatus ClusterStatus(const std::string& job_id, int attempt) { return {}; }
 
   // How this executor contains an attempt's processes, for people (e.g. "cgroup v2 at ...;
   // memory limits via cgroup v1"), or why it cannot ("cgroups not writable: ...").

@@ -4,12 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "trainyard/common/mutex.h"
 #include "trainyard/executors/executor.h"
 
 namespace trainyard::executors {
@@ -18,38 +17,43 @@ class ExitCollector {
  public:
   Executor::ExitCallback Callback() {
     return [this](const AttemptExit& e) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       exits_.push_back(e);
-      cv_.notify_all();
+      cv_.NotifyAll();
     };
   }
 
-  // The attempt's exit once it has arrived; nullopt if it did not within `limit`.
+  // The attempt's exit once it has arrived; nullopt if it did not within `limit` (real time:
+  // this waits for processes).
   std::optional<AttemptExit> WaitFor(const std::string& job_id, int attempt,
-                                     std::chrono::milliseconds limit) {
-    std::unique_lock<std::mutex> lock(mu_);
-    std::optional<AttemptExit> found;
-    cv_.wait_for(lock, limit, [&] {
-      for (const auto& e : exits_) {
-        if (e.job_id == job_id && e.attempt == attempt) found = e;
-      }
-      return found.has_value();
-    });
-    return found;
+                                     std::chrono::milliseconds limit) TY_EXCLUDES(mu_) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    MutexLock lock(mu_);
+    std::optional<AttemptExit> found = FindLocked(job_id, attempt);
+    while (!found && cv_.WaitUntil(mu_, deadline)) found = FindLocked(job_id, attempt);
+    return found ? found : FindLocked(job_id, attempt);
   }
 
   // How many exits the attempt reported (an executor must report exactly one).
-  size_t Count(const std::string& job_id, int attempt) {
-    std::lock_guard<std::mutex> lock(mu_);
+  size_t Count(const std::string& job_id, int attempt) TY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return static_cast<size_t>(std::count_if(
         exits_.begin(), exits_.end(),
         [&](const AttemptExit& e) { return e.job_id == job_id && e.attempt == attempt; }));
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<AttemptExit> exits_;  // guarded by mu_
+  std::optional<AttemptExit> FindLocked(const std::string& job_id, int attempt) TY_REQUIRES(mu_) {
+    std::optional<AttemptExit> found;
+    for (const auto& e : exits_) {
+      if (e.job_id == job_id && e.attempt == attempt) found = e;
+    }
+    return found;
+  }
+
+  Mutex mu_;
+  CondVar cv_;  // signalled when an exit arrives
+  std::vector<AttemptExit> exits_ TY_GUARDED_BY(mu_);
 };
 
 }  // namespace trainyard::executors

@@ -16,13 +16,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 
+#include "trainyard/common/clock.h"
 #include "trainyard/common/log.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/net.h"
 #include "trainyard/common/os_account.h"
 #include "trainyard/executors/cgroups.h"
@@ -36,7 +37,13 @@
 namespace trainyard::executors {
 namespace {
 
-using SteadyTime = std::chrono::steady_clock::time_point;
+using MonotonicTime = Clock::MonotonicTime;
+
+// How many ready descriptors one epoll_wait reports; more wait for the next round.
+constexpr int kMaxEventsPerWait = 64;
+// How soon the watcher retries removing an ended attempt's cgroup whose killed processes
+// had not gone yet (the kernel frees them asynchronously).
+constexpr std::chrono::milliseconds kCgroupRemoveRetry{100};
 
 std::string ErrnoText(int err) { return std::strerror(err); }
 
@@ -64,7 +71,8 @@ struct Spawned {
 
 class LocalExecutor final : public Executor {
  public:
-  explicit LocalExecutor(LocalExecutorOptions options) : options_(std::move(options)) {
+  LocalExecutor(LocalExecutorOptions options, Clock& clock)
+      : options_(std::move(options)), clock_(clock) {
     if (options_.shim_path.empty()) options_.shim_path = "/proc/self/exe";
     if (options_.cgroups) {
       cgroups_ = std::make_unique<CgroupManager>(DetectCgroupLayout());
@@ -91,7 +99,7 @@ class LocalExecutor final : public Executor {
   ~LocalExecutor() override {
     Shutdown();
     if (watcher_.joinable()) watcher_.detach();  // only when destroyed by its own callback
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto& [key, attempt] : attempts_) {
       for (auto& r : attempt->ranks) {
         if (r.pidfd >= 0) close(r.pidfd);
@@ -106,12 +114,12 @@ class LocalExecutor final : public Executor {
     return cgroups_ ? cgroups_->Describe() : "none: per-attempt cgroups are turned off";
   }
 
-  void SetExitCallback(ExitCallback cb) override {
-    std::lock_guard<std::mutex> lock(mu_);
+  void SetExitCallback(ExitCallback cb) override TY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     callback_ = std::move(cb);
   }
 
-  Result<std::vector<RankProcess>> Launch(const AttemptLaunch& launch) override {
+  Result<std::vector<RankProcess>> Launch(const AttemptLaunch& launch) override TY_EXCLUDES(mu_) {
     TY_RETURN_IF_ERROR(ValidateLaunch(launch));
     std::error_code ec;
     std::filesystem::path working_dir = launch.working_dir.empty()
@@ -142,7 +150,7 @@ class LocalExecutor final : public Executor {
     }
     const Key key{launch.job_id, launch.attempt};
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (shutdown_) return Status::FailedPrecondition("the local executor is shut down");
       if (!init_error_.empty()) return Status::Internal(init_error_);
       if (attempts_.count(key) || reserved_.count(key)) {
@@ -164,7 +172,7 @@ class LocalExecutor final : public Executor {
           launch.cluster.memory_mb_per_node * (int64_t{1} << 20) * std::max(1, launch.nnodes);
       auto dirs = cgroups_->Create(cgroup, memory);
       if (!dirs.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         reserved_.erase(key);
         return Status::Internal("cannot create the attempt's cgroup: " + dirs.status().message());
       }
@@ -183,7 +191,7 @@ class LocalExecutor final : public Executor {
     }
     if (!failure.ok()) {
       KillAndReap(spawned);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       reserved_.erase(key);
       if (!cgroup_dirs.empty()) ReleaseCgroupLocked(cgroup);
       return failure;
@@ -203,7 +211,7 @@ class LocalExecutor final : public Executor {
       attempt->ranks.push_back(rs);
       processes.push_back({launch.ranks[i].rank, spawned[i].pid, spawned[i].start_time});
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     reserved_.erase(key);
     if (shutdown_) {
       // Shutdown raced with us: leave the processes running, as Shutdown promises.
@@ -216,8 +224,9 @@ class LocalExecutor final : public Executor {
     return processes;
   }
 
-  Status Stop(const std::string& job_id, int attempt, std::chrono::milliseconds grace) override {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status Stop(const std::string& job_id, int attempt, std::chrono::milliseconds grace) override
+      TY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     auto it = attempts_.find(Key{job_id, attempt});
     if (it == attempts_.end()) {
       return Status::NotFound("attempt " + std::to_string(attempt) + " of job " + job_id +
@@ -230,7 +239,7 @@ class LocalExecutor final : public Executor {
   }
 
   Status Adopt(const std::string& job_id, int attempt, const std::filesystem::path& log_dir,
-               const std::vector<RankProcess>& ranks) override {
+               const std::vector<RankProcess>& ranks) override TY_EXCLUDES(mu_) {
     if (job_id.empty()) return Status::InvalidArgument("job_id must not be empty");
     if (ranks.empty()) return Status::InvalidArgument("ranks must not be empty");
     std::set<int> seen;
@@ -266,7 +275,7 @@ class LocalExecutor final : public Executor {
     }
     std::sort(state->ranks.begin(), state->ranks.end(),
               [](const RankState& a, const RankState& b) { return a.exit.rank < b.exit.rank; });
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto close_all = [&state] {
       for (auto& r : state->ranks) {
         if (r.pidfd >= 0) close(r.pidfd);
@@ -293,14 +302,14 @@ class LocalExecutor final : public Executor {
     return Status::Ok();
   }
 
-  void Shutdown() override {
+  void Shutdown() override TY_EXCLUDES(mu_, join_mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       shutdown_ = true;
     }
     Wake();
     // Every caller returns only after the watcher (and any callback it runs) has finished.
-    std::lock_guard<std::mutex> join_lock(join_mu_);
+    MutexLock join_lock(join_mu_);
     if (watcher_.joinable() && watcher_.get_id() != std::this_thread::get_id()) watcher_.join();
   }
 
@@ -321,17 +330,17 @@ class LocalExecutor final : public Executor {
     std::string job_id;
     int attempt = 0;
     std::filesystem::path log_dir;
-    std::vector<RankState> ranks;  // ordered by rank
-    int failed_index = -1;         // into ranks: the first failure seen
-    bool stopped = false;          // by Stop()
-    bool terminating = false;      // SIGTERM sent (by Stop or the gang)
-    std::optional<SteadyTime> kill_deadline;
-    std::string cgroup;  // the attempt's cgroup name, "" = none
+    std::vector<RankState> ranks;                // ordered by rank
+    int failed_index = -1;                       // into ranks: the first failure seen
+    bool stopped = false;                        // by Stop()
+    bool terminating = false;                    // SIGTERM sent (by Stop or the gang)
+    std::optional<MonotonicTime> kill_deadline;  // on clock_
+    std::string cgroup;                          // the attempt's cgroup name, "" = none
   };
 
   // Kills what is left in an ended attempt's cgroup and removes it (later, when its
   // processes have not gone yet).
-  void ReleaseCgroupLocked(const std::string& name) {
+  void ReleaseCgroupLocked(const std::string& name) TY_REQUIRES(mu_) {
     cgroups_->KillAll(name);
     if (!cgroups_->Remove(name)) cgroups_to_remove_.insert(name);
   }
@@ -492,7 +501,7 @@ class LocalExecutor final : public Executor {
     }
   }
 
-  Status RegisterLocked(const Key& key, std::unique_ptr<AttemptState> attempt) {
+  Status RegisterLocked(const Key& key, std::unique_ptr<AttemptState> attempt) TY_REQUIRES(mu_) {
     for (auto& r : attempt->ranks) {
       if (r.pidfd < 0) continue;
       r.token = next_token_++;
@@ -522,14 +531,14 @@ class LocalExecutor final : public Executor {
   }
 
   // SIGTERM to every running rank's group; SIGKILL no later than now + grace.
-  void TerminateLocked(AttemptState& a, std::chrono::milliseconds grace) {
+  void TerminateLocked(AttemptState& a, std::chrono::milliseconds grace) TY_REQUIRES(mu_) {
     if (!a.terminating) {
       a.terminating = true;
       for (auto& r : a.ranks) {
         if (!r.exited) killpg(r.pid, SIGTERM);
       }
     }
-    SteadyTime deadline = std::chrono::steady_clock::now() + grace;
+    MonotonicTime deadline = clock_.MonotonicNow() + grace;
     if (!a.kill_deadline || deadline < *a.kill_deadline) a.kill_deadline = deadline;
   }
 
@@ -553,7 +562,7 @@ class LocalExecutor final : public Executor {
   }
 
   // The pidfd of rank `index` became readable: its shim has exited.
-  void HandleShimExitLocked(AttemptState& a, size_t index) {
+  void HandleShimExitLocked(AttemptState& a, size_t index) TY_REQUIRES(mu_) {
     RankState& r = a.ranks[index];
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, r.pidfd, nullptr);
     tokens_.erase(r.token);
@@ -583,7 +592,7 @@ class LocalExecutor final : public Executor {
     NoteExitLocked(a, index);
   }
 
-  void NoteExitLocked(AttemptState& a, size_t index) {
+  void NoteExitLocked(AttemptState& a, size_t index) TY_REQUIRES(mu_) {
     if (a.failed_index < 0 && Failed(a.ranks[index].exit)) {
       a.failed_index = static_cast<int>(index);
       bool others_running =
@@ -615,14 +624,14 @@ class LocalExecutor final : public Executor {
     return e;
   }
 
-  void WatchLoop() {
-    std::vector<epoll_event> events(64);
+  void WatchLoop() TY_EXCLUDES(mu_) {
+    std::vector<epoll_event> events(kMaxEventsPerWait);
     for (;;) {
       int timeout_ms = -1;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (shutdown_) return;
-        auto now = std::chrono::steady_clock::now();
+        auto now = clock_.MonotonicNow();
         for (const auto& [key, a] : attempts_) {
           if (!a->kill_deadline) continue;
           auto wait = std::chrono::ceil<std::chrono::milliseconds>(*a->kill_deadline - now);
@@ -633,8 +642,9 @@ class LocalExecutor final : public Executor {
         for (auto it = cgroups_to_remove_.begin(); it != cgroups_to_remove_.end();) {
           it = cgroups_->Remove(*it) ? cgroups_to_remove_.erase(it) : std::next(it);
         }
-        if (!cgroups_to_remove_.empty() && (timeout_ms < 0 || timeout_ms > 100)) {
-          timeout_ms = 100;
+        const int retry_ms = static_cast<int>(kCgroupRemoveRetry.count());
+        if (!cgroups_to_remove_.empty() && (timeout_ms < 0 || timeout_ms > retry_ms)) {
+          timeout_ms = retry_ms;
         }
       }
       int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
@@ -645,7 +655,7 @@ class LocalExecutor final : public Executor {
       std::vector<AttemptExit> finished;
       ExitCallback callback;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         if (shutdown_) return;
         for (int i = 0; i < n; ++i) {
           uint64_t token = events[i].data.u64;
@@ -664,7 +674,7 @@ class LocalExecutor final : public Executor {
             }
           }
         }
-        auto now = std::chrono::steady_clock::now();
+        auto now = clock_.MonotonicNow();
         for (auto it = attempts_.begin(); it != attempts_.end();) {
           AttemptState& a = *it->second;
           if (a.kill_deadline && *a.kill_deadline <= now) {
@@ -704,24 +714,27 @@ class LocalExecutor final : public Executor {
     }
   }
 
+  // Set at construction, then only read.
   LocalExecutorOptions options_;
+  Clock& clock_;  // kill deadlines (Stop's grace, the gang's) are on its monotonic time
   std::string init_error_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
+  std::unique_ptr<CgroupManager> cgroups_;  // null = no cgroups; CgroupManager is thread-safe
 
-  std::mutex mu_;
-  // All guarded by mu_.
-  bool shutdown_ = false;
-  ExitCallback callback_;
-  std::map<Key, std::unique_ptr<AttemptState>> attempts_;
-  std::set<Key> reserved_;                   // attempts being launched
-  std::unique_ptr<CgroupManager> cgroups_;   // set at construction; null = no cgroups
-  std::set<std::string> cgroups_to_remove_;  // ended attempts' cgroups not yet removable
-  std::map<uint64_t, Key> tokens_;           // epoll token → the attempt of that rank's pidfd
-  uint64_t next_token_ = kWakeToken + 1;
+  Mutex mu_;
+  bool shutdown_ TY_GUARDED_BY(mu_) = false;
+  ExitCallback callback_ TY_GUARDED_BY(mu_);
+  std::map<Key, std::unique_ptr<AttemptState>> attempts_ TY_GUARDED_BY(mu_);
+  std::set<Key> reserved_ TY_GUARDED_BY(mu_);  // attempts being launched
+  // Ended attempts' cgroups not yet removable.
+  std::set<std::string> cgroups_to_remove_ TY_GUARDED_BY(mu_);
+  // epoll token → the attempt of that rank's pidfd.
+  std::map<uint64_t, Key> tokens_ TY_GUARDED_BY(mu_);
+  uint64_t next_token_ TY_GUARDED_BY(mu_) = kWakeToken + 1;
 
-  std::mutex join_mu_;   // serializes joining watcher_
-  std::thread watcher_;  // started last, after every member it uses
+  Mutex join_mu_;                                // serializes joining watcher_
+  std::thread watcher_ TY_GUARDED_BY(join_mu_);  // started last, after every member it uses
 };
 
 }  // namespace
@@ -748,8 +761,8 @@ Result<int64_t> ProcessStartTime(int pid) {
   }
 }
 
-std::unique_ptr<Executor> MakeLocalExecutor(LocalExecutorOptions options) {
-  return std::make_unique<LocalExecutor>(std::move(options));
+std::unique_ptr<Executor> MakeLocalExecutor(LocalExecutorOptions options, Clock& clock) {
+  return std::make_unique<LocalExecutor>(std::move(options), clock);
 }
 
 }  // namespace trainyard::executors

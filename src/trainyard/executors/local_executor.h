@@ -31,7 +31,8 @@
 // - Gang: the first failing rank makes the watcher Stop the rest (gang_stop_grace); the
 //   callback comes when every rank has exited. Stop() sends SIGTERM to each process group
 //   (the shim ignores it and records the result) and arms a SIGKILL timer that the watcher
-//   thread fires.
+//   thread fires. Timers run on the injected Clock's monotonic time: the watcher checks them
+//   whenever it wakes (an exit, a Launch/Stop/Adopt, or the nearest deadline by that clock).
 //
 // Thread-safe. The exit callback runs on the watcher thread; it may call Launch/Stop/Adopt
 // but not Shutdown or the destructor.
@@ -41,6 +42,7 @@
 #include <memory>
 #include <string>
 
+#include "trainyard/common/clock.h"
 #include "trainyard/executors/executor.h"
 
 namespace trainyard::executors {
@@ -49,10 +51,14 @@ struct LocalExecutorOptions {
   std::string shim_path;  // the trainyard binary; "" = /proc/self/exe
   // Per-attempt cgroups (cgroups.h) where this machine lets us create them.
   bool cgroups = true;
+  // How long the other ranks of a gang whose rank failed get between SIGTERM and SIGKILL
+  // (time to save a checkpoint).
   std::chrono::milliseconds gang_stop_grace{10000};
 };
 
-std::unique_ptr<Executor> MakeLocalExecutor(LocalExecutorOptions options);
+// `clock` (which must outlive the executor) times the SIGKILL that follows a Stop's or the
+// gang's grace, on its monotonic time; the server passes the system clock.
+std::unique_ptr<Executor> MakeLocalExecutor(LocalExecutorOptions options, Clock& clock);
 
 // /proc/<pid>/stat field 22 (start time in clock ticks since boot): with the pid, it names
 // one process. NotFound when the process does not exist.

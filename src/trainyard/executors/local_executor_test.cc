@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "trainyard/common/clock.h"
 #include "trainyard/common/os_account.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/exit_collector_for_test.h"
@@ -107,11 +108,13 @@ class LocalExecutorTest : public ::testing::Test {
     return r;
   }
 
-  std::unique_ptr<Executor> NewExecutor(Exits* exits, milliseconds gang_grace = seconds(10)) {
+  // On clock_ unless another clock is given.
+  std::unique_ptr<Executor> NewExecutor(Exits* exits, milliseconds gang_grace = seconds(10),
+                                        Clock* clock = nullptr) {
     LocalExecutorOptions options;
     options.shim_path = ShimPath();
     options.gang_stop_grace = gang_grace;
-    auto e = MakeLocalExecutor(options);
+    auto e = MakeLocalExecutor(options, clock ? *clock : clock_);
     e->SetExitCallback(exits->Callback());
     return e;
   }
@@ -132,6 +135,10 @@ class LocalExecutorTest : public ::testing::Test {
 
   fs::path Log(int rank) { return dir_ / "logs" / ("rank-" + std::to_string(rank) + ".log"); }
 
+  // The executors' time: a grace period ends (and SIGKILL follows) only when a test advances
+  // it, so a slow machine cannot turn a SIGTERM result into a SIGKILL one.
+  FakeClock clock_;
+  SystemClock system_clock_;
   fs::path dir_;
   Exits exits_;
   std::unique_ptr<Executor> executor_;
@@ -252,7 +259,28 @@ TEST_F(LocalExecutorTest, OneFailingRankStopsTheGang) {
   EXPECT_EQ(exits_.Count("job-gang", 1), 1u);
 }
 
-TEST_F(LocalExecutorTest, StopEscalatesToSigkillAfterGrace) {
+TEST_F(LocalExecutorTest, StopEscalatesToSigkillWhenTheGraceHasPassedOnTheClock) {
+  ASSERT_TRUE(Launch(Attempt("job-stubborn", "trap '' TERM; echo ready; sleep 1000")).ok());
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(Log(0)).find("ready") != std::string::npos; }));
+  // An hour's grace on the executor's (fake) clock: the test waits for none of it. Were the
+  // grace measured on real time, the exit would not come within the suite's deadline.
+  ASSERT_TRUE(executor_->Stop("job-stubborn", 1, std::chrono::hours(1)).ok());
+  clock_.AdvanceMillis(int64_t{3600} * 1000);
+  // Stop wakes the watcher, which compares the deadline with the clock; the sooner deadline
+  // (the first Stop's) stays.
+  ASSERT_TRUE(executor_->Stop("job-stubborn", 1, std::chrono::hours(1)).ok());
+  auto exit = exits_.WaitFor("job-stubborn", 1);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_TRUE(exit->stopped);
+  EXPECT_FALSE(exit->success);
+  EXPECT_EQ(exit->failed_rank, 0);
+  EXPECT_EQ(exit->signal, SIGKILL);
+  EXPECT_FALSE(exit->lost);
+}
+
+TEST_F(LocalExecutorTest, StopEscalatesToSigkillAfterGraceOnTheSystemClock) {
+  // The server's configuration: real time.
+  executor_ = NewExecutor(&exits_, seconds(10), &system_clock_);
   ASSERT_TRUE(Launch(Attempt("job-stubborn", "trap '' TERM; echo ready; sleep 1000")).ok());
   ASSERT_TRUE(WaitUntil([&] { return ReadFile(Log(0)).find("ready") != std::string::npos; }));
   ASSERT_TRUE(executor_->Stop("job-stubborn", 1, milliseconds(200)).ok());
@@ -392,7 +420,7 @@ TEST_F(LocalExecutorTest, RejectsBadLaunchesAndUnknownStops) {
   Exits unused;
   LocalExecutorOptions no_shim;
   no_shim.shim_path = (dir_ / "no-such-binary").string();
-  auto broken = MakeLocalExecutor(no_shim);
+  auto broken = MakeLocalExecutor(no_shim, clock_);
   broken->SetExitCallback(unused.Callback());
   auto r = broken->Launch(Attempt("job-noshim", "true"));
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
@@ -430,7 +458,7 @@ TEST_F(LocalExecutorTest, CallbackCanLaunchTheNextAttempt) {
   Exits exits;
   LocalExecutorOptions options;
   options.shim_path = ShimPath();
-  auto executor = MakeLocalExecutor(options);
+  auto executor = MakeLocalExecutor(options, clock_);
   Executor* raw = executor.get();
   // Rank 0 crashes, rank 1 is stopped by the gang.
   AttemptLaunch launch = Attempt("job-restart",
@@ -497,7 +525,12 @@ TEST_F(LocalExecutorIsolationTest, SetsidEscapeeDiesWhenTheAttemptIsStopped) {
   ASSERT_TRUE(Launch(Attempt("job-escape2", std::string(kEscape) + "; sleep 1000")).ok());
   ASSERT_TRUE(WaitUntil([&] { return ReadPid(dir_ / "escapee") > 0; }));
   int escapee = ReadPid(dir_ / "escapee");
-  ASSERT_TRUE(executor_->Stop("job-escape2", 1, milliseconds(100)).ok());
+  ASSERT_TRUE(executor_->Stop("job-escape2", 1, seconds(10)).ok());
+  // The shim waits for the escapee (it is the workload's subreaper), so the attempt ends when
+  // the grace is over and its cgroup is killed: end the grace on the executor's clock (a
+  // second Stop wakes the watcher to see it).
+  clock_.AdvanceMillis(10'000);
+  ASSERT_TRUE(executor_->Stop("job-escape2", 1, seconds(10)).ok());
   auto exit = exits_.WaitFor("job-escape2", 1);
   ASSERT_TRUE(exit.has_value());
   EXPECT_TRUE(exit->stopped);

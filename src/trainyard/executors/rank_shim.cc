@@ -25,12 +25,18 @@
 namespace trainyard::executors {
 namespace {
 
+// The status of a rank whose workload could not be started (no log, no cgroup, no such
+// account, no /bin/sh): what a shell reports for a command it cannot run.
+constexpr int kCannotRunExitCode = 127;
+// Where descriptors are closed one by one (no close_range), and the system names no limit.
+constexpr int kFallbackOpenMax = 1024;
+
 void CloseInheritedDescriptors() {
 #ifdef SYS_close_range
   if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0) return;
 #endif
   long max_fd = sysconf(_SC_OPEN_MAX);
-  for (int fd = 3; fd < (max_fd > 0 ? max_fd : 1024); ++fd) close(fd);
+  for (int fd = 3; fd < (max_fd > 0 ? max_fd : kFallbackOpenMax); ++fd) close(fd);
 }
 
 // Writes `text` to the log (our stderr); the shim must never fail because of it.
@@ -119,8 +125,8 @@ int RunRankShim(int argc, char** argv) {
   if (log_fd < 0) {
     std::fprintf(stderr, "trainyard rank shim: cannot open log %s: %s\n", log_file.c_str(),
                  std::strerror(errno));
-    WriteExitFile(exit_file, 127, 0);
-    return 127;
+    WriteExitFile(exit_file, kCannotRunExitCode, 0);
+    return kCannotRunExitCode;
   }
   // dup2 clears FD_CLOEXEC on the copies, so the workload inherits them.
   dup2(log_fd, STDOUT_FILENO);
@@ -136,8 +142,8 @@ int RunRankShim(int argc, char** argv) {
   // outside them.
   if (Status s = JoinCgroups(cgroups); !s.ok()) {
     Say(s.message());
-    WriteExitFile(exit_file, 127, 0);
-    return 127;
+    WriteExitFile(exit_file, kCannotRunExitCode, 0);
+    return kCannotRunExitCode;
   }
   // The account the workload runs as, resolved now: the child may only make system calls.
   OsAccount account;
@@ -146,8 +152,8 @@ int RunRankShim(int argc, char** argv) {
     if (!found.ok() || found->uid == 0) {
       Say("cannot run the job as OS account '" + run_as +
           "': " + (found.ok() ? std::string("it is root") : found.status().message()));
-      WriteExitFile(exit_file, 127, 0);
-      return 127;
+      WriteExitFile(exit_file, kCannotRunExitCode, 0);
+      return kCannotRunExitCode;
     }
     account = *found;
   }
@@ -169,8 +175,8 @@ int RunRankShim(int argc, char** argv) {
   pid_t child = fork();
   if (child < 0) {
     Say(std::string("cannot fork: ") + std::strerror(errno));
-    WriteExitFile(exit_file, 127, 0);
-    return 127;
+    WriteExitFile(exit_file, kCannotRunExitCode, 0);
+    return kCannotRunExitCode;
   }
   if (child == 0) {
     struct sigaction dfl {};
@@ -186,25 +192,25 @@ int RunRankShim(int argc, char** argv) {
       if (setgroups(account.groups.size(), account.groups.data()) != 0 ||
           setgid(account.gid) != 0 || setuid(account.uid) != 0 || getuid() == 0 || geteuid() == 0) {
         Say("cannot switch to OS account " + run_as + ": " + std::strerror(errno));
-        _exit(127);
+        _exit(kCannotRunExitCode);
       }
     }
     // As the job's account, so that a directory it may not enter is refused.
     if (!working_dir.empty() && chdir(working_dir.c_str()) != 0) {
       Say("cannot change to working directory " + working_dir + ": " + std::strerror(errno));
-      _exit(127);
+      _exit(kCannotRunExitCode);
     }
     execl("/bin/sh", "sh", "-c", command, static_cast<char*>(nullptr));
     Say(std::string("cannot run /bin/sh: ") + std::strerror(errno));
-    _exit(127);
+    _exit(kCannotRunExitCode);
   }
 
   int status = 0;
   while (waitpid(child, &status, 0) < 0) {
     if (errno != EINTR) {
       Say(std::string("waitpid failed: ") + std::strerror(errno));
-      WriteExitFile(exit_file, 127, 0);
-      return 127;
+      WriteExitFile(exit_file, kCannotRunExitCode, 0);
+      return kCannotRunExitCode;
     }
   }
   if (g_stop_requested) {

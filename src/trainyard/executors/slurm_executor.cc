@@ -11,16 +11,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 
+#include "trainyard/common/clock.h"
 #include "trainyard/common/log.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/os_account.h"
 #include "trainyard/common/paths.h"
 #include "trainyard/common/regex.h"
@@ -34,9 +34,19 @@ namespace trainyard::executors {
 namespace {
 
 namespace fs = std::filesystem;
-using SteadyTime = std::chrono::steady_clock::time_point;
+using MonotonicTime = Clock::MonotonicTime;
 
+// How long a Slurm command (sbatch, squeue, scontrol, scancel, sinfo) may take before it is
+// killed and the controller taken for unreachable.
 constexpr auto kCommandTimeout = std::chrono::seconds(60);
+// How much of a file the job controls (its batch log, rank node and exit records) is read.
+constexpr size_t kJobFileReadLimit = size_t{1} << 16;
+// The longest lead time Slurm's --signal=SIG@TIME accepts, in seconds.
+constexpr int64_t kMaxSignalLeadSeconds = 65535;
+// Without a given port, the batch script derives MASTER_PORT from the Slurm job id, so that
+// every node computes the same one without talking: base + id % range.
+constexpr int kDerivedPortBase = 20000;
+constexpr int kDerivedPortRange = 20000;
 
 std::string ShellQuote(std::string_view s) {
   std::string out = "'";
@@ -92,8 +102,9 @@ std::string ResolveProgram(const std::string& name) {
 
 // Runs argv (looked up in PATH unless it contains '/') with `extra_env` added to ours (or, for
 // a job, as `who` says), and collects its output. Not a shell: arguments are passed as they are.
+// The command's timeout runs on `clock`'s monotonic time.
 Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
-                                 const std::map<std::string, std::string>& extra_env,
+                                 const std::map<std::string, std::string>& extra_env, Clock& clock,
                                  CommandIdentity who = {}) {
   std::vector<std::string> env_strings;
   if (who.job_env == nullptr) {
@@ -183,12 +194,11 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   std::string* sinks[2] = {&result.out, &result.err};
   int open_fds = 2;
-  auto deadline = std::chrono::steady_clock::now() + kCommandTimeout;
+  const MonotonicTime deadline = clock.MonotonicNow() + kCommandTimeout;
   bool timed_out = false;
   while (open_fds > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now())
-                    .count();
+    auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.MonotonicNow()).count();
     if (left <= 0) {
       timed_out = true;
       kill(pid, SIGKILL);
@@ -226,7 +236,9 @@ Result<CommandOutput> RunCommand(const std::vector<std::string>& argv,
 }
 
 // A file the job may control (its logs, node and exit records).
-std::string ReadSmallFile(const fs::path& p) { return ReadFileTailSafely(p.string(), 1 << 16); }
+std::string ReadSmallFile(const fs::path& p) {
+  return ReadFileTailSafely(p.string(), kJobFileReadLimit);
+}
 
 Status WriteFileAtomically(const fs::path& p, const std::string& text, bool executable) {
   fs::path tmp = p;
@@ -247,8 +259,7 @@ Status WriteFileAtomically(const fs::path& p, const std::string& text, bool exec
 // Nodes that srun reported failing ("srun: error: Node failure on X") in a batch log.
 std::vector<std::string> NodeFailuresInLog(const fs::path& log) {
   std::string text = ReadSmallFile(log);
-  constexpr size_t kTail = 1 << 16;
-  if (text.size() > kTail) text = text.substr(text.size() - kTail);
+  if (text.size() > kJobFileReadLimit) text = text.substr(text.size() - kJobFileReadLimit);
   std::vector<std::string> nodes;
   // The log is the job's output: a bounded matcher, never std::regex (its recursion overflows
   // the stack on long runs of matching characters).
@@ -313,16 +324,19 @@ struct Watched {
   fs::path log_dir;
   int nranks = 0;
   bool stopped = false;
-  std::optional<SteadyTime> cancel_at;  // the hard scancel after a Stop's grace
-  int node_fail_polls = 0;              // polls spent looking for the node a NODE_FAIL names
-  std::string cluster_status;           // squeue's state and reason at the last poll
+  std::optional<MonotonicTime> cancel_at;  // the hard scancel after a Stop's grace (on clock_)
+  int node_fail_polls = 0;                 // polls spent looking for the node a NODE_FAIL names
+  ClusterJobStatus cluster_status;         // squeue's state and reason at the last poll
 };
 
+// How many polls a job that ended NODE_FAIL waits for srun's "Node failure on X" to name the
+// node, before it is reported without one.
 constexpr int kNodeFailPolls = 5;
 
 class SlurmExecutor final : public Executor {
  public:
-  explicit SlurmExecutor(SlurmExecutorOptions options) : options_(std::move(options)) {
+  SlurmExecutor(SlurmExecutorOptions options, Clock& clock)
+      : options_(std::move(options)), clock_(clock) {
     watcher_ = std::thread([this] { WatchLoop(); });
   }
 
@@ -331,15 +345,15 @@ class SlurmExecutor final : public Executor {
     if (watcher_.joinable()) watcher_.detach();  // only when destroyed by its own callback
   }
 
-  void SetExitCallback(ExitCallback cb) override {
-    std::lock_guard lock(mu_);
+  void SetExitCallback(ExitCallback cb) override TY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     callback_ = std::move(cb);
   }
 
-  Result<std::vector<RankProcess>> Launch(const AttemptLaunch& launch) override {
+  Result<std::vector<RankProcess>> Launch(const AttemptLaunch& launch) override TY_EXCLUDES(mu_) {
     TY_RETURN_IF_ERROR(Validate(launch));
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (shutdown_) return Status::FailedPrecondition("the Slurm executor is shut down");
       if (watched_.count(Key(launch.job_id, launch.attempt))) {
         return Status::AlreadyExists("attempt " + std::to_string(launch.attempt) + " of job " +
@@ -368,7 +382,7 @@ class SlurmExecutor final : public Executor {
     }
     TY_ASSIGN_OR_RETURN(auto args, SbatchArguments(options_.pool, launch, script.string()));
     args.insert(args.begin(), Bin("sbatch"));
-    TY_ASSIGN_OR_RETURN(auto out, RunCommand(args, options_.pool.client_env,
+    TY_ASSIGN_OR_RETURN(auto out, RunCommand(args, options_.pool.client_env, clock_,
                                              {account ? &*account : nullptr, &sbatch_env}));
     if (out.exit_code != 0) {
       return Status::FailedPrecondition("sbatch refused job " + launch.job_id + " attempt " +
@@ -389,11 +403,11 @@ class SlurmExecutor final : public Executor {
     w.log_dir = launch.log_dir;
     w.nranks = static_cast<int>(launch.ranks.size());
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       watched_[Key(w.job_id, w.attempt)] = w;
       poke_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     std::vector<RankProcess> out_ranks;
     for (const auto& r : launch.ranks) out_ranks.push_back({r.rank, static_cast<int>(*id), 0});
     std::sort(out_ranks.begin(), out_ranks.end(),
@@ -401,18 +415,19 @@ class SlurmExecutor final : public Executor {
     return out_ranks;
   }
 
-  Status Stop(const std::string& job_id, int attempt, std::chrono::milliseconds grace) override {
+  Status Stop(const std::string& job_id, int attempt, std::chrono::milliseconds grace) override
+      TY_EXCLUDES(mu_) {
     int64_t id = 0;
     std::string os_user;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = watched_.find(Key(job_id, attempt));
       if (it == watched_.end()) {
         return Status::NotFound("attempt " + std::to_string(attempt) + " of job " + job_id +
                                 " is not running on this Slurm executor");
       }
       it->second.stopped = true;
-      it->second.cancel_at = std::chrono::steady_clock::now() + grace;
+      it->second.cancel_at = clock_.MonotonicNow() + grace;
       id = it->second.slurm_id;
       os_user = it->second.os_user;
       poke_ = true;
@@ -422,12 +437,12 @@ class SlurmExecutor final : public Executor {
     if (!out.ok() || out->exit_code != 0 || grace.count() == 0) {
       Scancel(os_user, {std::to_string(id)}).status().ok();
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     return Status::Ok();
   }
 
   Status Adopt(const std::string& job_id, int attempt, const fs::path& log_dir,
-               const std::vector<RankProcess>& ranks) override {
+               const std::vector<RankProcess>& ranks) override TY_EXCLUDES(mu_) {
     if (ranks.empty()) return Status::InvalidArgument("Adopt: no ranks given for job " + job_id);
     int64_t id = ranks.front().pid;
     if (id <= 0) {
@@ -453,7 +468,7 @@ class SlurmExecutor final : public Executor {
       if (auto account = OsAccountOfUid(script.st_uid); account.ok()) w.os_user = account->name;
     }
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (shutdown_) return Status::FailedPrecondition("the Slurm executor is shut down");
       if (watched_.count(Key(job_id, attempt))) {
         return Status::AlreadyExists("attempt " + std::to_string(attempt) + " of job " + job_id +
@@ -462,18 +477,18 @@ class SlurmExecutor final : public Executor {
       watched_[Key(job_id, attempt)] = w;
       poke_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     return Status::Ok();
   }
 
-  void Shutdown() override {
+  void Shutdown() override TY_EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (shutdown_) return;
       shutdown_ = true;
       watched_.clear();
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (watcher_.joinable() && std::this_thread::get_id() != watcher_.get_id()) watcher_.join();
   }
 
@@ -486,15 +501,15 @@ class SlurmExecutor final : public Executor {
   // cancelling their own job; as the server otherwise.
   Result<CommandOutput> Scancel(const std::string& os_user, std::vector<std::string> args) {
     args.insert(args.begin(), Bin("scancel"));
-    if (os_user.empty()) return RunCommand(args, options_.pool.client_env);
+    if (os_user.empty()) return RunCommand(args, options_.pool.client_env, clock_);
     auto account = LookupOsAccount(os_user);
     if (!account.ok() || account->uid == 0) {
       // The account vanished: the server (root) still may cancel the job.
-      return RunCommand(args, options_.pool.client_env);
+      return RunCommand(args, options_.pool.client_env, clock_);
     }
     std::map<std::string, std::string> env =
         JobEnvironment({account->name, account->home, "", ""}, {});
-    return RunCommand(args, options_.pool.client_env, {&*account, &env});
+    return RunCommand(args, options_.pool.client_env, clock_, {&*account, &env});
   }
 
   std::string Bin(const std::string& name) const {
@@ -529,7 +544,7 @@ class SlurmExecutor final : public Executor {
     for (auto id : ids) id_strings.push_back(std::to_string(id));
     auto out = RunCommand({Bin("squeue"), "--noheader", "--states=all", "--format=%i|%T|%r",
                            "--jobs=" + Join(id_strings, ",")},
-                          options_.pool.client_env);
+                          options_.pool.client_env, clock_);
     if (out.ok() && out->exit_code == 0) {
       for (const auto& line : SplitString(out->out, '\n')) {
         auto parts = SplitString(Trim(line), '|');
@@ -546,17 +561,17 @@ class SlurmExecutor final : public Executor {
     return states;
   }
 
-  std::string ClusterStatus(const std::string& job_id, int attempt) override {
-    std::lock_guard lock(mu_);
+  ClusterJobStatus ClusterStatus(const std::string& job_id, int attempt) override TY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     auto it = watched_.find(Key(job_id, attempt));
-    return it == watched_.end() ? "" : it->second.cluster_status;
+    return it == watched_.end() ? ClusterJobStatus{} : it->second.cluster_status;
   }
 
   // nullopt when the controller does not know the job (any more).
   Result<std::optional<SlurmJobState>> QueryJob(int64_t id) {
     TY_ASSIGN_OR_RETURN(auto out,
                         RunCommand({Bin("scontrol"), "show", "job", "-o", std::to_string(id)},
-                                   options_.pool.client_env));
+                                   options_.pool.client_env, clock_));
     if (out.exit_code != 0) {
       if (out.err.find("Invalid job id") != std::string::npos) {
         return std::optional<SlurmJobState>();
@@ -576,7 +591,7 @@ class SlurmExecutor final : public Executor {
     }
     if (wanted.empty()) return failed;
     auto out = RunCommand({Bin("scontrol"), "show", "node", "-o", Join(wanted, ",")},
-                          options_.pool.client_env);
+                          options_.pool.client_env, clock_);
     if (!out.ok() || out->exit_code != 0) return failed;
     for (const auto& line : SplitString(out->out, '\n')) {
       auto rec = ParseScontrolLine(line);
@@ -633,18 +648,22 @@ class SlurmExecutor final : public Executor {
     return ResolveAttemptExit(w.job_id, w.attempt, state, ev, failed_nodes, w.stopped);
   }
 
-  void WatchLoop() {
-    std::unique_lock lock(mu_);
+  void WatchLoop() TY_EXCLUDES(mu_) {
+    ReleasableMutexLock lock(mu_);
     while (!shutdown_) {
-      auto now = std::chrono::steady_clock::now();
-      auto wake = now + options_.poll_interval;
+      MonotonicTime wake = clock_.MonotonicNow() + options_.poll_interval;
       for (const auto& [k, w] : watched_) {
         if (w.cancel_at && *w.cancel_at < wake) wake = *w.cancel_at;
       }
-      cv_.wait_until(lock, wake, [&] { return shutdown_ || poke_; });
+      // Until the next poll or cancel is due by clock_, or there is news.
+      while (!shutdown_ && !poke_) {
+        const auto left = wake - clock_.MonotonicNow();
+        if (left <= MonotonicTime::duration::zero()) break;
+        cv_.WaitFor(mu_, left);
+      }
       poke_ = false;
       if (shutdown_) break;
-      now = std::chrono::steady_clock::now();
+      const MonotonicTime now = clock_.MonotonicNow();
       std::vector<std::pair<int64_t, std::string>> to_cancel;  // (job id, account)
       std::vector<Watched> snapshot;
       for (auto& [k, w] : watched_) {
@@ -655,7 +674,7 @@ class SlurmExecutor final : public Executor {
         snapshot.push_back(w);
       }
       if (snapshot.empty()) continue;
-      lock.unlock();
+      lock.Unlock();
       for (const auto& [id, os_user] : to_cancel) {
         Scancel(os_user, {std::to_string(id)}).status().ok();
       }
@@ -670,13 +689,11 @@ class SlurmExecutor final : public Executor {
           SlurmJobState s;
           s.state = it->second.first;
           {
-            std::lock_guard relock(mu_);
+            MutexLock relock(mu_);
             auto cur = watched_.find(Key(w.job_id, w.attempt));
             if (cur != watched_.end()) {
-              const std::string& reason = it->second.second;
               cur->second.cluster_status =
-                  "Slurm job " + std::to_string(w.slurm_id) + " " + s.state +
-                  (reason.empty() || reason == "None" ? "" : " (" + reason + ")");
+                  SlurmClusterStatus(w.slurm_id, s.state, it->second.second);
             }
           }
           if (!s.ended()) continue;
@@ -687,7 +704,7 @@ class SlurmExecutor final : public Executor {
         if (job && !job->ended()) continue;
         Watched current = w;
         {
-          std::lock_guard relock(mu_);
+          MutexLock relock(mu_);
           auto cur = watched_.find(Key(w.job_id, w.attempt));
           if (cur == watched_.end()) continue;
           current = cur->second;
@@ -696,36 +713,37 @@ class SlurmExecutor final : public Executor {
         if (job && job->state == "NODE_FAIL" && e.failed_node.empty() &&
             current.node_fail_polls < kNodeFailPolls) {
           // srun may not have written "Node failure on X" yet; look again next poll.
-          std::lock_guard relock(mu_);
+          MutexLock relock(mu_);
           auto cur = watched_.find(Key(w.job_id, w.attempt));
           if (cur != watched_.end()) ++cur->second.node_fail_polls;
           continue;
         }
         exits.push_back(std::move(e));
       }
-      lock.lock();
+      lock.Lock();
       std::vector<AttemptExit> deliver;
       for (auto& e : exits) {
         if (watched_.erase(Key(e.job_id, e.attempt)) == 1) deliver.push_back(std::move(e));
       }
       if (shutdown_) break;
       ExitCallback cb = callback_;
-      lock.unlock();
+      lock.Unlock();
       for (const auto& e : deliver) {
         if (cb) cb(e);
       }
-      lock.lock();
+      lock.Lock();
     }
   }
 
-  SlurmExecutorOptions options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool shutdown_ = false;
-  bool poke_ = false;
-  ExitCallback callback_;
-  std::map<std::string, Watched> watched_;
-  std::thread watcher_;
+  const SlurmExecutorOptions options_;
+  Clock& clock_;  // polls, Stop's grace and command timeouts run on its monotonic time
+  Mutex mu_;
+  CondVar cv_;  // signalled on poke_ and shutdown_
+  bool shutdown_ TY_GUARDED_BY(mu_) = false;
+  bool poke_ TY_GUARDED_BY(mu_) = false;  // something changed: poll now
+  ExitCallback callback_ TY_GUARDED_BY(mu_);
+  std::map<std::string, Watched> watched_ TY_GUARDED_BY(mu_);
+  std::thread watcher_;  // started by the constructor, joined by Shutdown
 };
 
 }  // namespace
@@ -762,6 +780,25 @@ std::map<std::string, std::string> ParseScontrolLine(const std::string& text) {
   return out;
 }
 
+ClusterJobStatus SlurmClusterStatus(int64_t slurm_id, const std::string& state,
+                                    const std::string& reason) {
+  ClusterJobStatus out;
+  if (state.empty()) return out;
+  SlurmJobState job;
+  job.state = state;
+  if (state == "PENDING") {
+    out.state = ClusterJobStatus::State::kPending;
+  } else if (job.ended()) {
+    out.state = ClusterJobStatus::State::kDone;
+  } else {
+    out.state = ClusterJobStatus::State::kRunning;
+  }
+  if (reason != "None") out.reason = reason;
+  out.raw = "Slurm job " + std::to_string(slurm_id) + " " + state +
+            (out.reason.empty() ? "" : " (" + out.reason + ")");
+  return out;
+}
+
 Result<SlurmJobState> ParseSlurmJob(const std::string& line) {
   auto rec = ParseScontrolLine(line);
   if (!rec.count("JobId") || !rec.count("JobState")) {
@@ -790,8 +827,9 @@ Result<std::vector<std::string>> SbatchArguments(const SlurmPoolConfig& pool,
   if (req.memory_mb_per_node < 0) {
     return Status::InvalidArgument("cluster.memory_mb_per_node must be >= 0");
   }
-  if (req.term_grace.count() > 65535) {
-    return Status::InvalidArgument("cluster.term_grace must be at most 65535 s (Slurm's --signal)");
+  if (req.term_grace.count() > kMaxSignalLeadSeconds) {
+    return Status::InvalidArgument("cluster.term_grace must be at most " +
+                                   std::to_string(kMaxSignalLeadSeconds) + " s (Slurm's --signal)");
   }
   size_t gpus_per_rank = launch.ranks.empty() ? 0 : launch.ranks.front().gpu_ids.size();
   for (const auto& r : launch.ranks) {
@@ -845,7 +883,8 @@ std::string BatchScript(const AttemptLaunch& launch) {
   if (launch.master_port > 0) {
     s << "MASTER_PORT=" << launch.master_port << "\n";
   } else {
-    s << "MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))\n";
+    s << "MASTER_PORT=$((" << kDerivedPortBase << " + SLURM_JOB_ID % " << kDerivedPortRange
+      << "))\n";
   }
   s << "export MASTER_ADDR MASTER_PORT\n";
   for (const auto& [k, v] : launch.env) s << "export " << k << "=" << ShellQuote(v) << "\n";
@@ -959,8 +998,8 @@ AttemptExit ResolveAttemptExit(const std::string& job_id, int attempt, const Slu
 
 namespace trainyard::executors {
 
-std::unique_ptr<Executor> MakeSlurmExecutor(SlurmExecutorOptions options) {
-  return std::make_unique<SlurmExecutor>(std::move(options));
+std::unique_ptr<Executor> MakeSlurmExecutor(SlurmExecutorOptions options, Clock& clock) {
+  return std::make_unique<SlurmExecutor>(std::move(options), clock);
 }
 
 std::vector<SlurmNode> ParseSinfoNodes(const std::string& text) {
@@ -999,12 +1038,12 @@ std::vector<SlurmNode> ParseSinfoNodes(const std::string& text) {
   return out;
 }
 
-Result<std::vector<SlurmNode>> DiscoverSlurmNodes(const SlurmPoolConfig& pool) {
+Result<std::vector<SlurmNode>> DiscoverSlurmNodes(const SlurmPoolConfig& pool, Clock& clock) {
   std::vector<std::string> argv = {
       pool.bin_dir.empty() ? "sinfo" : (fs::path(pool.bin_dir) / "sinfo").string(), "-N", "-h",
       "-o", "%N|%c|%m|%G"};
   if (!pool.partition.empty()) argv.push_back("--partition=" + pool.partition);
-  TY_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv, pool.client_env));
+  TY_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv, pool.client_env, clock));
   if (out.exit_code != 0) {
     return Status::Unavailable("sinfo failed (exit " + std::to_string(out.exit_code) +
                                "): " + out.err + " — is slurmctld reachable, and munge running?");

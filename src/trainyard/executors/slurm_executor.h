@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "trainyard/common/clock.h"
 #include "trainyard/executors/executor.h"
 
 namespace trainyard::executors {
@@ -69,10 +70,14 @@ struct SlurmPoolConfig {
 
 struct SlurmExecutorOptions {
   SlurmPoolConfig pool;
+  // How often squeue is asked about the watched jobs (sooner after a Launch, Stop or Adopt).
   std::chrono::milliseconds poll_interval{2000};
 };
 
-std::unique_ptr<Executor> MakeSlurmExecutor(SlurmExecutorOptions options);
+// `clock` (which must outlive the executor) times the polls, the hard scancel after a Stop's
+// grace and the Slurm commands' timeouts, on its monotonic time; the server passes the system
+// clock.
+std::unique_ptr<Executor> MakeSlurmExecutor(SlurmExecutorOptions options, Clock& clock);
 
 // A node of the pool's partition as Slurm describes it (what the job scheduler plans with).
 struct SlurmNode {
@@ -81,9 +86,9 @@ struct SlurmNode {
   int64_t memory_bytes = 0;
   int gpus = 0;  // from its gres, e.g. "gpu:a100:4" or "gpu:4"
 };
-// Asks `sinfo` for the nodes of the pool's partition. An error names the command and what it
-// printed (e.g. munge or slurmctld unreachable).
-Result<std::vector<SlurmNode>> DiscoverSlurmNodes(const SlurmPoolConfig& pool);
+// Asks `sinfo` for the nodes of the pool's partition (its timeout on `clock`). An error names
+// the command and what it printed (e.g. munge or slurmctld unreachable).
+Result<std::vector<SlurmNode>> DiscoverSlurmNodes(const SlurmPoolConfig& pool, Clock& clock);
 // Parses `sinfo -N -h -o "%N|%c|%m|%G"` output (exposed for tests); duplicates are merged.
 std::vector<SlurmNode> ParseSinfoNodes(const std::string& text);
 
@@ -114,6 +119,13 @@ struct SlurmJobState {
   bool ended() const;  // a final state: the job will not run (again) under this id
 };
 Result<SlurmJobState> ParseSlurmJob(const std::string& scontrol_line);
+
+// How an attempt whose Slurm job `slurm_id` squeue lists with `state` and `reason` is seen:
+// PENDING is kPending, a final state (SlurmJobState::ended) kDone, any other listed state
+// kRunning (it holds its nodes), "" kUnknown. A reason of "None" is no reason. `raw` reads
+// "Slurm job 12 PENDING (Resources)".
+ClusterJobStatus SlurmClusterStatus(int64_t slurm_id, const std::string& state,
+                                    const std::string& reason);
 
 // Combines the per-rank exit files (nullopt = none) with how Slurm says the job ended.
 struct RankEvidence {

@@ -240,6 +240,35 @@ TEST(SlurmExecutorUnitTest, ParsesScontrolJobLines) {
   EXPECT_FALSE(Job("PENDING", "Resources").ended());
 }
 
+TEST(SlurmExecutorUnitTest, ClusterStatusIsTypedFromSqueuesStateAndReason) {
+  using State = ClusterJobStatus::State;
+  ClusterJobStatus pending = SlurmClusterStatus(12, "PENDING", "Resources");
+  EXPECT_EQ(pending.state, State::kPending);
+  EXPECT_TRUE(pending.pending());
+  EXPECT_EQ(pending.reason, "Resources");
+  EXPECT_EQ(pending.raw, "Slurm job 12 PENDING (Resources)");
+
+  ClusterJobStatus running = SlurmClusterStatus(12, "RUNNING", "None");
+  EXPECT_EQ(running.state, State::kRunning);
+  EXPECT_FALSE(running.pending());
+  EXPECT_EQ(running.reason, "");
+  EXPECT_EQ(running.raw, "Slurm job 12 RUNNING");
+  // Holding its nodes but not running the workload yet is not pending: its clock has started.
+  EXPECT_EQ(SlurmClusterStatus(7, "CONFIGURING", "").state, State::kRunning);
+  EXPECT_EQ(SlurmClusterStatus(7, "COMPLETING", "").state, State::kRunning);
+
+  ClusterJobStatus done = SlurmClusterStatus(3, "NODE_FAIL", "NodeDown");
+  EXPECT_EQ(done.state, State::kDone);
+  EXPECT_EQ(done.raw, "Slurm job 3 NODE_FAIL (NodeDown)");
+  EXPECT_EQ(SlurmClusterStatus(3, "COMPLETED", "").state, State::kDone);
+
+  // A reason that merely mentions PENDING does not make a job pending (the old substring test
+  // of " PENDING" in the text would have).
+  EXPECT_EQ(SlurmClusterStatus(4, "RUNNING", "Was PENDING").state, State::kRunning);
+  EXPECT_EQ(SlurmClusterStatus(4, "", "").state, State::kUnknown);
+  EXPECT_EQ(SlurmClusterStatus(4, "", "").raw, "");
+}
+
 RankEvidence Exited(int code, int sig, const std::string& node, int64_t t) {
   return {RankExit{0, code, sig, false, ""}, node, t};
 }
@@ -379,7 +408,7 @@ class SlurmExecutorClusterTest : public ::testing::Test {
     SlurmExecutorOptions o;
     o.pool.client_env["SLURM_CONF"] = g_cluster->slurm_conf;
     o.poll_interval = milliseconds(200);
-    auto e = MakeSlurmExecutor(o);
+    auto e = MakeSlurmExecutor(o, clock_);
     e->SetExitCallback(exits_.Callback());
     return e;
   }
@@ -424,6 +453,7 @@ class SlurmExecutorClusterTest : public ::testing::Test {
     return true;
   }
 
+  SystemClock clock_;  // a real cluster: real time
   fs::path dir_;
   Exits exits_;
   std::unique_ptr<Executor> executor_;
@@ -541,10 +571,15 @@ TEST_F(SlurmExecutorClusterTest, ExcludedNodeIsNotUsedAndAPendingStopCancels) {
   EXPECT_TRUE(exit->success) << exit->cluster_state;
   EXPECT_EQ(Trim(ReadFile(dir_ / "logs" / "rank-0.node")), g_cluster->nodes[1]);
 
-  // Three nodes never fit two: the job pends until Stop cancels it.
+  // Three nodes never fit two: the job pends (and says so) until Stop cancels it.
   AttemptLaunch big = Attempt("toobig", "true", 3);
   big.log_dir = dir_ / "logs-big";
   ASSERT_TRUE(Launch(big).ok());
+  ASSERT_TRUE(
+      PollUntil([&] { return executor_->ClusterStatus("toobig", 1).pending(); }, seconds(60)));
+  ClusterJobStatus pending = executor_->ClusterStatus("toobig", 1);
+  EXPECT_FALSE(pending.reason.empty()) << pending.raw;
+  EXPECT_NE(pending.raw.find(" PENDING"), std::string::npos) << pending.raw;
   ASSERT_TRUE(executor_->Stop("toobig", 1, seconds(0)).ok());
   auto cancelled = exits_.WaitFor("toobig", 1, seconds(60));
   ASSERT_TRUE(cancelled.has_value());

@@ -26,10 +26,6 @@ constexpr size_t kLogTailBytes = 64 * 1024;
 // Compiled failure-policy patterns kept; the cache starts over beyond this, since users may
 // submit many distinct patterns.
 constexpr size_t kMaxCompiledPolicies = 1024;
-// A hung attempt is stopped with at most this much grace (the job's preemption grace when
-// shorter): a workload that has stopped making progress is unlikely to use a long grace to
-// save a checkpoint, and its GPUs are idle meanwhile.
-constexpr int64_t kHungStopGraceCapMs = 10000;
 // Jobs whose run id ScopeMayWrite remembers; it starts over beyond this.
 constexpr size_t kMaxCachedJobRuns = 10000;
 // Bounds of ListJobsRequest::max_results.
@@ -113,7 +109,8 @@ std::string_view RunStatusFor(JobState s) {
 // What an ended attempt adds to its project's fair-share usage.
 double UsageAmount(int gpus, int cpus, int64_t started_at, int64_t ended_at) {
   double secs = static_cast<double>(ended_at - started_at) / 1000.0;
-  return gpus > 0 ? secs * static_cast<double>(gpus) : secs * static_cast<double>(cpus) / 100.0;
+  return gpus > 0 ? secs * static_cast<double>(gpus)
+                  : secs * static_cast<double>(cpus) / kCpusPerGpuShare;
 }
 
 std::string JoinNodes(const std::vector<std::string>& nodes) {
@@ -297,7 +294,7 @@ Result<std::vector<std::pair<std::string, std::string>>> JobService::LoadActiveJ
 Status JobService::LoadUsage(int64_t now) {
   // Fair share remembers a week of usage.
   TY_ASSIGN_OR_RETURN(std::vector<AttemptUsage> usage,
-                      store_.UsageSince(now - int64_t{7} * 24 * 3600 * 1000));
+                      store_.UsageSince(now - kFairShareWindowMs));
   for (const auto& u : usage) {
     usage_.Add(u.project, UsageAmount(u.gpus, u.cpus, u.started_at, u.ended_at), u.ended_at);
   }
@@ -614,7 +611,7 @@ void JobService::CheckHealth(int64_t now) {
     if (!r.running || r.running->stopping) continue;
     const JobSpec& spec = r.job.spec;
     AttemptInfo& a = r.running->attempt;
-    if (executor_.ClusterStatus(r.job.job_id, a.attempt).find(" PENDING") != std::string::npos) {
+    if (executor_.ClusterStatus(r.job.job_id, a.attempt).pending()) {
       // Still queued by the cluster (Slurm): nothing runs, nothing is paid, nothing can hang.
       a.started_at = now;
       r.running->last_progress = now;
@@ -632,7 +629,7 @@ void JobService::CheckHealth(int64_t now) {
         StopAttempt(r, AttemptState::kHung,
                     "hung: no heartbeat or metric for " + Seconds(now - last) + " (hang_timeout " +
                         FormatDuration(spec.hang_timeout_ms) + ")",
-                    std::min<int64_t>(spec.preemption_grace_ms, kHungStopGraceCapMs));
+                    std::min<int64_t>(spec.preemption_grace_ms, kHangStopGraceCapMs));
       }
     }
   }
@@ -1106,9 +1103,9 @@ void JobService::Derive(const Record& r, JobInfo& out, int64_t now) const {
   }
   if (r.running && !r.running->stopping) {
     // A cluster executor may still be queueing the attempt (e.g. Slurm: PENDING (Resources)).
-    std::string status = executor_.ClusterStatus(r.job.job_id, r.running->attempt.attempt);
-    if (status.find(" PENDING") != std::string::npos)
-      out.message = "queued in the cluster: " + status;
+    executors::ClusterJobStatus status =
+        executor_.ClusterStatus(r.job.job_id, r.running->attempt.attempt);
+    if (status.pending()) out.message = "queued in the cluster: " + status.raw;
   }
   double cost = r.past_cost, paid = r.past_paid, productive = r.past_productive;
   if (r.running) {

@@ -40,7 +40,7 @@ class ScriptedExecutor : public executors::Executor {
   }
   void Shutdown() override {}
 
-  std::string ClusterStatus(const std::string& job_id, int attempt) override {
+  executors::ClusterJobStatus ClusterStatus(const std::string& job_id, int attempt) override {
     return cluster_status;
   }
 
@@ -61,7 +61,7 @@ class ScriptedExecutor : public executors::Executor {
   std::vector<std::pair<std::string, int>> stops;
   std::vector<std::pair<std::string, int>> adopted;
   Status adopt_status;
-  std::string cluster_status;
+  executors::ClusterJobStatus cluster_status;
 
  private:
   ExitCallback cb_;
@@ -288,7 +288,8 @@ TEST_F(JobServiceTest, ClusterQueueingAndClusterPreemption) {
   spec.time_limit_ms = 8000;
   auto job = jobs_->Submit(admin_, spec);
   ASSERT_TRUE(job.ok());
-  executor_.cluster_status = "Slurm job 12 PENDING (Resources)";
+  executor_.cluster_status = {executors::ClusterJobStatus::State::kPending, "Resources",
+                              "Slurm job 12 PENDING (Resources)"};
   jobs_->RunPassForTest();
   ASSERT_EQ(executor_.launches.size(), 1u);
   // Queued by the cluster for longer than the hang timeout and the time limit: not stopped.
@@ -302,7 +303,8 @@ TEST_F(JobServiceTest, ClusterQueueingAndClusterPreemption) {
             std::string::npos)
       << j.message;
   EXPECT_EQ(j.cost_usd, 0);
-  executor_.cluster_status = "Slurm job 12 RUNNING";
+  executor_.cluster_status = {executors::ClusterJobStatus::State::kRunning, "",
+                              "Slurm job 12 RUNNING"};
   clock_.AdvanceMillis(4000);
   jobs_->RunPassForTest();
   EXPECT_TRUE(executor_.stops.empty());  // 4 s since it really started

@@ -334,7 +334,7 @@ std::vector<int> PriorityFairShareOrder::Order(const SchedulerInput& input) cons
       gpus += static_cast<double>(a.gpu_ids.size());
       cpus += a.cpus;
     }
-    held[r.project] += gpus > 0 ? gpus : cpus / 100.0;
+    held[r.project] += gpus > 0 ? gpus : cpus / kCpusPerGpuShare;
   }
   std::unordered_map<std::string_view, double> share_of;
   auto share = [&](const std::string& project) {

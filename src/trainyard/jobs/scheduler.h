@@ -41,6 +41,21 @@
 
 namespace trainyard::jobs {
 
+// Named numbers of the scheduling policy and of the job service's accounting that feeds it.
+
+// CPUs weigh this much less than GPUs in fair share: a running job without GPUs holds
+// cpus / kCpusPerGpuShare GPUs, and its usage is CPU-seconds / kCpusPerGpuShare GPU-seconds.
+inline constexpr double kCpusPerGpuShare = 100;
+// How far back finished attempts count toward fair-share usage when the job service starts
+// (seven of the default one-day half-lives: older usage has decayed below 1/128).
+inline constexpr int64_t kFairShareWindowMs = int64_t{7} * 24 * 3600 * 1000;
+// What one GPU a project's running jobs hold adds to its fair-share usage (see
+// PriorityFairShareOrder): an hour of it.
+inline constexpr double kDefaultRunningChargeSeconds = 3600;
+// A hung attempt is stopped with its job's preemption grace, but at most this long: it has
+// shown no sign of life, so it is unlikely to checkpoint on SIGTERM.
+inline constexpr int64_t kHangStopGraceCapMs = 10'000;
+
 struct NodeInfo {
   std::string name;
   int gpus = 0;
@@ -229,13 +244,13 @@ class QueueOrderPolicy {
 // The default: priority descending; then fair share, ascending
 //   (project_usage + running_charge_seconds * GPUs the project's running jobs hold)
 //   / project_weight
-// (a running job without GPUs counts CPUs / 100); then submit_seq. The charge turns
+// (a running job without GPUs counts CPUs / kCpusPerGpuShare); then submit_seq. The charge turns
 // "currently holds" into usage units: each running GPU counts as that many
 // GPU-seconds (default one hour), so a project that holds the pool yields to one
 // that holds nothing before its decayed usage has caught up.
 class PriorityFairShareOrder : public QueueOrderPolicy {
  public:
-  explicit PriorityFairShareOrder(double running_charge_seconds = 3600)
+  explicit PriorityFairShareOrder(double running_charge_seconds = kDefaultRunningChargeSeconds)
       : running_charge_seconds_(running_charge_seconds) {}
   std::vector<int> Order(const SchedulerInput& input) const override;
 

@@ -151,10 +151,10 @@ Status Server::InitJobs() {
     slurm.qos = config_.slurm_qos;
     slurm.extra_sbatch_args = config_.slurm_sbatch_args;
     if (!config_.slurm_conf.empty()) slurm.client_env["SLURM_CONF"] = config_.slurm_conf;
-    TY_ASSIGN_OR_RETURN(auto nodes, executors::DiscoverSlurmNodes(slurm));
+    TY_ASSIGN_OR_RETURN(auto nodes, executors::DiscoverSlurmNodes(slurm, clock_));
     for (const auto& n : nodes) pool.nodes.push_back({n.name, n.gpus, n.cpus, n.memory_bytes});
     pool.master_addr = "";  // the batch script takes the allocation's first node
-    executor_ = executors::MakeSlurmExecutor({slurm, std::chrono::milliseconds(500)});
+    executor_ = executors::MakeSlurmExecutor({slurm, std::chrono::milliseconds(500)}, clock_);
   } else if (config_.executor == "local") {
     executors::HostResources host = executors::DetectHostResources();
     if (config_.local_nodes < 1 || config_.local_nodes > 10000) {
@@ -170,7 +170,7 @@ Status Server::InitJobs() {
           config_.local_memory_bytes >= 0 ? config_.local_memory_bytes : host.memory_bytes;
       pool.nodes.push_back(node);
     }
-    executor_ = executors::MakeLocalExecutor({});
+    executor_ = executors::MakeLocalExecutor({}, clock_);
     spdlog::info("per-attempt cgroups: {}", executor_->Containment());
   } else {
     return Status::InvalidArgument("--executor must be local or slurm (got '" + config_.executor +
