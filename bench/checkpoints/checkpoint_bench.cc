@@ -209,6 +209,10 @@ std::shared_ptr<trainyard::blob::BlobStore> OpenBlobs(const fs::path& root) {
   return std::shared_ptr<trainyard::blob::BlobStore>(std::move(*b));
 }
 
+// The store's time and randomness: the system's, as the server's.
+trainyard::SystemClock system_clock;
+trainyard::SecureRandom secure_random;
+
 ck::CheckpointStoreOptions StoreOptions(const Args& a) {
   ck::CheckpointStoreOptions o;
   o.chunk_size = a.chunk_mib << 20;
@@ -405,7 +409,7 @@ void Run(const Args& a) {
       fs::remove_all(root);
       ::sync();
       {
-        ck::CheckpointStore store(OpenBlobs(root), StoreOptions(a));
+        ck::CheckpointStore store(OpenBlobs(root), system_clock, secure_random, StoreOptions(a));
         ck::CheckpointData handed = HandOver(tensors);  // untimed: the caller's own buffers
         double t0 = Now();
         Result<ck::Manifest> m = store.Save(Ref("job", 1), std::move(handed));
@@ -415,7 +419,7 @@ void Run(const Args& a) {
       }
       DropCache(root);
       {
-        ck::CheckpointStore store(OpenBlobs(root), StoreOptions(a));
+        ck::CheckpointStore store(OpenBlobs(root), system_clock, secure_random, StoreOptions(a));
         double t0 = Now();
         Result<ck::CheckpointData> d = store.Load("bench", "job", 1);
         load_s.push_back(Now() - t0);
@@ -431,7 +435,7 @@ void Run(const Args& a) {
       }
       DropCache(root);
       {
-        ck::CheckpointStore store(OpenBlobs(root), StoreOptions(a));
+        ck::CheckpointStore store(OpenBlobs(root), system_clock, secure_random, StoreOptions(a));
         // The raw read may have left the same bytes there: clear them so the check below
         // sees what LoadInto wrote (untimed; the memory stays warm).
         for (ck::Bytes& e : existing) std::memset(e.data(), 0, e.size());
@@ -455,7 +459,7 @@ void Run(const Args& a) {
       fs::remove_all(root);
       ::sync();
       {
-        ck::CheckpointStore store(OpenBlobs(root), StoreOptions(a));
+        ck::CheckpointStore store(OpenBlobs(root), system_clock, secure_random, StoreOptions(a));
         double t0 = Now();
         Result<ck::Manifest> m = store.Save(Ref("job", 1), Borrow(tensors));
         save_snap_s.push_back(Now() - t0);
@@ -498,7 +502,7 @@ void Run(const Args& a) {
   double blocked_ms = 0, memcpy_ms = 0;
   {
     fs::path root = dir / "async";
-    ck::CheckpointStore store(OpenBlobs(root), StoreOptions(a));
+    ck::CheckpointStore store(OpenBlobs(root), system_clock, secure_random, StoreOptions(a));
     Result<ck::Manifest> warm = store.Save(Ref("job", 1), Borrow(tensors));
     if (!warm.ok()) Die(warm.status().ToString());
     std::vector<double> blocked, copies;
@@ -528,7 +532,7 @@ void Run(const Args& a) {
   double changed_pct = 0, lora_pct = 0;
   {
     fs::path root = dir / "dedup";
-    ck::CheckpointStore store(OpenBlobs(root), StoreOptions(a));
+    ck::CheckpointStore store(OpenBlobs(root), system_clock, secure_random, StoreOptions(a));
     Check(store.Save(Ref("job", 1), Borrow(tensors)).status(), "save");
     std::vector<ck::Bytes> changed;
     for (const ck::Bytes& t : tensors) {

@@ -197,12 +197,12 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
   // --- the upload path
   api.Route(Method::kPost, kTrainyardPrefixes, "/checkpoints/uploads",
             [cs](Call& c) -> Result<json::value> {
-              TY_ASSIGN_OR_RETURN(std::string job_id, RequiredString(c.body, "job_id"));
-              TY_ASSIGN_OR_RETURN(int64_t step, RequiredInt64(c.body, "step"));
-              TY_ASSIGN_OR_RETURN(int world_size, IntField(c.body, "world_size", 1, 65536, 1));
-              TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 65535, 0));
-              TY_ASSIGN_OR_RETURN(auto u,
-                                  cs->BeginUpload(c.principal, job_id, step, rank, world_size));
+              checkpoints::UploadRequest req;
+              TY_ASSIGN_OR_RETURN(req.job_id, RequiredString(c.body, "job_id"));
+              TY_ASSIGN_OR_RETURN(req.step, RequiredInt64(c.body, "step"));
+              TY_ASSIGN_OR_RETURN(req.world_size, IntField(c.body, "world_size", 1, 65536, 1));
+              TY_ASSIGN_OR_RETURN(req.rank, IntField(c.body, "rank", 0, 65535, 0));
+              TY_ASSIGN_OR_RETURN(auto u, cs->BeginUpload(c.principal, req));
               return json::object{{"upload_id", u.upload_id}, {"project", u.project},
                                   {"job_id", u.job_id},       {"step", u.step},
                                   {"rank", u.rank},           {"world_size", u.world_size},
@@ -235,8 +235,9 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
               } else if (shape) {
                 return Status::InvalidArgument("shape is only valid with dtype (for tensors)");
               }
-              TY_RETURN_IF_ERROR(cs->PutBlob(c.principal, r.path_params.at("upload_id"), blob,
-                                             r.body_file, r.body));
+              checkpoints::PutBlobRequest put{r.path_params.at("upload_id"), std::move(blob),
+                                              r.body_file, r.body};
+              TY_RETURN_IF_ERROR(cs->PutBlob(c.principal, put));
               return json::object{};
             });
   api.Route(Method::kPost, kTrainyardPrefixes, "/checkpoints/uploads/{upload_id}/commit",

@@ -17,12 +17,12 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::blob {
@@ -407,6 +407,11 @@ struct ListPage {
 
 std::atomic<uint64_t> g_tmp_counter{0};
 
+// Idle connections kept per host for reuse.
+constexpr size_t kMaxIdleConnectionsPerHost = 32;
+// Cached downloads younger than this are never pruned (a response may be about to stream one).
+constexpr auto kCacheFileMinAge = std::chrono::minutes(1);
+
 class S3BlobStore : public BlobStore {
  public:
   S3BlobStore(S3Config config, Endpoint endpoint)
@@ -695,8 +700,8 @@ class S3BlobStore : public BlobStore {
     std::vector<std::string> etags(parts);
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
-    std::mutex error_mu;
-    Status first_error;
+    Mutex error_mu;
+    Status first_error;  // under error_mu
     auto worker = [&]() {
       std::string buf;
       while (!failed) {
@@ -723,7 +728,7 @@ class S3BlobStore : public BlobStore {
           }
         }
         if (!s.ok()) {
-          std::lock_guard<std::mutex> lock(error_mu);
+          MutexLock lock(error_mu);
           if (first_error.ok()) {
             first_error =
                 s.WithContext("part " + std::to_string(i + 1) + " of " + std::to_string(parts));
@@ -958,15 +963,15 @@ class S3BlobStore : public BlobStore {
                                     int64_t{config_.retry_base_millis} << std::min(retry - 1, 20));
     int64_t delay;
     {
-      std::lock_guard<std::mutex> lock(jitter_mu_);
+      MutexLock lock(jitter_mu_);
       // "Equal jitter": half the backoff, plus a random part of the other half.
       delay = cap / 2 + static_cast<int64_t>(jitter_() % static_cast<uint64_t>(cap / 2 + 1));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   }
 
-  std::unique_ptr<Connection> TakeConnection(const std::string& host) {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+  std::unique_ptr<Connection> TakeConnection(const std::string& host) TY_EXCLUDES(pool_mu_) {
+    MutexLock lock(pool_mu_);
     auto& idle = idle_[host];
     if (idle.empty()) return nullptr;
     auto c = std::move(idle.back());
@@ -974,15 +979,16 @@ class S3BlobStore : public BlobStore {
     return c;
   }
 
-  void DropIdleConnections(const std::string& host) {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+  void DropIdleConnections(const std::string& host) TY_EXCLUDES(pool_mu_) {
+    MutexLock lock(pool_mu_);
     idle_[host].clear();
   }
 
-  void ReturnConnection(const std::string& host, std::unique_ptr<Connection> c) {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+  void ReturnConnection(const std::string& host, std::unique_ptr<Connection> c)
+      TY_EXCLUDES(pool_mu_) {
+    MutexLock lock(pool_mu_);
     auto& idle = idle_[host];
-    if (idle.size() < 32) idle.push_back(std::move(c));
+    if (idle.size() < kMaxIdleConnectionsPerHost) idle.push_back(std::move(c));
   }
 
   // Removes the oldest downloads until the cache fits, sparing `keep` and files younger than a
@@ -1000,7 +1006,7 @@ class S3BlobStore : public BlobStore {
     }
     if (total <= config_.cache_max_bytes) return;
     std::sort(files.begin(), files.end());
-    auto young = fs::file_time_type::clock::now() - std::chrono::minutes(1);
+    auto young = fs::file_time_type::clock::now() - kCacheFileMinAge;
     for (const auto& [mtime, path] : files) {
       if (total <= config_.cache_max_bytes || mtime > young) break;
       if (path == keep) continue;
@@ -1015,10 +1021,10 @@ class S3BlobStore : public BlobStore {
   ssl::context tls_ctx_;
   Status tls_error_;
   SystemClock system_clock_;
-  std::mutex jitter_mu_;
-  std::mt19937_64 jitter_;
-  std::mutex pool_mu_;
-  std::map<std::string, std::vector<std::unique_ptr<Connection>>> idle_;
+  Mutex jitter_mu_;
+  std::mt19937_64 jitter_ TY_GUARDED_BY(jitter_mu_);
+  Mutex pool_mu_;
+  std::map<std::string, std::vector<std::unique_ptr<Connection>>> idle_ TY_GUARDED_BY(pool_mu_);
   std::atomic<uint64_t> cache_bytes_since_prune_{0};
 };
 

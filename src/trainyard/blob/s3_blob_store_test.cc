@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 
 #include "trainyard/common/strings.h"
 
@@ -383,12 +382,12 @@ TEST_F(S3BlobStoreTest, MissingBucketIsNotFound) {
 
 TEST_F(S3BlobStoreTest, RetriesTransientFailuresButNotClientErrors) {
   S3Config config = MotoServer::Get().Config(TestPrefix());
-  std::mutex mu;
+  Mutex mu;
   std::vector<InjectedS3Failure> script;  // answers for the next PUTs, in order
   int puts = 0;
   config.max_attempts = 4;
   config.inject_failure_for_test = [&](std::string_view method, std::string_view) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (method != "PUT") return std::optional<InjectedS3Failure>();
     ++puts;
     if (script.empty()) return std::optional<InjectedS3Failure>();

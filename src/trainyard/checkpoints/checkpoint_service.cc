@@ -23,9 +23,15 @@ namespace fs = std::filesystem;
 using store::Rows;
 using store::Transaction;
 
+// Uploads untouched this long are removed by CollectGarbage and at start.
 constexpr int64_t kStaleUploadMs = int64_t{24} * 3600 * 1000;
 constexpr size_t kMaxBlobName = 1024;
 constexpr int kMaxWorldSize = 1 << 16;
+// Upload ids: the prefix, then random hex; ids longer than kMaxUploadIdLength are not ours.
+constexpr std::string_view kUploadIdPrefix = "u-";
+constexpr size_t kUploadIdRandomBytes = 12;
+constexpr size_t kMaxUploadIdLength = 64;
+constexpr size_t kExportNameRandomBytes = 8;
 
 // Staged files are named by a hash of the blob's name (names are any text).
 std::string StagedName(std::string_view name) {
@@ -110,6 +116,13 @@ Result<StagedBlob> BlobFromJson(std::string_view text) {
   return b;
 }
 
+// A file time as wall-clock milliseconds since the Unix epoch (Clock::NowMillis's scale).
+int64_t FileTimeMillis(fs::file_time_type t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::file_clock::to_sys(t).time_since_epoch())
+      .count();
+}
+
 std::string Describe(const std::string& job_id, int64_t step) {
   return "checkpoint of job " + job_id + " at step " + std::to_string(step);
 }
@@ -179,8 +192,11 @@ Result<std::string> CheckpointService::ProjectOf(const std::string& job_id) {
 // --- uploads
 
 Result<UploadInfo> CheckpointService::BeginUpload(const identity::Principal& who,
-                                                  const std::string& job_id, int64_t step, int rank,
-                                                  int world_size) {
+                                                  const UploadRequest& request) {
+  const std::string& job_id = request.job_id;
+  const int64_t step = request.step;
+  const int rank = request.rank;
+  const int world_size = request.world_size;
   if (step < 0) return Status::InvalidArgument("step must be a non-negative integer");
   if (world_size < 1 || world_size > kMaxWorldSize) {
     return Status::InvalidArgument("world_size must be between 1 and " +
@@ -195,7 +211,7 @@ Result<UploadInfo> CheckpointService::BeginUpload(const identity::Principal& who
   TY_RETURN_IF_ERROR(AuthorizeWrite(who, job));
   TY_RETURN_IF_ERROR(ValidateCheckpointName("project", job.spec.project));
   UploadInfo info;
-  info.upload_id = "u-" + random_.Hex(12);
+  info.upload_id = std::string(kUploadIdPrefix) + random_.Hex(kUploadIdRandomBytes);
   info.project = job.spec.project;
   info.job_id = job_id;
   info.step = step;
@@ -216,7 +232,8 @@ Result<UploadInfo> CheckpointService::BeginUpload(const identity::Principal& who
 }
 
 Result<CheckpointService::Session> CheckpointService::LoadSession(const std::string& upload_id) {
-  bool valid = upload_id.size() > 2 && upload_id.size() <= 64 && StartsWith(upload_id, "u-");
+  bool valid = upload_id.size() > kUploadIdPrefix.size() &&
+               upload_id.size() <= kMaxUploadIdLength && StartsWith(upload_id, kUploadIdPrefix);
   for (char c : upload_id)
     valid = valid && (std::isalnum(static_cast<unsigned char>(c)) || c == '-');
   auto missing = [&] {
@@ -243,9 +260,11 @@ Result<CheckpointService::Session> CheckpointService::LoadSession(const std::str
   return s;
 }
 
-Status CheckpointService::PutBlob(const identity::Principal& who, const std::string& upload_id,
-                                  const StagedBlob& blob, const std::string& body_file,
-                                  std::string_view body) {
+Status CheckpointService::PutBlob(const identity::Principal& who, const PutBlobRequest& request) {
+  const std::string& upload_id = request.upload_id;
+  const StagedBlob& blob = request.blob;
+  const std::string& body_file = request.body_file;
+  const std::string_view body = request.body;
   // Names become file paths on restore: only normalized relative paths, checked here at upload.
   TY_RETURN_IF_ERROR(ValidateRelativePath(blob.name, "name", kMaxBlobName));
   uint64_t size = body.size();
@@ -264,7 +283,7 @@ Status CheckpointService::PutBlob(const identity::Principal& who, const std::str
   }
   TY_ASSIGN_OR_RETURN(Session s, LoadSession(upload_id));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (committing_.count(upload_id) > 0) {
       return Status::FailedPrecondition("upload " + upload_id + " is being committed");
     }
@@ -292,27 +311,41 @@ Status CheckpointService::PutBlob(const identity::Principal& who, const std::str
   return WriteFileAtomically(meta, json::serialize(BlobToJson(staged)));
 }
 
-Result<CommitResult> CheckpointService::Commit(const identity::Principal& who,
-                                               const std::string& upload_id,
-                                               CommitRequest request) {
-  TY_ASSIGN_OR_RETURN(Session s, LoadSession(upload_id));
-  TY_ASSIGN_OR_RETURN(jobs::JobInfo job, jobs_.GetJob(s.info.job_id));
-  TY_RETURN_IF_ERROR(AuthorizeWrite(who, job));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!committing_.insert(upload_id).second) {
-      return Status::FailedPrecondition("upload " + upload_id + " is already being committed");
+Result<std::vector<std::string>> CommitBlobOrder(const std::set<std::string>& staged,
+                                                 const std::vector<std::string>& requested,
+                                                 const std::string& upload_id) {
+  std::vector<std::string> order = requested;
+  if (order.empty()) {
+    order.assign(staged.begin(), staged.end());
+  } else {
+    std::set<std::string> seen;
+    for (const auto& name : order) {
+      if (!seen.insert(name).second) {
+        return Status::InvalidArgument("blobs lists '" + Abbreviate(name) + "' twice");
+      }
+      if (staged.count(name) == 0) {
+        return Status::InvalidArgument("blobs lists '" + Abbreviate(name) +
+                                       "', which was not uploaded to " + upload_id);
+      }
+    }
+    if (order.size() != staged.size()) {
+      for (const auto& name : staged) {
+        if (seen.count(name) == 0) {
+          return Status::InvalidArgument("blob '" + Abbreviate(name) + "' was uploaded to " +
+                                         upload_id + " but is not in blobs");
+        }
+      }
     }
   }
-  struct Release {
-    CheckpointService* self;
-    std::string id;
-    ~Release() {
-      std::lock_guard<std::mutex> lock(self->mu_);
-      self->committing_.erase(id);
-    }
-  } release{this, upload_id};
+  if (order.empty()) {
+    return Status::InvalidArgument("upload " + upload_id +
+                                   " has no blobs: upload at least one before the commit");
+  }
+  return order;
+}
 
+Result<CheckpointData> CheckpointService::LoadStagedCheckpoint(const Session& s,
+                                                               CommitRequest& request) {
   // The staged blobs, by name.
   std::map<std::string, std::pair<StagedBlob, fs::path>> staged;
   std::error_code ec;
@@ -326,33 +359,10 @@ Result<CommitResult> CheckpointService::Commit(const identity::Principal& who,
     staged.emplace(name, std::make_pair(std::move(b), data));
   }
   if (ec) return Status::IOError("cannot list staged blobs: " + ec.message());
-  std::vector<std::string> order = request.blob_order;
-  if (order.empty()) {
-    for (const auto& [name, unused] : staged) order.push_back(name);
-  } else {
-    std::set<std::string> seen;
-    for (const auto& name : order) {
-      if (!seen.insert(name).second) {
-        return Status::InvalidArgument("blobs lists '" + Abbreviate(name) + "' twice");
-      }
-      if (staged.count(name) == 0) {
-        return Status::InvalidArgument("blobs lists '" + Abbreviate(name) +
-                                       "', which was not uploaded to " + upload_id);
-      }
-    }
-    if (order.size() != staged.size()) {
-      for (const auto& [name, unused] : staged) {
-        if (seen.count(name) == 0) {
-          return Status::InvalidArgument("blob '" + Abbreviate(name) + "' was uploaded to " +
-                                         upload_id + " but is not in blobs");
-        }
-      }
-    }
-  }
-  if (order.empty()) {
-    return Status::InvalidArgument("upload " + upload_id +
-                                   " has no blobs: upload at least one before the commit");
-  }
+  std::set<std::string> names;
+  for (const auto& [name, unused] : staged) names.insert(name);
+  TY_ASSIGN_OR_RETURN(std::vector<std::string> order,
+                      CommitBlobOrder(names, request.blob_order, s.info.upload_id));
 
   CheckpointData data;
   for (const auto& name : order) {
@@ -365,7 +375,31 @@ Result<CommitResult> CheckpointService::Commit(const identity::Principal& who,
   data.metrics = std::move(request.metrics);
   data.user_metadata = std::move(request.user_metadata);
   data.rng_state = std::move(request.rng_state);
+  return data;
+}
 
+Result<CommitResult> CheckpointService::Commit(const identity::Principal& who,
+                                               const std::string& upload_id,
+                                               CommitRequest request) {
+  TY_ASSIGN_OR_RETURN(Session s, LoadSession(upload_id));
+  TY_ASSIGN_OR_RETURN(jobs::JobInfo job, jobs_.GetJob(s.info.job_id));
+  TY_RETURN_IF_ERROR(AuthorizeWrite(who, job));
+  {
+    MutexLock lock(mu_);
+    if (!committing_.insert(upload_id).second) {
+      return Status::FailedPrecondition("upload " + upload_id + " is already being committed");
+    }
+  }
+  struct Release {
+    CheckpointService* self;
+    std::string id;
+    ~Release() {
+      MutexLock lock(self->mu_);
+      self->committing_.erase(id);
+    }
+  } release{this, upload_id};
+
+  TY_ASSIGN_OR_RETURN(CheckpointData data, LoadStagedCheckpoint(s, request));
   CheckpointRef ref;
   ref.project = s.info.project;
   ref.job = s.info.job_id;
@@ -374,6 +408,7 @@ Result<CommitResult> CheckpointService::Commit(const identity::Principal& who,
   ref.world_size = s.info.world_size;
   ref.attempt = s.info.attempt;
   Result<Manifest> saved = store_->Save(ref, std::move(data));
+  std::error_code ec;
   if (!saved.ok()) {
     // A checkpoint that already exists will never take this upload: drop it. Other
     // failures keep it, so the commit can be retried.
@@ -386,7 +421,12 @@ Result<CommitResult> CheckpointService::Commit(const identity::Principal& who,
   out.manifest = std::move(*saved);
   out.uri = CheckpointUri(ref.project, ref.job, ref.step);
   out.complete = store_->Get(ref.project, ref.job, ref.step).ok();
-  if (!out.complete) return out;
+  if (out.complete) AfterCommit(who, job, ref, out);
+  return out;
+}
+
+void CheckpointService::AfterCommit(const identity::Principal& who, const jobs::JobInfo& job,
+                                    const CheckpointRef& ref, CommitResult& out) {
   if (!jobs::IsTerminal(job.state)) {
     Status reported = jobs_.ReportCheckpoint(who, ref.job, ref.step, out.uri);
     if (reported.ok()) {
@@ -403,7 +443,6 @@ Result<CommitResult> CheckpointService::Commit(const identity::Principal& who,
     spdlog::warn("retention of job {} failed after saving {}: {}", ref.job, out.uri,
                  deleted.status().message());
   }
-  return out;
 }
 
 Status CheckpointService::AbortUpload(const identity::Principal& who,
@@ -411,7 +450,7 @@ Status CheckpointService::AbortUpload(const identity::Principal& who,
   TY_ASSIGN_OR_RETURN(Session s, LoadSession(upload_id));
   TY_ASSIGN_OR_RETURN(jobs::JobInfo job, jobs_.GetJob(s.info.job_id));
   TY_RETURN_IF_ERROR(AuthorizeWrite(who, job));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (committing_.count(upload_id) > 0) {
     return Status::FailedPrecondition("upload " + upload_id + " is being committed");
   }
@@ -471,7 +510,8 @@ Result<std::string> CheckpointService::ExportSafetensors(const std::string& job_
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Status::IOError("cannot create " + dir.string() + ": " + ec.message());
-  std::string path = (dir / ("export-" + random_.Hex(8) + ".safetensors")).string();
+  std::string path =
+      (dir / ("export-" + random_.Hex(kExportNameRandomBytes) + ".safetensors")).string();
   TY_RETURN_IF_ERROR(store_->ExportSafetensors(project, job_id, step, rank, path));
   return path;
 }
@@ -582,7 +622,7 @@ int64_t CheckpointService::RemoveLeftoversAtStart() {
   }
   for (const auto& entry : fs::directory_iterator(staging_dir_, ec)) {
     std::string id = entry.path().filename().string();
-    if (!StartsWith(id, "u-")) continue;
+    if (!StartsWith(id, kUploadIdPrefix)) continue;
     if (!LoadSession(id).ok()) {
       remove(entry.path());  // BeginUpload never finished: nobody holds its id
       continue;
@@ -612,16 +652,16 @@ int64_t CheckpointService::RemoveStaleUploads() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(staging_dir_, ec)) {
     std::string id = entry.path().filename().string();
-    if (!StartsWith(id, "u-")) continue;
+    if (!StartsWith(id, kUploadIdPrefix)) continue;
     auto s = LoadSession(id);
     if (s.ok() && now - s->info.created_ms < kStaleUploadMs) continue;
     if (!s.ok()) {
       // Not a session yet (being created) or a broken one: judged by its age on disk.
       std::error_code tec;
-      auto age = fs::file_time_type::clock::now() - fs::last_write_time(entry.path(), tec);
-      if (tec || age < std::chrono::milliseconds(kStaleUploadMs)) continue;
+      fs::file_time_type modified = fs::last_write_time(entry.path(), tec);
+      if (tec || now - FileTimeMillis(modified) < kStaleUploadMs) continue;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (committing_.count(id) > 0) continue;
     std::error_code rec;
     fs::remove_all(entry.path(), rec);

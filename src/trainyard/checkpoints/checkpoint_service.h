@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -33,6 +32,7 @@
 #include "trainyard/checkpoints/checkpoint_store.h"
 #include "trainyard/checkpoints/retention.h"
 #include "trainyard/common/clock.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 #include "trainyard/identity/identity_service.h"
 #include "trainyard/jobs/job_service.h"
@@ -52,6 +52,14 @@ struct CheckpointAddress {
 // Parses trainyard-checkpoint://P/J/S; InvalidArgument for anything else.
 Result<CheckpointAddress> ParseCheckpointUri(std::string_view uri);
 
+// What BeginUpload starts: one rank's upload of a checkpoint of a job.
+struct UploadRequest {
+  std::string job_id;
+  int64_t step = 0;
+  int rank = 0;
+  int world_size = 1;
+};
+
 struct UploadInfo {
   std::string upload_id;
   std::string project;
@@ -69,6 +77,15 @@ struct StagedBlob {
   DType dtype = DType::kU8;
   std::vector<int64_t> shape;
   uint64_t size = 0;
+};
+
+// One blob for PutBlob: its description and its bytes, either in `body_file` (a file the
+// service takes: it is moved into staging) or, when that is empty, in `body` (borrowed).
+struct PutBlobRequest {
+  std::string upload_id;
+  StagedBlob blob;
+  std::string body_file;
+  std::string_view body;
 };
 
 struct CommitRequest {
@@ -108,15 +125,13 @@ class CheckpointService {
   static std::vector<store::Migration> Migrations();
 
   // --- the upload path (one upload per rank)
-  Result<UploadInfo> BeginUpload(const identity::Principal& who, const std::string& job_id,
-                                 int64_t step, int rank, int world_size);
-  // Stages one blob. `body_file` (taken: moved into staging) or else `body` holds its bytes.
-  // A tensor's size must match dtype × shape. Uploading a name again replaces it.
-  Status PutBlob(const identity::Principal& who, const std::string& upload_id,
-                 const StagedBlob& blob, const std::string& body_file, std::string_view body);
+  Result<UploadInfo> BeginUpload(const identity::Principal& who, const UploadRequest& request);
+  // Stages one blob. A tensor's size must match dtype × shape. Uploading a name again
+  // replaces it.
+  Status PutBlob(const identity::Principal& who, const PutBlobRequest& request) TY_EXCLUDES(mu_);
   Result<CommitResult> Commit(const identity::Principal& who, const std::string& upload_id,
-                              CommitRequest request);
-  Status AbortUpload(const identity::Principal& who, const std::string& upload_id);
+                              CommitRequest request) TY_EXCLUDES(mu_);
+  Status AbortUpload(const identity::Principal& who, const std::string& upload_id) TY_EXCLUDES(mu_);
 
   // --- reading
   Result<std::vector<CheckpointInfo>> List(const std::string& job_id);
@@ -142,16 +157,22 @@ class CheckpointService {
   // At start, before serving: removes what a crashed server left in staging (exports,
   // half-written files, uploads that never got a session) and stale uploads; uploads that
   // may still be resumed stay. Returns how many entries were removed.
-  int64_t RemoveLeftoversAtStart();
+  int64_t RemoveLeftoversAtStart() TY_EXCLUDES(mu_);
 
  private:
   struct Session;
   Status AuthorizeWrite(const identity::Principal& who, const jobs::JobInfo& job);
   Result<Session> LoadSession(const std::string& upload_id);
+  // The session's staged blobs read into memory, in `order`, with the request's metadata.
+  Result<CheckpointData> LoadStagedCheckpoint(const Session& s, CommitRequest& request);
+  // After a rank's save: registers a complete checkpoint with its job and applies the job's
+  // retention policy (failures of either are logged, not returned: the save stands).
+  void AfterCommit(const identity::Principal& who, const jobs::JobInfo& job,
+                   const CheckpointRef& ref, CommitResult& out);
   Result<std::vector<int64_t>> ApplyRetention(const std::string& project,
                                               const std::string& job_id);
   Result<std::string> ProjectOf(const std::string& job_id);
-  int64_t RemoveStaleUploads();
+  int64_t RemoveStaleUploads() TY_EXCLUDES(mu_);
 
   store::Database& db_;
   Clock& clock_;
@@ -161,8 +182,15 @@ class CheckpointService {
   const std::shared_ptr<CheckpointStore> store_;
   const std::string staging_dir_;
 
-  std::mutex mu_;
-  std::set<std::string> committing_;  // guarded by mu_: uploads whose commit runs
+  Mutex mu_;
+  std::set<std::string> committing_ TY_GUARDED_BY(mu_);  // uploads whose commit runs
 };
+
+// The order of a commit's blobs: `requested` when not empty (every name staged, each once,
+// and no staged blob left out), else every staged name in ascending order. InvalidArgument
+// names the blob that is wrong and `upload_id`. Pure.
+Result<std::vector<std::string>> CommitBlobOrder(const std::set<std::string>& staged,
+                                                 const std::vector<std::string>& requested,
+                                                 const std::string& upload_id);
 
 }  // namespace trainyard::checkpoints

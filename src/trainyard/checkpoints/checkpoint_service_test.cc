@@ -28,5 +28,32 @@ TEST(CheckpointUriTest, RejectsOtherTexts) {
   }
 }
 
+TEST(CommitBlobOrderTest, DefaultsToEveryStagedBlobByName) {
+  Result<std::vector<std::string>> order = CommitBlobOrder({"b", "a", "c"}, {}, "u-1");
+  ASSERT_TRUE(order.ok()) << order.status().ToString();
+  EXPECT_EQ(*order, (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST(CommitBlobOrderTest, KeepsTheRequestedOrder) {
+  Result<std::vector<std::string>> order = CommitBlobOrder({"a", "b", "c"}, {"c", "a", "b"}, "u-1");
+  ASSERT_TRUE(order.ok()) << order.status().ToString();
+  EXPECT_EQ(*order, (std::vector<std::string>{"c", "a", "b"}));
+}
+
+TEST(CommitBlobOrderTest, NamesWhatIsWrong) {
+  auto message = [](const std::set<std::string>& staged,
+                    const std::vector<std::string>& requested) {
+    Result<std::vector<std::string>> order = CommitBlobOrder(staged, requested, "u-7");
+    EXPECT_TRUE(order.status().IsInvalidArgument());
+    return order.status().message();
+  };
+  EXPECT_NE(message({"a", "b"}, {"a", "a", "b"}).find("lists 'a' twice"), std::string::npos);
+  EXPECT_NE(message({"a"}, {"a", "x"}).find("'x', which was not uploaded to u-7"),
+            std::string::npos);
+  EXPECT_NE(message({"a", "b"}, {"a"}).find("blob 'b' was uploaded to u-7 but is not in blobs"),
+            std::string::npos);
+  EXPECT_NE(message({}, {}).find("upload u-7 has no blobs"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainyard::checkpoints

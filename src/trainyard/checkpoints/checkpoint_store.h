@@ -22,12 +22,17 @@
 // Garbage collection (CollectGarbage) is safe while saves run in this or other processes;
 // the protocol is in docs/decisions/0003-checkpoint-chunking.md.
 //
-// Thread-safe: all methods may be called from any thread. The BlobStore is shared.
+// Time and randomness are injected: wall time (Clock::NowMillis) for what is stored and read
+// by other processes (manifests' created_ms, intents' created_ms, collections' leases),
+// monotonic time for what only this process measures (how long SaveAsync blocked); random
+// names of intents and collection markers come from the Random.
+//
+// Thread-safe: all methods may be called from any thread. The BlobStore is shared; the Clock
+// and the Random are borrowed and must outlive the store.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +42,7 @@
 #include "trainyard/blob/blob_store.h"
 #include "trainyard/checkpoints/types.h"
 #include "trainyard/common/clock.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 
 namespace trainyard::checkpoints {
@@ -64,7 +70,6 @@ struct CheckpointStoreOptions {
   int64_t gc_lease_ms = 15 * 60 * 1000;
   int64_t intent_ttl_ms = 24 * 60 * 60 * 1000;
   int64_t gc_poll_interval_ms = 50;  // how often a save looks whether a GC has finished
-  std::shared_ptr<Clock> clock;      // SystemClock when null
 };
 
 // A save in progress. Copyable; all copies refer to the same save.
@@ -104,7 +109,10 @@ struct GcStats {
 
 class CheckpointStore {
  public:
-  CheckpointStore(std::shared_ptr<blob::BlobStore> blobs, CheckpointStoreOptions options = {});
+  // `clock` and `random` are borrowed: they must outlive the store (the server passes its
+  // system clock and SecureRandom; tests a FakeClock and a SeededRandom).
+  CheckpointStore(std::shared_ptr<blob::BlobStore> blobs, Clock& clock, Random& random,
+                  CheckpointStoreOptions options = {});
   // Waits for the save in flight.
   ~CheckpointStore();
   CheckpointStore(const CheckpointStore&) = delete;
@@ -163,7 +171,17 @@ class CheckpointStore {
   const CheckpointStoreOptions& options() const { return options_; }
 
  private:
-  Result<Manifest> RunSave(const std::shared_ptr<SaveHandle::State>& state);
+  // One save's phases and one collection's phases (checkpoint_store.cc).
+  friend class SaveOperation;
+  friend class GarbageCollection;
+
+  Status ValidateSave(const CheckpointRef& ref, const CheckpointData& data);
+  // Copies the borrowed bytes of `state`'s blobs into owned (reused) buffers, in parallel.
+  void Snapshot(SaveHandle::State& state);
+  // Runs on the save thread: the save, then hands the snapshot buffers back and publishes
+  // the result to the handle.
+  void FinishSave(const std::shared_ptr<SaveHandle::State>& state);
+  // Returns once no collection of `project` holds an unexpired lease (polls).
   Status WaitForGarbageCollectors(const std::string& project);
   Result<std::vector<Manifest>> ReadStep(std::string_view project, std::string_view job,
                                          int64_t step);
@@ -174,24 +192,30 @@ class CheckpointStore {
   Status ReadBlobs(const Manifest& m, const std::vector<char*>& dst);
   Status ReadChunk(const Manifest& m, size_t blob_index, size_t chunk_index, uint64_t offset,
                    char* dst, std::string& scratch);
+  // Writes `m`'s tensors as safetensors to `fd` (`path` names it in errors) and fsyncs it.
+  Status WriteSafetensors(const Manifest& m, int fd, const std::string& path);
   std::string ProjectKey(std::string_view project) const;
   std::string StepKey(std::string_view project, std::string_view job, int64_t step) const;
   std::string ChunkKey(std::string_view project, std::string_view hash, bool compressed) const;
-  Bytes TakeSnapshotBuffer(size_t size);
-  void RecycleSnapshotBuffers(std::vector<Bytes> buffers);
+  Bytes TakeSnapshotBuffer(size_t size) TY_EXCLUDES(spare_mu_);
+  void RecycleSnapshotBuffers(std::vector<Bytes> buffers) TY_EXCLUDES(spare_mu_);
 
   const std::shared_ptr<blob::BlobStore> blobs_;
   const CheckpointStoreOptions options_;
-  const std::shared_ptr<Clock> clock_;
+  Clock& clock_;
+  Random& random_;
   std::unique_ptr<ThreadPool> pool_;
 
-  std::mutex save_mu_;       // serializes SaveAsync's wait-for-previous and snapshot
-  std::thread save_thread_;  // guarded by save_mu_; the save in flight
-  std::shared_ptr<SaveHandle::State> in_flight_;  // guarded by save_mu_
+  Mutex save_mu_;  // serializes SaveAsync's wait-for-previous and snapshot
+  std::thread save_thread_ TY_GUARDED_BY(save_mu_);  // the save in flight
+  std::shared_ptr<SaveHandle::State> in_flight_ TY_GUARDED_BY(save_mu_);
 
-  std::mutex spare_mu_;
-  std::vector<Bytes> spare_buffers_;  // guarded by spare_mu_
+  Mutex spare_mu_;
+  std::vector<Bytes> spare_buffers_ TY_GUARDED_BY(spare_mu_);
 };
+
+// The longest project or job name.
+inline constexpr size_t kMaxCheckpointNameLength = 128;
 
 // Validates a project or job name: 1-128 of [A-Za-z0-9._-], not starting with '.'.
 Status ValidateCheckpointName(std::string_view what, std::string_view name);

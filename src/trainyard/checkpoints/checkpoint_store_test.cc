@@ -129,7 +129,7 @@ class CheckpointStoreTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   std::unique_ptr<CheckpointStore> Open(CheckpointStoreOptions o = SmallChunks()) {
-    return std::make_unique<CheckpointStore>(hooked_, std::move(o));
+    return std::make_unique<CheckpointStore>(hooked_, clock_, random_, std::move(o));
   }
 
   fs::path ChunkPath(const ChunkRef& c) const {
@@ -140,6 +140,10 @@ class CheckpointStoreTest : public ::testing::Test {
   std::string root_;
   std::shared_ptr<blob::BlobStore> local_;
   std::shared_ptr<HookedBlobStore> hooked_;
+  // Shared by every store of a test, as processes share the system's clock; leases and
+  // intents expire only when a test advances it.
+  FakeClock clock_;
+  SeededRandom random_{42};
 };
 
 TEST_F(CheckpointStoreTest, RoundTripsTensorsFilesAndMetadata) {
@@ -482,13 +486,13 @@ TEST_F(CheckpointStoreTest, AsyncSaveBlocksOnlyForTheSnapshot) {
   std::vector<float> a = RandomFloats(200'000, 12);
   const std::string original = AsString(a);
   // Every chunk write waits until the test lets it go: SaveAsync must return anyway.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool released = false;
+  Mutex mu;
+  CondVar cv;
+  bool released = false;  // read and written under mu
   hooked_->before = [&](std::string_view op, std::string_view key) {
     if (op == "put" && key.find("/chunks/") != std::string_view::npos) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return released; });
+      MutexLock lock(mu);
+      while (!released) cv.Wait(mu);
     }
     return Status::Ok();
   };
@@ -508,10 +512,10 @@ TEST_F(CheckpointStoreTest, AsyncSaveBlocksOnlyForTheSnapshot) {
     EXPECT_TRUE(h2->Wait().ok());
   });
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     released = true;
   }
-  cv.notify_all();
+  cv.NotifyAll();
   Result<Manifest> m = h->Wait();
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_TRUE(h->Done());
@@ -627,7 +631,7 @@ TEST_F(CheckpointGcTest, DeletesOnlyUnreferencedChunks) {
 // runs before the save commits: its intent protects them.
 TEST_F(CheckpointGcTest, IntentProtectsChunksOfASaveInProgress) {
   auto store = Open();
-  CheckpointStore collector(local_, SmallChunks());
+  CheckpointStore collector(local_, clock_, random_, SmallChunks());
   std::vector<float> a = RandomFloats(100'000, 23);
   Result<Manifest> m1 = store->Save(Ref(1), Tensors({a}));
   ASSERT_TRUE(m1.ok());
@@ -650,7 +654,7 @@ TEST_F(CheckpointGcTest, IntentProtectsChunksOfASaveInProgress) {
 // A save that starts while a collection sweeps waits for it, then rewrites what it removed.
 TEST_F(CheckpointGcTest, SaveWaitsForACollectionInProgress) {
   auto store = Open();
-  CheckpointStore collector(hooked_, SmallChunks());
+  CheckpointStore collector(hooked_, clock_, random_, SmallChunks());
   std::vector<float> a = RandomFloats(100'000, 24);
   Result<Manifest> m1 = store->Save(Ref(1), Tensors({a}));
   ASSERT_TRUE(m1.ok());
@@ -683,12 +687,113 @@ TEST_F(CheckpointGcTest, SaveWaitsForACollectionInProgress) {
   EXPECT_TRUE(store->Verify("proj", "job1", 2).ok());
 }
 
+// A save that died (here: its manifest write and the removal of its intent failed) leaves an
+// intent that protects its chunks until intent_ttl_ms has passed; then a collection removes
+// the intent and the chunks.
+TEST_F(CheckpointGcTest, IntentOfADeadSaveProtectsItsChunksUntilItExpires) {
+  CheckpointStoreOptions o = SmallChunks();
+  auto store = Open(o);
+  std::vector<float> a = RandomFloats(100'000, 25);
+  hooked_->before = [](std::string_view op, std::string_view key) {
+    if (op == "put" && EndsWith(key, "rank-00000.json")) return Status::IOError("killed");
+    if (op == "delete" && key.find("/intents/") != std::string_view::npos) {
+      return Status::IOError("killed");
+    }
+    return Status::Ok();
+  };
+  ASSERT_FALSE(store->Save(Ref(1), Tensors({a})).ok());
+  hooked_->before = [](std::string_view, std::string_view) { return Status::Ok(); };
+  ASSERT_FALSE(local_->List("checkpoints/proj/intents")->empty());
+
+  clock_.AdvanceMillis(o.intent_ttl_ms);  // not older than the TTL yet
+  Result<GcStats> kept = store->CollectGarbage("proj");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(kept->intents_live, 1u);
+  EXPECT_EQ(kept->intents_expired, 0u);
+  EXPECT_EQ(kept->chunks_deleted, 0u);
+  EXPECT_GT(kept->chunks_live, 0u);
+
+  clock_.AdvanceMillis(1);
+  Result<GcStats> expired = store->CollectGarbage("proj");
+  ASSERT_TRUE(expired.ok()) << expired.status().ToString();
+  EXPECT_EQ(expired->intents_live, 0u);
+  EXPECT_EQ(expired->intents_expired, 1u);
+  EXPECT_EQ(expired->chunks_deleted, kept->chunks_live);
+  EXPECT_TRUE(local_->List("checkpoints/proj/intents")->empty());
+}
+
+// A collection that died leaves its marker: saves wait for it until its lease has run out,
+// and the next collection removes it.
+TEST_F(CheckpointGcTest, SaveWaitsOutTheLeaseOfADeadCollection) {
+  CheckpointStoreOptions o = SmallChunks();
+  auto store = Open(o);
+  json::object marker;
+  marker["started_ms"] = clock_.NowMillis();
+  marker["expires_ms"] = clock_.NowMillis() + o.gc_lease_ms;
+  ASSERT_TRUE(local_->PutBytes("checkpoints/proj/gc/dead.json", json::serialize(marker)).ok());
+  std::atomic<int> polls{0};
+  hooked_->before = [&](std::string_view op, std::string_view key) {
+    if (op == "list" && EndsWith(key, "/gc")) ++polls;
+    return Status::Ok();
+  };
+  std::vector<float> a = RandomFloats(1000, 26);
+  Result<SaveHandle> h = store->SaveAsync(Ref(1), Tensors({a}));
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  // The save looks at the marker again and again and does not commit.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (polls.load() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_GE(polls.load(), 3);
+  EXPECT_FALSE(h->Done());
+  EXPECT_TRUE(store->ListIncomplete("proj", "job1")->empty());
+
+  clock_.AdvanceMillis(o.gc_lease_ms);  // the lease has run out
+  Result<Manifest> m = h->Wait();
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*store->Latest("proj", "job1"))->step, 1);
+
+  clock_.AdvanceMillis(1);  // past the lease: dead
+  ASSERT_TRUE(store->CollectGarbage("proj").ok());
+  EXPECT_TRUE(local_->List("checkpoints/proj/gc")->empty());
+}
+
+// A collection stops deleting when its lease runs out (savers no longer wait for it then).
+TEST_F(CheckpointGcTest, CollectionStopsWhenItsLeaseRunsOut) {
+  CheckpointStoreOptions o = SmallChunks();
+  o.io_threads = 1;  // one sweeper: the deletions happen one after another
+  auto store = Open(o);
+  std::vector<float> a = RandomFloats(100'000, 27);
+  Result<Manifest> m = store->Save(Ref(1), Tensors({a}));
+  ASSERT_TRUE(m.ok());
+  ASSERT_GE(m->written_chunks, 2u);
+  ASSERT_TRUE(store->Delete("proj", "job1", 1).ok());
+  int deletes = 0;
+  hooked_->before = [&](std::string_view op, std::string_view key) {
+    if (op == "delete" && key.find("/chunks/") != std::string_view::npos && ++deletes == 1) {
+      clock_.AdvanceMillis(o.gc_lease_ms);
+    }
+    return Status::Ok();
+  };
+  Result<GcStats> gc = store->CollectGarbage("proj");
+  ASSERT_FALSE(gc.ok());
+  EXPECT_EQ(gc.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(gc.status().message().find("past its lease"), std::string::npos)
+      << gc.status().message();
+  EXPECT_EQ(deletes, 1);
+  EXPECT_TRUE(local_->List("checkpoints/proj/gc")->empty());  // its marker is gone
+  hooked_->before = [](std::string_view, std::string_view) { return Status::Ok(); };
+  Result<GcStats> again = store->CollectGarbage("proj");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->chunks_deleted, m->written_chunks - 1);
+}
+
 TEST_F(CheckpointGcTest, ConcurrentSavesRetentionAndCollectionLoseNoLiveChunk) {
   std::vector<float> base = RandomFloats(150'000, 30);  // shared by every job: deduplicated
   std::atomic<bool> stop{false};
   std::atomic<int> collections{0};
   std::thread gc_thread([&] {
-    CheckpointStore collector(local_, SmallChunks());
+    CheckpointStore collector(local_, clock_, random_, SmallChunks());
     while (!stop.load()) {
       Result<GcStats> s = collector.CollectGarbage("proj");
       EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -698,7 +803,7 @@ TEST_F(CheckpointGcTest, ConcurrentSavesRetentionAndCollectionLoseNoLiveChunk) {
   std::vector<std::thread> savers;
   for (int j = 0; j < 3; ++j) {
     savers.emplace_back([&, j] {
-      CheckpointStore store(local_, SmallChunks());
+      CheckpointStore store(local_, clock_, random_, SmallChunks());
       std::string job = "job" + std::to_string(j);
       RetentionPolicy keep2;
       keep2.keep_last = 2;
@@ -726,7 +831,7 @@ TEST_F(CheckpointGcTest, ConcurrentSavesRetentionAndCollectionLoseNoLiveChunk) {
   stop = true;
   gc_thread.join();
   EXPECT_GE(collections.load(), seen + 2);
-  CheckpointStore store(local_, SmallChunks());
+  CheckpointStore store(local_, clock_, random_, SmallChunks());
   for (int j = 0; j < 3; ++j) {
     std::string job = "job" + std::to_string(j);
     Result<std::vector<CheckpointInfo>> all = store.List("proj", job);
@@ -784,7 +889,10 @@ TEST_F(CheckpointStoreTest, SigkillDuringSavesLeavesLatestLoadable) {
   if (pid == 0) {
     auto blobs = blob::OpenLocalBlobStore(root_);
     if (!blobs.ok()) ::_exit(2);
-    CheckpointStore store(std::shared_ptr<blob::BlobStore>(std::move(*blobs)), SmallChunks());
+    SystemClock clock;  // the child's own: a real process, as a trainer is
+    SecureRandom random;
+    CheckpointStore store(std::shared_ptr<blob::BlobStore>(std::move(*blobs)), clock, random,
+                          SmallChunks());
     for (int64_t step = 1;; ++step) {
       auto tensors = data_for(step);
       if (!store.Save(Ref(step), Tensors(tensors)).ok()) ::_exit(3);

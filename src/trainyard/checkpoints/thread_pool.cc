@@ -12,10 +12,10 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (std::thread& t : workers_) t.join();
 }
 
@@ -23,8 +23,8 @@ void ThreadPool::Loop() {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      while (!stopping_ && queue_.empty()) cv_.Wait(mu_);
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -40,9 +40,9 @@ struct ForState {
   size_t n = 0;
   std::atomic<size_t> next{0};
   std::atomic<size_t> next_worker{0};
-  std::mutex mu;
-  std::condition_variable done_cv;
-  size_t helpers_running = 0;  // guarded by mu
+  Mutex mu;
+  CondVar done_cv;  // helpers_running reached 0
+  size_t helpers_running TY_GUARDED_BY(mu) = 0;
 };
 
 void RunShare(ForState& st, const std::function<void(size_t, size_t)>& fn) {
@@ -57,21 +57,24 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t)>
   auto st = std::make_shared<ForState>();
   st->n = n;
   size_t helpers = std::min(workers_.size(), n - 1);
-  st->helpers_running = helpers;
+  {
+    MutexLock lock(st->mu);
+    st->helpers_running = helpers;
+  }
   if (helpers > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (size_t h = 0; h < helpers; ++h) {
       queue_.emplace_back([st, &fn] {
         RunShare(*st, fn);
-        std::lock_guard<std::mutex> l(st->mu);
-        if (--st->helpers_running == 0) st->done_cv.notify_all();
+        MutexLock l(st->mu);
+        if (--st->helpers_running == 0) st->done_cv.NotifyAll();
       });
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   RunShare(*st, fn);
-  std::unique_lock<std::mutex> lock(st->mu);
-  st->done_cv.wait(lock, [&] { return st->helpers_running == 0; });
+  MutexLock lock(st->mu);
+  while (st->helpers_running != 0) st->done_cv.Wait(st->mu);
 }
 
 }  // namespace trainyard::checkpoints

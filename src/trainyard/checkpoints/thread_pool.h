@@ -7,13 +7,13 @@
 // work). Thread-safe. The destructor joins the workers.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "trainyard/common/mutex.h"
 
 namespace trainyard::checkpoints {
 
@@ -27,15 +27,16 @@ class ThreadPool {
   // Pool threads plus the caller.
   size_t Concurrency() const { return workers_.size() + 1; }
 
-  void ParallelFor(size_t n, const std::function<void(size_t index, size_t worker)>& fn);
+  void ParallelFor(size_t n, const std::function<void(size_t index, size_t worker)>& fn)
+      TY_EXCLUDES(mu_);
 
  private:
-  void Loop();
+  void Loop() TY_EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  bool stopping_ = false;                    // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;  // a task was queued, or the pool stops
+  std::deque<std::function<void()>> queue_ TY_GUARDED_BY(mu_);
+  bool stopping_ TY_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
 

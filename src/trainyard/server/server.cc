@@ -278,7 +278,7 @@ Status Server::InitCheckpoints() {
   // The server hands owned buffers to the store: no snapshot buffers to keep.
   options.reuse_snapshot_buffers = false;
   auto store = std::make_shared<checkpoints::CheckpointStore>(
-      std::shared_ptr<blob::BlobStore>(std::move(blobs)), options);
+      std::shared_ptr<blob::BlobStore>(std::move(blobs)), clock_, random_, options);
   checkpoints_ = std::make_unique<checkpoints::CheckpointService>(
       *db_, clock_, random_, *identity_, *jobs_, std::move(store),
       config_.data_dir + "/checkpoint-staging");

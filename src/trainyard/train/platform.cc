@@ -500,8 +500,11 @@ Result<std::unique_ptr<CheckpointSink>> LocalCheckpoints(const std::string& dir,
   fs::create_directories(dir, ec);
   if (ec) return Status::IOError("cannot create " + dir + ": " + ec.message());
   TY_ASSIGN_OR_RETURN(auto blobs, blob::OpenLocalBlobStore(dir));
+  // The store borrows its clock and random source: these live as long as the process.
+  static SystemClock clock;
+  static SecureRandom random;
   auto store = std::make_unique<checkpoints::CheckpointStore>(
-      std::shared_ptr<blob::BlobStore>(std::move(blobs)));
+      std::shared_ptr<blob::BlobStore>(std::move(blobs)), clock, random);
   return std::unique_ptr<CheckpointSink>(
       std::make_unique<LocalSink>(std::move(store), job, resume_from, dir));
 }

@@ -5,12 +5,11 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
 
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::store {
@@ -391,6 +390,7 @@ class PostgresDatabase : public Database {
  public:
   PostgresDatabase(std::string url, int pool_size, std::unique_ptr<PgConnection> first)
       : url_(std::move(url)), pool_size_(pool_size) {
+    MutexLock lock(mu_);
     idle_.push_back(std::move(first));
     open_ = 1;
   }
@@ -398,7 +398,7 @@ class PostgresDatabase : public Database {
   std::string_view Backend() const override { return "postgresql"; }
 
   Status Write(const std::function<Status(Transaction&)>& fn) override {
-    std::lock_guard<std::mutex> lock(write_mu_);
+    MutexLock lock(write_mu_);
     return RunTransaction(kBeginWrite, fn);
   }
 
@@ -458,11 +458,13 @@ class PostgresDatabase : public Database {
     return conn.Run("COMMIT");
   }
 
-  Result<Lease> Acquire() {
-    std::unique_lock<std::mutex> lock(mu_);
-    bool ready =
-        cv_.wait_for(lock, kPoolWaitTimeout, [&] { return !idle_.empty() || open_ < pool_size_; });
-    if (!ready) {
+  Result<Lease> Acquire() TY_EXCLUDES(mu_) {
+    ReleasableMutexLock lock(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + kPoolWaitTimeout;
+    while (idle_.empty() && open_ >= pool_size_) {
+      if (!cv_.WaitUntil(mu_, deadline)) break;
+    }
+    if (idle_.empty() && open_ >= pool_size_) {
       return Status::Unavailable("all " + std::to_string(pool_size_) +
                                  " PostgreSQL connections stayed busy for 60 s; raise the pool "
                                  "size, or look for a transaction that never ends or that opens "
@@ -474,45 +476,45 @@ class PostgresDatabase : public Database {
       return Lease(this, std::move(conn));
     }
     ++open_;
-    lock.unlock();
+    lock.Unlock();
     auto conn = PgConnection::Connect(url_);
     if (!conn.ok()) {
-      lock.lock();
+      lock.Lock();
       --open_;
-      cv_.notify_one();
+      cv_.NotifyOne();
       return conn.status();
     }
     return Lease(this, std::move(conn).value());
   }
 
-  void Release(std::unique_ptr<PgConnection> conn) {
+  void Release(std::unique_ptr<PgConnection> conn) TY_EXCLUDES(mu_) {
     if (!conn->Reusable()) conn.reset();  // closing it ends any transaction left open
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (conn) {
       idle_.push_back(std::move(conn));
     } else {
       --open_;
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
   }
 
-  void DropIdle() {
+  void DropIdle() TY_EXCLUDES(mu_) {
     std::vector<std::unique_ptr<PgConnection>> dropped;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       dropped.swap(idle_);
       open_ -= static_cast<int>(dropped.size());
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
   }
 
   const std::string url_;
   const int pool_size_;
-  std::mutex write_mu_;  // held for the whole of a Write
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::unique_ptr<PgConnection>> idle_;  // guarded by mu_
-  int open_ = 0;                                     // idle plus leased connections; guarded by mu_
+  Mutex write_mu_;  // held for the whole of a Write
+  Mutex mu_;
+  CondVar cv_;  // a connection went idle, or one closed
+  std::vector<std::unique_ptr<PgConnection>> idle_ TY_GUARDED_BY(mu_);
+  int open_ TY_GUARDED_BY(mu_) = 0;  // idle plus leased connections
 };
 
 }  // namespace

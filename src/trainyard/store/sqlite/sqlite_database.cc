@@ -3,14 +3,22 @@
 #include <sqlite3.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "trainyard/common/mutex.h"
+
 namespace trainyard::store {
 namespace {
+
+// The WAL checkpointer wakes up this often, and after this many commits.
+constexpr std::chrono::milliseconds kCheckpointInterval{200};
+constexpr int kCommitsPerCheckpoint = 64;
+// Past this many WAL frames (256 MiB of 4 KiB pages) a checkpoint waits for readers.
+constexpr int kRestartCheckpointFrames = 65536;
+// Idle read connections kept for reuse.
+constexpr size_t kMaxIdleReaders = 32;
 
 Status SqliteError(sqlite3* db, std::string_view what) {
   int code = sqlite3_extended_errcode(db);
@@ -254,10 +262,10 @@ class SqliteDatabase : public Database {
 
   ~SqliteDatabase() override {
     {
-      std::lock_guard<std::mutex> lock(checkpoint_mu_);
+      MutexLock lock(checkpoint_mu_);
       stop_ = true;
     }
-    checkpoint_cv_.notify_all();
+    checkpoint_cv_.NotifyAll();
     if (checkpointer_.joinable()) checkpointer_.join();
   }
 
@@ -270,28 +278,28 @@ class SqliteDatabase : public Database {
   // concurrent writers share the cost of BEGIN/COMMIT and of writing the WAL frames.
   Status Write(const std::function<Status(Transaction&)>& fn) override {
     PendingWrite self{&fn};
-    std::unique_lock<std::mutex> lock(queue_mu_);
+    ReleasableMutexLock lock(queue_mu_);
     queue_.push_back(&self);
-    while (!self.done && queue_.front() != &self) self.cv.wait(lock);
+    while (!self.done && queue_.front() != &self) self.cv.Wait(queue_mu_);
     if (self.done) return std::move(self.status);
     size_t n = std::min(queue_.size(), kMaxGroup);
     std::vector<PendingWrite*> group(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
-    lock.unlock();
+    lock.Unlock();
     RunGroup(group);
-    lock.lock();
+    lock.Lock();
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
     // Notified under the lock: a waiter cannot return (destroying its cv) before we let go.
     for (PendingWrite* w : group) {
       w->done = true;
-      if (w != &self) w->cv.notify_one();
+      if (w != &self) w->cv.NotifyOne();
     }
-    if (!queue_.empty()) queue_.front()->cv.notify_one();
+    if (!queue_.empty()) queue_.front()->cv.NotifyOne();
     return std::move(self.status);
   }
 
   Status Read(const std::function<Status(Transaction&)>& fn) override {
     if (path_ == ":memory:") {
-      std::lock_guard<std::mutex> lock(write_mu_);
+      MutexLock lock(write_mu_);
       return fn(*writer_);
     }
     std::unique_ptr<Connection> conn = TakeReader();
@@ -314,24 +322,24 @@ class SqliteDatabase : public Database {
   // Copies committed WAL frames into the database file on its own connection, so that
   // writers never pay for it. PASSIVE never blocks writers or readers; when the WAL has
   // grown large (readers kept it from being reset) a RESTART checkpoint waits for readers.
-  void CheckpointLoop() {
+  void CheckpointLoop() TY_EXCLUDES(checkpoint_mu_) {
     auto conn = Connection::Open(path_, sync_full_, /*read_only=*/false);
     if (!conn.ok()) return;
-    std::unique_lock<std::mutex> lock(checkpoint_mu_);
+    ReleasableMutexLock lock(checkpoint_mu_);
     while (!stop_) {
-      checkpoint_cv_.wait_for(lock, std::chrono::milliseconds(200));
+      checkpoint_cv_.WaitFor(checkpoint_mu_, kCheckpointInterval);
       if (stop_) break;
-      lock.unlock();
+      lock.Unlock();
       int wal_frames = 0, checkpointed = 0;
       sqlite3_wal_checkpoint_v2((*conn)->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, &wal_frames,
                                 &checkpointed);
-      if (wal_frames > 65536) {  // 256 MiB of 4 KiB pages
+      if (wal_frames > kRestartCheckpointFrames) {
         sqlite3_wal_checkpoint_v2((*conn)->handle(), nullptr, SQLITE_CHECKPOINT_RESTART, nullptr,
                                   nullptr);
       }
-      lock.lock();
+      lock.Lock();
     }
-    lock.unlock();
+    lock.Unlock();
     sqlite3_wal_checkpoint_v2((*conn)->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
                               nullptr);
   }
@@ -339,9 +347,12 @@ class SqliteDatabase : public Database {
   struct PendingWrite {
     explicit PendingWrite(const std::function<Status(Transaction&)>* f) : fn(f) {}
     const std::function<Status(Transaction&)>* fn;
+    // Written by the group's leader, read by the writer once `done`.
     Status status;
-    bool done = false;  // guarded by queue_mu_
-    std::condition_variable cv;
+    // Read and written under the database's queue_mu_ (the analysis cannot name the mutex of
+    // the enclosing object from this struct).
+    bool done = false;
+    CondVar cv;  // `done`, or this write became the head of the queue
   };
   static constexpr size_t kMaxGroup = 64;
 
@@ -354,8 +365,8 @@ class SqliteDatabase : public Database {
   }
 
   // Runs `group` in as few transactions as possible and sets each one's status.
-  void RunGroup(const std::vector<PendingWrite*>& group) {
-    std::lock_guard<std::mutex> lock(write_mu_);
+  void RunGroup(const std::vector<PendingWrite*>& group) TY_EXCLUDES(write_mu_) {
+    MutexLock lock(write_mu_);
     if (group.size() == 1) {  // no savepoint needed: exactly one transaction of its own
       PendingWrite& w = *group[0];
       w.status = writer_->Run("BEGIN IMMEDIATE");
@@ -404,42 +415,42 @@ class SqliteDatabase : public Database {
     }
   }
 
-  // COMMIT, or ROLLBACK when it fails. Caller holds write_mu_.
-  Status Commit() {
+  // COMMIT, or ROLLBACK when it fails.
+  Status Commit() TY_REQUIRES(write_mu_) {
     Status c = writer_->Run("COMMIT");
     if (!c.ok()) (void)writer_->Run("ROLLBACK");
-    if (c.ok() && ++commits_since_checkpoint_ >= 64) {
+    if (c.ok() && ++commits_since_checkpoint_ >= kCommitsPerCheckpoint) {
       commits_since_checkpoint_ = 0;
-      checkpoint_cv_.notify_one();
+      checkpoint_cv_.NotifyOne();
     }
     return c;
   }
 
-  std::unique_ptr<Connection> TakeReader() {
-    std::lock_guard<std::mutex> lock(readers_mu_);
+  std::unique_ptr<Connection> TakeReader() TY_EXCLUDES(readers_mu_) {
+    MutexLock lock(readers_mu_);
     if (readers_.empty()) return nullptr;
     auto c = std::move(readers_.back());
     readers_.pop_back();
     return c;
   }
 
-  void ReturnReader(std::unique_ptr<Connection> c) {
-    std::lock_guard<std::mutex> lock(readers_mu_);
-    if (readers_.size() < 32) readers_.push_back(std::move(c));
+  void ReturnReader(std::unique_ptr<Connection> c) TY_EXCLUDES(readers_mu_) {
+    MutexLock lock(readers_mu_);
+    if (readers_.size() < kMaxIdleReaders) readers_.push_back(std::move(c));
   }
 
   const std::string path_;
   const bool sync_full_;
-  std::mutex queue_mu_;
-  std::deque<PendingWrite*> queue_;  // guarded by queue_mu_; the head is the leader
-  std::mutex write_mu_;
-  std::unique_ptr<Connection> writer_;  // guarded by write_mu_
-  std::mutex readers_mu_;
-  std::vector<std::unique_ptr<Connection>> readers_;  // guarded by readers_mu_
-  int commits_since_checkpoint_ = 0;                  // guarded by write_mu_
-  std::mutex checkpoint_mu_;
-  std::condition_variable checkpoint_cv_;
-  bool stop_ = false;  // guarded by checkpoint_mu_
+  Mutex queue_mu_;
+  std::deque<PendingWrite*> queue_ TY_GUARDED_BY(queue_mu_);  // the head is the leader
+  Mutex write_mu_;
+  std::unique_ptr<Connection> writer_ TY_GUARDED_BY(write_mu_);
+  Mutex readers_mu_;
+  std::vector<std::unique_ptr<Connection>> readers_ TY_GUARDED_BY(readers_mu_);
+  int commits_since_checkpoint_ TY_GUARDED_BY(write_mu_) = 0;
+  Mutex checkpoint_mu_;
+  CondVar checkpoint_cv_;  // time to checkpoint, or stop_
+  bool stop_ TY_GUARDED_BY(checkpoint_mu_) = false;
   std::thread checkpointer_;
 };
 
