@@ -999,7 +999,7 @@ std::string LoggedModelLatestMetric(std::string_view select) {
          "ORDER BY m.timestamp DESC, m.step DESC, m.is_nan ASC, m.value DESC LIMIT 1)";
 }
 
-Result<SqlFragment> CompileFilter(const SearchSpec& spec, const std::vector<Comparison>& filter) {
+Status CheckFilterSize(const std::vector<Comparison>& filter) {
   if (filter.size() > kMaxComparisons) {
     return Status::InvalidArgument("invalid filter: " + std::to_string(filter.size()) +
                                    " comparisons; at most " + std::to_string(kMaxComparisons) +
@@ -1012,85 +1012,101 @@ Result<SqlFragment> CompileFilter(const SearchSpec& spec, const std::vector<Comp
                                    " values; at most " + std::to_string(kMaxFilterValues) +
                                    " are allowed");
   }
+  return Status::Ok();
+}
+
+// A comparison on a kind of key (params, metrics, ...) that `spec`'s searches lack.
+Status UnsupportedKey(const SearchSpec& spec, const Comparison& c) {
+  return FilterError(c, std::string(spec.noun) + " filters cannot use " +
+                            Quoted(KeyDisplay(c.type, c.key)) + "; they support " +
+                            FilterKeysList(spec));
+}
+
+// params.x / tags.x <op> value(s).
+Result<std::string> CompileKeyValueComparison(const SearchSpec& spec, const Comparison& c,
+                                              std::vector<store::Value>& params) {
+  std::string_view source = c.type == EntityType::kParam ? spec.params_source : spec.tags_source;
+  if (source.empty()) return UnsupportedKey(spec, c);
+  if (!IsStringOp(c.op, true, true)) {
+    return FilterError(c, std::string(EntityTypeName(c.type)) +
+                              " compare with =, !=, LIKE, ILIKE, IN, NOT IN, IS NULL, "
+                              "IS NOT NULL (got " +
+                              std::string(CompareOpName(c.op)) + ")");
+  }
+  params.emplace_back(c.key);
+  TY_RETURN_IF_ERROR(BindStrings(c, c.type == EntityType::kParam ? "param" : "tag", params));
+  return KeyValueCondition(source, c.op, c.values.size());
+}
+
+// metrics.x <op> number: on a run's or a logged model's latest value of x.
+Result<std::string> CompileMetricComparison(const SearchSpec& spec, const Comparison& c,
+                                            std::vector<store::Value>& params) {
+  if (spec.metrics == MetricSource::kNone) return UnsupportedKey(spec, c);
+  if (!IsNumericCompare(c.op)) {
+    return FilterError(c, "metrics compare with =, !=, <, <=, >, >= (got " +
+                              std::string(CompareOpName(c.op)) + ")");
+  }
+  std::optional<store::Value> v;
+  if (c.values[0].kind == ValueKind::kNumber) v = NumberParam(c.values[0].text, true);
+  if (!v) {
+    return FilterError(
+        c, "metric value must be a finite number (got " + Quoted(c.values[0].text) + ")");
+  }
+  params.emplace_back(c.key);
+  params.push_back(std::move(*v));
+  if (spec.metrics == MetricSource::kRunLatest) {
+    return "EXISTS (SELECT 1 FROM latest_metrics m WHERE m.run_uuid = runs.run_uuid AND "
+           "m.key = ? AND m.is_nan = 0 AND " +
+           Predicate("m.value", c.op, 1) + ")";
+  }
+  return Predicate(LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN m.value END"), c.op, 1);
+}
+
+// datasets.name / digest / context <op> value(s): any of a run's dataset inputs.
+Result<std::string> CompileDatasetComparison(const SearchSpec& spec, const Comparison& c,
+                                             std::vector<store::Value>& params) {
+  if (!spec.datasets) return UnsupportedKey(spec, c);
+  std::string_view column;
+  if (c.key == "name") column = "d.name";
+  if (c.key == "digest") column = "d.digest";
+  if (c.key == "context") column = "ri.context";
+  if (column.empty()) {
+    return FilterError(c, "unknown dataset field " + Quoted(c.key) +
+                              "; expected datasets.name, datasets.digest or "
+                              "datasets.context");
+  }
+  if (!IsStringOp(c.op, true, false)) {
+    return FilterError(c, "datasets compare with =, !=, LIKE, ILIKE, IN, NOT IN (got " +
+                              std::string(CompareOpName(c.op)) + ")");
+  }
+  TY_RETURN_IF_ERROR(BindStrings(c, "dataset", params));
+  return "EXISTS (SELECT 1 FROM run_inputs ri JOIN datasets d ON d.dataset_uuid = "
+         "ri.dataset_uuid WHERE ri.run_uuid = runs.run_uuid AND " +
+         Predicate(column, c.op, c.values.size()) + ")";
+}
+
+Result<std::string> CompileComparison(const SearchSpec& spec, const Comparison& c,
+                                      std::vector<store::Value>& params) {
+  switch (c.type) {
+    case EntityType::kAttribute:
+      return CompileAttribute(spec, c, params);
+    case EntityType::kParam:
+    case EntityType::kTag:
+      return CompileKeyValueComparison(spec, c, params);
+    case EntityType::kMetric:
+      return CompileMetricComparison(spec, c, params);
+    case EntityType::kDataset:
+      return CompileDatasetComparison(spec, c, params);
+  }
+  return UnsupportedKey(spec, c);
+}
+
+Result<SqlFragment> CompileFilter(const SearchSpec& spec, const std::vector<Comparison>& filter) {
+  TY_RETURN_IF_ERROR(CheckFilterSize(filter));
   SqlFragment out;
   for (const Comparison& c : filter) {
     TY_RETURN_IF_ERROR(CheckArity(c));
-    std::string cond;
-    auto unsupported = [&] {
-      return FilterError(c, std::string(spec.noun) + " filters cannot use " +
-                                Quoted(KeyDisplay(c.type, c.key)) + "; they support " +
-                                FilterKeysList(spec));
-    };
-    switch (c.type) {
-      case EntityType::kAttribute: {
-        TY_ASSIGN_OR_RETURN(cond, CompileAttribute(spec, c, out.params));
-        break;
-      }
-      case EntityType::kParam:
-      case EntityType::kTag: {
-        std::string_view source =
-            c.type == EntityType::kParam ? spec.params_source : spec.tags_source;
-        if (source.empty()) return unsupported();
-        if (!IsStringOp(c.op, true, true)) {
-          return FilterError(c, std::string(EntityTypeName(c.type)) +
-                                    " compare with =, !=, LIKE, ILIKE, IN, NOT IN, IS NULL, "
-                                    "IS NOT NULL (got " +
-                                    std::string(CompareOpName(c.op)) + ")");
-        }
-        out.params.emplace_back(c.key);
-        TY_RETURN_IF_ERROR(
-            BindStrings(c, c.type == EntityType::kParam ? "param" : "tag", out.params));
-        cond = KeyValueCondition(source, c.op, c.values.size());
-        break;
-      }
-      case EntityType::kMetric: {
-        if (spec.metrics == MetricSource::kNone) return unsupported();
-        if (!IsNumericCompare(c.op)) {
-          return FilterError(c, "metrics compare with =, !=, <, <=, >, >= (got " +
-                                    std::string(CompareOpName(c.op)) + ")");
-        }
-        std::optional<store::Value> v;
-        if (c.values[0].kind == ValueKind::kNumber) v = NumberParam(c.values[0].text, true);
-        if (!v) {
-          return FilterError(
-              c, "metric value must be a finite number (got " + Quoted(c.values[0].text) + ")");
-        }
-        out.params.emplace_back(c.key);
-        out.params.push_back(std::move(*v));
-        if (spec.metrics == MetricSource::kRunLatest) {
-          cond =
-              "EXISTS (SELECT 1 FROM latest_metrics m WHERE m.run_uuid = runs.run_uuid AND "
-              "m.key = ? AND m.is_nan = 0 AND " +
-              Predicate("m.value", c.op, 1) + ")";
-        } else {
-          cond = Predicate(LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN m.value END"), c.op,
-                           1);
-        }
-        break;
-      }
-      case EntityType::kDataset: {
-        if (!spec.datasets) return unsupported();
-        std::string_view column;
-        if (c.key == "name") column = "d.name";
-        if (c.key == "digest") column = "d.digest";
-        if (c.key == "context") column = "ri.context";
-        if (column.empty()) {
-          return FilterError(c, "unknown dataset field " + Quoted(c.key) +
-                                    "; expected datasets.name, datasets.digest or "
-                                    "datasets.context");
-        }
-        if (!IsStringOp(c.op, true, false)) {
-          return FilterError(c, "datasets compare with =, !=, LIKE, ILIKE, IN, NOT IN (got " +
-                                    std::string(CompareOpName(c.op)) + ")");
-        }
-        TY_RETURN_IF_ERROR(BindStrings(c, "dataset", out.params));
-        cond =
-            "EXISTS (SELECT 1 FROM run_inputs ri JOIN datasets d ON d.dataset_uuid = "
-            "ri.dataset_uuid WHERE ri.run_uuid = runs.run_uuid AND " +
-            Predicate(column, c.op, c.values.size()) + ")";
-        break;
-      }
-    }
+    TY_ASSIGN_OR_RETURN(std::string cond, CompileComparison(spec, c, out.params));
     if (!out.sql.empty()) out.sql += " AND ";
     out.sql += cond;
   }
@@ -1103,6 +1119,84 @@ Status OrderByError(const OrderBy& o, std::string_view message) {
                                  std::string(message));
 }
 
+// An ORDER BY list being built: its SQL and the parameters it binds.
+struct OrderSql {
+  SqlFragment out;
+
+  void Add(std::string_view piece) {
+    if (!out.sql.empty()) out.sql += ", ";
+    out.sql += piece;
+  }
+  // Missing values sort last in both directions: "CASE WHEN x IS NULL THEN 1 ELSE 0 END, x DIR".
+  void AddAttribute(const AttributeSpec& a, bool ascending) {
+    std::string column(a.column);
+    if (a.nullable) Add("CASE WHEN " + column + " IS NULL THEN 1 ELSE 0 END");
+    Add(column + (ascending ? " ASC" : " DESC"));
+  }
+};
+
+// params.x / tags.x: runs without the key last.
+Status AddKeyValueOrder(const SearchSpec& spec, const OrderBy& o, OrderSql& order) {
+  std::string_view source = o.type == EntityType::kParam ? spec.params_source : spec.tags_source;
+  if (source.empty() || !spec.order_by_params_and_tags) {
+    return OrderByError(o, std::string(spec.noun) + " searches cannot be ordered by " +
+                               std::string(EntityTypeName(o.type)));
+  }
+  std::string value = "(SELECT kv.value FROM " + std::string(source) + " AND kv.key = ?)";
+  order.Add("CASE WHEN " + value + " IS NULL THEN 1 ELSE 0 END");
+  order.Add(value + (o.ascending ? " ASC" : " DESC"));
+  order.out.params.emplace_back(o.key);
+  order.out.params.emplace_back(o.key);
+  return Status::Ok();
+}
+
+// metrics.x: values first, then NaN, then runs without the metric (as MLflow does).
+Status AddMetricOrder(const SearchSpec& spec, const OrderBy& o, OrderSql& order) {
+  std::string dir = o.ascending ? " ASC" : " DESC";
+  if (spec.metrics == MetricSource::kRunLatest) {
+    std::string from = " FROM latest_metrics m WHERE m.run_uuid = runs.run_uuid AND m.key = ?)";
+    order.Add("COALESCE((SELECT CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END" + from + ", 2)");
+    order.Add("(SELECT CASE WHEN m.is_nan = 0 THEN m.value END" + from + dir);
+  } else if (spec.metrics == MetricSource::kLoggedModelLatest) {
+    order.Add("COALESCE(" + LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END") +
+              ", 2)");
+    order.Add(LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN m.value END") + dir);
+  } else {
+    return OrderByError(o, std::string(spec.noun) + " searches have no metrics");
+  }
+  order.out.params.emplace_back(o.key);
+  order.out.params.emplace_back(o.key);
+  return Status::Ok();
+}
+
+// Adds one clause; returns the key it orders by, canonical (an attribute's own name).
+Result<std::string> AddOrderClause(const SearchSpec& spec, const OrderBy& o, OrderSql& order,
+                                   std::set<std::string_view>& ordered_attributes) {
+  switch (o.type) {
+    case EntityType::kAttribute: {
+      const AttributeSpec* a = FindAttribute(spec, o.key);
+      if (a == nullptr) {
+        return OrderByError(o,
+                            "unknown " + std::string(spec.noun) +
+                                " attribute; orderable attributes: " + AttributeList(spec, false));
+      }
+      ordered_attributes.insert(a->name);
+      order.AddAttribute(*a, o.ascending);
+      return std::string(a->name);
+    }
+    case EntityType::kParam:
+    case EntityType::kTag:
+      TY_RETURN_IF_ERROR(AddKeyValueOrder(spec, o, order));
+      return o.key;
+    case EntityType::kMetric:
+      TY_RETURN_IF_ERROR(AddMetricOrder(spec, o, order));
+      return o.key;
+    case EntityType::kDataset:
+      break;
+  }
+  return OrderByError(o, "searches cannot be ordered by datasets");
+}
+
 Result<SqlFragment> CompileOrder(const SearchSpec& spec, const std::vector<OrderBy>& order_by) {
   if (order_by.size() > kMaxOrderByClauses) {
     return Status::InvalidArgument("invalid order_by: " + std::to_string(order_by.size()) +
@@ -1111,73 +1205,12 @@ Result<SqlFragment> CompileOrder(const SearchSpec& spec, const std::vector<Order
   }
   std::span<const OrderBy> clauses = order_by;
   if (clauses.empty()) clauses = spec.default_order;
-
-  SqlFragment out;
-  auto add = [&](std::string_view piece) {
-    if (!out.sql.empty()) out.sql += ", ";
-    out.sql += piece;
-  };
-  // Missing values sort last in both directions: "CASE WHEN x IS NULL THEN 1 ELSE 0 END, x DIR".
-  auto add_attribute = [&](const AttributeSpec& a, bool ascending) {
-    std::string column(a.column);
-    if (a.nullable) add("CASE WHEN " + column + " IS NULL THEN 1 ELSE 0 END");
-    add(column + (ascending ? " ASC" : " DESC"));
-  };
+  OrderSql order;
   std::set<std::pair<EntityType, std::string>> seen;
   std::set<std::string_view> ordered_attributes;
   for (const OrderBy& o : clauses) {
-    std::string_view dir = o.ascending ? " ASC" : " DESC";
-    std::string canonical_key = o.key;
-    switch (o.type) {
-      case EntityType::kAttribute: {
-        const AttributeSpec* a = FindAttribute(spec, o.key);
-        if (a == nullptr) {
-          return OrderByError(
-              o, "unknown " + std::string(spec.noun) +
-                     " attribute; orderable attributes: " + AttributeList(spec, false));
-        }
-        canonical_key = a->name;
-        ordered_attributes.insert(a->name);
-        add_attribute(*a, o.ascending);
-        break;
-      }
-      case EntityType::kParam:
-      case EntityType::kTag: {
-        std::string_view source =
-            o.type == EntityType::kParam ? spec.params_source : spec.tags_source;
-        if (source.empty() || !spec.order_by_params_and_tags) {
-          return OrderByError(o, std::string(spec.noun) + " searches cannot be ordered by " +
-                                     std::string(EntityTypeName(o.type)));
-        }
-        std::string value = "(SELECT kv.value FROM " + std::string(source) + " AND kv.key = ?)";
-        add("CASE WHEN " + value + " IS NULL THEN 1 ELSE 0 END");
-        add(value + std::string(dir));
-        out.params.emplace_back(o.key);
-        out.params.emplace_back(o.key);
-        break;
-      }
-      case EntityType::kMetric: {
-        // Values first, then NaN, then runs without the metric (as MLflow does).
-        if (spec.metrics == MetricSource::kRunLatest) {
-          std::string from =
-              " FROM latest_metrics m WHERE m.run_uuid = runs.run_uuid AND m.key = ?)";
-          add("COALESCE((SELECT CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END" + from + ", 2)");
-          add("(SELECT CASE WHEN m.is_nan = 0 THEN m.value END" + from + std::string(dir));
-        } else if (spec.metrics == MetricSource::kLoggedModelLatest) {
-          add("COALESCE(" + LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END") +
-              ", 2)");
-          add(LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN m.value END") +
-              std::string(dir));
-        } else {
-          return OrderByError(o, std::string(spec.noun) + " searches have no metrics");
-        }
-        out.params.emplace_back(o.key);
-        out.params.emplace_back(o.key);
-        break;
-      }
-      case EntityType::kDataset:
-        return OrderByError(o, "searches cannot be ordered by datasets");
-    }
+    TY_ASSIGN_OR_RETURN(std::string canonical_key,
+                        AddOrderClause(spec, o, order, ordered_attributes));
     if (!seen.emplace(o.type, canonical_key).second) {
       return OrderByError(o, "the key appears more than once in order_by");
     }
@@ -1185,9 +1218,9 @@ Result<SqlFragment> CompileOrder(const SearchSpec& spec, const std::vector<Order
   for (const auto& [name, ascending] : spec.tie_breakers) {
     if (ordered_attributes.count(name)) continue;
     const AttributeSpec* a = FindAttribute(spec, name);
-    if (a != nullptr) add_attribute(*a, ascending);
+    if (a != nullptr) order.AddAttribute(*a, ascending);
   }
-  return out;
+  return std::move(order.out);
 }
 
 }  // namespace

@@ -428,7 +428,14 @@ class SearchFilterSqlTest : public ::testing::Test {
     db_ = std::move(db).value();
     Status migrated = store::ApplyMigrations(*db_, TrackingMigrations());
     ASSERT_TRUE(migrated.ok()) << migrated.ToString();
-    // The registry's tables as search_filter.h assumes them.
+    SeedRegistryTables();
+    SeedRuns();
+    SeedExperimentsAndLoggedModels();
+    SeedRegisteredModels();
+  }
+
+  // The registry's tables as search_filter.h assumes them.
+  void SeedRegistryTables() {
     Exec(
         "CREATE TABLE registered_models (name TEXT PRIMARY KEY, creation_timestamp BIGINT, "
         "last_updated_timestamp BIGINT, description TEXT)");
@@ -438,7 +445,9 @@ class SearchFilterSqlTest : public ::testing::Test {
         "status TEXT, current_stage TEXT, creation_timestamp BIGINT, "
         "last_updated_timestamp BIGINT)");
     Exec("CREATE TABLE model_version_tags (name TEXT, version BIGINT, key TEXT, value TEXT)");
+  }
 
+  void SeedRuns() {
     // Runs, by start_time: r1 1000, r4 1500, r2 2000, r5 2500, r3 3000. The default order is
     // start_time DESC: r3 r5 r2 r4 r1.
     struct Run {
@@ -509,7 +518,9 @@ class SearchFilterSqlTest : public ::testing::Test {
         "INSERT INTO run_inputs (run_uuid, dataset_uuid, context, tags_json) VALUES "
         "('r1', 'd1', 'training', '{}'), ('r1', 'd2', 'evaluation', '{}'), "
         "('r2', 'd2', 'training', '{}'), ('r3', 'd1', NULL, '{}')");
+  }
 
+  void SeedExperimentsAndLoggedModels() {
     Exec(
         "INSERT INTO experiments (experiment_id, name, artifact_location, lifecycle_stage, owner, "
         "creation_time, last_update_time) VALUES "
@@ -540,7 +551,9 @@ class SearchFilterSqlTest : public ::testing::Test {
         "('m1', 'acc', 0.5, 0, 0, 10), ('m1', 'acc', 0.8, 0, 1, 20), "
         "('m2', 'acc', 0.9, 0, 5, 30), ('m2', 'acc', 0.1, 0, 6, 25), "
         "('m3', 'acc', 0.99, 0, 0, 40), ('m3', 'acc', NULL, 1, 1, 50)");
+  }
 
+  void SeedRegisteredModels() {
     Exec(
         "INSERT INTO registered_models (name, creation_timestamp, last_updated_timestamp) "
         "VALUES ('fraud', 100, 100), ('Fraud-v2', 200, 200), ('churn', 300, 300)");

@@ -1,17 +1,15 @@
 #include "trainyard/tracking/tracking_service.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
-#include <thread>
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/page_token.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/store/sql.h"
+#include "trainyard/tracking/log_batch.h"
 #include "trainyard/tracking/names.h"
 #include "trainyard/tracking/schema.h"
 
@@ -26,10 +24,12 @@ using store::Value;
 constexpr char kActive[] = "active";
 constexpr char kDeleted[] = "deleted";
 constexpr char kRunNameTag[] = "mlflow.runName";
-// A log-batch with at most this many points of a key adds them to the key's last
-// block, if that has fewer than kTailBlockPoints; larger batches make blocks of their own.
-constexpr size_t kSmallBatchPoints = 32;
-constexpr int64_t kTailBlockPoints = 256;
+// The most a logged dataset may hold (MLflow's column sizes).
+constexpr size_t kMaxDatasetNameLength = 500;
+constexpr size_t kMaxDatasetDigestLength = 36;
+constexpr size_t kMaxDatasetSchemaBytes = 1 << 20;
+constexpr size_t kMaxDatasetProfileBytes = 1 << 20;
+constexpr size_t kMaxDatasetSourceBytes = 65535;
 constexpr auto OptInt = store::OptionalInt;
 
 using store::InList;
@@ -48,15 +48,6 @@ Status ParseExperimentId(const std::string& id) {
                                    Abbreviate(id) + "')");
   }
   return Status::Ok();
-}
-
-// Whether (step, timestamp, value) of `a` is later than `b`, MLflow's order for "latest".
-bool Later(const Metric& a, const Metric& b) {
-  if (a.step != b.step) return a.step > b.step;
-  if (a.timestamp != b.timestamp) return a.timestamp > b.timestamp;
-  if (std::isnan(b.value)) return false;
-  if (std::isnan(a.value)) return true;
-  return a.value > b.value;
 }
 
 // Sets each key of a logged model's params or tags (`table`), replacing old values.
@@ -109,7 +100,8 @@ TrackingService::TrackingService(store::Database& db, Clock& clock, Random& rand
       clock_(clock),
       random_(random),
       artifact_root_(std::move(artifact_root)),
-      limits_(limits) {}
+      limits_(limits),
+      metrics_(db, limits.max_history_page) {}
 
 std::vector<store::Migration> TrackingService::Migrations() { return TrackingMigrations(); }
 
@@ -127,27 +119,7 @@ Status TrackingService::Init(const std::string& default_owner) {
 }
 
 Status TrackingService::ValidateKey(std::string_view what, const std::string& key) const {
-  if (key.empty()) return Status::InvalidArgument(std::string(what) + " key must not be empty");
-  if (key.size() > limits_.max_key_length) {
-    return Status::InvalidArgument(std::string(what) + " key '" + Abbreviate(key) +
-                                   "' is longer than " + std::to_string(limits_.max_key_length) +
-                                   " characters");
-  }
-  for (char c : key) {
-    bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
-              c == ' ' || c == '/' || c == ':';
-    if (!ok) {
-      return Status::InvalidArgument(
-          "invalid " + std::string(what) + " key '" + Abbreviate(key) +
-          "': names may only contain alphanumerics, underscores (_), dashes (-), periods (.), "
-          "spaces ( ), colons (:) and slashes (/)");
-    }
-  }
-  if (key.front() == '/' || key.find("..") != std::string::npos) {
-    return Status::InvalidArgument("invalid " + std::string(what) + " key '" + Abbreviate(key) +
-                                   "': it must be a relative path without '..'");
-  }
-  return Status::Ok();
+  return tracking::ValidateKey(what, key, limits_.max_key_length);
 }
 
 // ---------------------------------------------------------------- experiments
@@ -249,13 +221,13 @@ Result<Experiment> TrackingService::GetExperimentByName(const std::string& name)
 
 Result<std::string> TrackingService::ExperimentOwner(const std::string& experiment_id) {
   {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     auto it = experiment_owner_.find(experiment_id);
     if (it != experiment_owner_.end()) return it->second;
   }
   TY_ASSIGN_OR_RETURN(Experiment e, GetExperiment(experiment_id));
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  if (experiment_owner_.size() > 100000) experiment_owner_.clear();
+  MutexLock lock(cache_mu_);
+  if (experiment_owner_.size() > kMaxCachedExperimentOwners) experiment_owner_.clear();
   experiment_owner_[experiment_id] = e.owner;
   return e.owner;
 }
@@ -439,15 +411,13 @@ Result<Run> TrackingService::CreateRun(const std::string& experiment_id, const s
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  if (run_experiment_.size() > 1'000'000) run_experiment_.clear();
-  run_experiment_[run_id] = eid;
+  CacheRunExperiment(run_id, eid);
   return run;
 }
 
 Result<std::string> TrackingService::RunExperiment(const std::string& run_id) {
   {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     auto it = run_experiment_.find(run_id);
     if (it != run_experiment_.end()) return it->second;
   }
@@ -462,10 +432,15 @@ Result<std::string> TrackingService::RunExperiment(const std::string& run_id) {
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  if (run_experiment_.size() > 1'000'000) run_experiment_.clear();
-  run_experiment_[run_id] = eid;
+  CacheRunExperiment(run_id, eid);
   return eid;
+}
+
+void TrackingService::CacheRunExperiment(const std::string& run_id,
+                                         const std::string& experiment_id) {
+  MutexLock lock(cache_mu_);
+  if (run_experiment_.size() > kMaxCachedRunExperiments) run_experiment_.clear();
+  run_experiment_[run_id] = experiment_id;
 }
 
 Status TrackingService::LoadRunData(Transaction& tx, std::vector<Run>& runs) {
@@ -483,19 +458,9 @@ Status TrackingService::LoadRunData(Transaction& tx, std::vector<Run>& runs) {
   TY_RETURN_IF_ERROR(ForEachKeyValue(
       tx, "tags", "run_uuid", ids,
       [&](const std::string& id, KeyValue kv) { by_id[id]->tags.push_back(std::move(kv)); }));
-  TY_ASSIGN_OR_RETURN(Rows metrics,
-                      tx.Query("SELECT run_uuid, key, value, is_nan, timestamp, step FROM "
-                               "latest_metrics WHERE run_uuid IN " +
-                                   in + " ORDER BY key",
-                               ids));
-  for (const auto& m : metrics) {
-    Metric metric;
-    metric.key = m.Text(1);
-    metric.value = ReadMetricValue(m, 2, 3);
-    metric.timestamp = m.Int(4);
-    metric.step = m.Int(5);
-    by_id[m.Text(0)]->metrics.push_back(std::move(metric));
-  }
+  TY_RETURN_IF_ERROR(metrics_.LoadLatest(tx, ids, [&](const std::string& id, Metric metric) {
+    by_id[id]->metrics.push_back(std::move(metric));
+  }));
   TY_ASSIGN_OR_RETURN(
       Rows inputs,
       tx.Query("SELECT i.run_uuid, i.tags_json, d.name, d.digest, d.source_type, d.source, "
@@ -660,217 +625,77 @@ Status TrackingService::RestoreRun(const std::string& run_id) {
 Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Metric>& metrics,
                                  const std::vector<KeyValue>& params,
                                  const std::vector<KeyValue>& tags) {
-  if (metrics.size() > limits_.max_metrics_per_batch) {
-    return Status::InvalidArgument(
-        "a batch may contain at most " + std::to_string(limits_.max_metrics_per_batch) +
-        " metrics (got " + std::to_string(metrics.size()) + "); split it into several requests");
-  }
-  if (params.size() > limits_.max_params_per_batch) {
-    return Status::InvalidArgument(
-        "a batch may contain at most " + std::to_string(limits_.max_params_per_batch) +
-        " params (got " + std::to_string(params.size()) + "); split it into several requests");
-  }
-  if (tags.size() > limits_.max_tags_per_batch) {
-    return Status::InvalidArgument(
-        "a batch may contain at most " + std::to_string(limits_.max_tags_per_batch) +
-        " tags (got " + std::to_string(tags.size()) + "); split it into several requests");
-  }
-  if (metrics.size() + params.size() + tags.size() > limits_.max_entities_per_batch) {
-    return Status::InvalidArgument("a batch may contain at most " +
-                                   std::to_string(limits_.max_entities_per_batch) +
-                                   " metrics, params and tags together");
-  }
-  std::map<std::string, std::string> param_map;
-  for (const auto& p : params) {
-    TY_RETURN_IF_ERROR(ValidateKey("param", p.key));
-    if (p.value.size() > limits_.max_param_value_length) {
-      return Status::InvalidArgument("param '" + p.key + "' value is longer than " +
-                                     std::to_string(limits_.max_param_value_length) +
-                                     " characters");
-    }
-    auto [it, inserted] = param_map.emplace(p.key, p.value);
-    if (!inserted && it->second != p.value) {
-      return Status::InvalidArgument("param '" + p.key +
-                                     "' appears twice in the batch with different values");
-    }
-  }
-  for (const auto& t : tags) {
-    TY_RETURN_IF_ERROR(ValidateKey("tag", t.key));
-    if (t.value.size() > limits_.max_tag_value_length) {
-      return Status::InvalidArgument("tag '" + t.key + "' value is longer than " +
-                                     std::to_string(limits_.max_tag_value_length) + " characters");
-    }
-  }
-  std::vector<std::string> keys;      // distinct metric keys, in order of appearance
-  std::vector<const Metric*> latest;  // per key: its latest point in the batch
-  std::vector<uint32_t> key_index;    // per metric: its key's index in `keys`
-  std::unordered_map<std::string_view, uint32_t> key_pos;
-  key_index.reserve(metrics.size());
-  uint32_t prev_key = 0;  // the previous metric's key: batches usually repeat it
-  for (const auto& m : metrics) {
-    if (keys.empty() || m.key != keys[prev_key]) {
-      auto [pos, inserted] = key_pos.emplace(m.key, static_cast<uint32_t>(keys.size()));
-      if (inserted) {
-        TY_RETURN_IF_ERROR(ValidateKey("metric", m.key));
-        keys.push_back(m.key);
-        latest.push_back(&m);
-      }
-      prev_key = pos->second;
-    }
-    key_index.push_back(prev_key);
-    if (Later(m, *latest[prev_key])) latest[prev_key] = &m;
-  }
-  // One block per key, its INSERT's parameters built before the write transaction:
-  // while it is held, each key costs one row, and only the series id is filled in.
-  std::vector<std::vector<Value>> block_rows(keys.size());
-  std::vector<std::vector<MetricPoint>> points(keys.size());
-  for (size_t i = 0; i < metrics.size(); ++i) {
-    const Metric& m = metrics[i];
-    points[key_index[i]].push_back(MetricPoint{m.step, m.timestamp, m.value});
-  }
-  for (size_t k = 0; k < keys.size(); ++k) {
-    SortAndDedup(points[k]);
-    int64_t first = points[k].front().step;
-    // series_id, first_step, last_step, points, data; series_id, first_step again.
-    block_rows[k] = {int64_t{0},
-                     first,
-                     points[k].back().step,
-                     static_cast<int64_t>(points[k].size()),
-                     store::Blob{EncodeMetricBlock(points[k].data(), points[k].size())},
-                     int64_t{0},
-                     first};
-  }
-  std::vector<int64_t> series_ids(keys.size(), -1);
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    for (size_t k = 0; k < keys.size(); ++k) {
-      auto it = series_.find(run_id + '\0' + keys[k]);
-      if (it != series_.end()) series_ids[k] = it->second;
-    }
-  }
-  std::vector<std::pair<std::string, int64_t>> created;
-  Status written = db_.Write([&](Transaction& tx) -> Status {
+  TY_ASSIGN_OR_RETURN(ValidatedBatch batch, ValidateLogBatch(metrics, params, tags, limits_));
+  MetricStore::PendingWrite points = metrics_.PrepareWrite(run_id, std::move(batch.series));
+  Status s = db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureRunActive(tx, run_id));
-    // Params are immutable: the same value again is fine, a different one is an error.
-    if (!param_map.empty()) {
-      std::vector<Value> args{run_id};
-      for (const auto& [k, v] : param_map) args.emplace_back(k);
-      TY_ASSIGN_OR_RETURN(Rows existing,
-                          tx.Query("SELECT key, value FROM params WHERE run_uuid = ? AND key IN " +
-                                       InList(param_map.size()),
-                                   args));
-      for (const auto& row : existing) {
-        const std::string& want = param_map[row.Text(0)];
-        if (row.Text(1) != want) {
-          return Status::InvalidArgument("changing param values is not allowed: param '" +
-                                         row.Text(0) + "' was already logged with value '" +
-                                         Abbreviate(row.Text(1)) + "' for run '" + run_id +
-                                         "'; attempted new value '" + Abbreviate(want) + "'");
-        }
-      }
-      for (const auto& [k, v] : param_map) {
-        TY_RETURN_IF_ERROR(Exec(tx,
-                                "INSERT INTO params (run_uuid, key, value) VALUES (?, ?, ?) ON "
-                                "CONFLICT (run_uuid, key) DO NOTHING",
-                                {run_id, k, v}));
-      }
-    }
-    for (const auto& t : tags) {
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO tags (run_uuid, key, value) VALUES (?, ?, ?) ON "
-                              "CONFLICT (run_uuid, key) DO UPDATE SET value = excluded.value",
-                              {run_id, t.key, t.value}));
-      if (t.key == kRunNameTag) {
-        TY_RETURN_IF_ERROR(
-            Exec(tx, "UPDATE runs SET name = ? WHERE run_uuid = ?", {t.value, run_id}));
-      }
-    }
-    // Series ids: cached ones were looked up before taking the write lock; the rest are
-    // found or created here and cached only after the commit.
-    for (size_t k = 0; k < keys.size(); ++k) {
-      if (series_ids[k] >= 0) continue;
-      TY_ASSIGN_OR_RETURN(auto found, FindSeries(tx, run_id, keys[k]));
-      if (!found) {
-        TY_ASSIGN_OR_RETURN(Rows next,
-                            tx.Query("SELECT COALESCE(MAX(series_id), 0) + 1 FROM metric_series"));
-        found = next[0].Int(0);
-        TY_RETURN_IF_ERROR(Exec(tx,
-                                "INSERT INTO metric_series (series_id, run_uuid, key) VALUES (?, "
-                                "?, ?)",
-                                {*found, run_id, keys[k]}));
-        created.emplace_back(keys[k], *found);
-      }
-      series_ids[k] = *found;
-    }
-    for (size_t k = 0; k < keys.size(); ++k) {
-      std::vector<Value>& row = block_rows[k];
-      row[0] = series_ids[k];
-      row[5] = series_ids[k];
-      // A few points (a trainer logging each step as it goes) join the series' last
-      // block while it is small, so that a history is not a row per step.
-      if (points[k].size() <= kSmallBatchPoints) {
-        TY_ASSIGN_OR_RETURN(Rows tail,
-                            tx.Query("SELECT first_step, seq, points, data FROM metric_blocks "
-                                     "WHERE series_id = ? ORDER BY first_step DESC, seq DESC "
-                                     "LIMIT 1",
-                                     {series_ids[k]}));
-        if (!tail.empty() && tail[0].Int(2) < kTailBlockPoints &&
-            points[k].front().step >= tail[0].Int(0)) {
-          std::vector<MetricPoint> merged;
-          TY_RETURN_IF_ERROR(DecodeMetricBlock(tail[0].Bytes(3), INT64_MIN, INT64_MAX, merged));
-          merged.insert(merged.end(), points[k].begin(), points[k].end());
-          SortAndDedup(merged);
-          TY_RETURN_IF_ERROR(Exec(tx,
-                                  "UPDATE metric_blocks SET last_step = ?, points = ?, data = ? "
-                                  "WHERE series_id = ? AND first_step = ? AND seq = ?",
-                                  {merged.back().step, static_cast<int64_t>(merged.size()),
-                                   store::Blob{EncodeMetricBlock(merged.data(), merged.size())},
-                                   series_ids[k], tail[0].Int(0), tail[0].Int(1)}));
-          continue;
-        }
-      }
-      // seq: one more than that of any block of the series starting at the same step.
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO metric_blocks (series_id, first_step, seq, last_step, "
-                              "points, data) SELECT ?, ?, COALESCE(MAX(seq) + 1, 0), ?, ?, ? FROM "
-                              "metric_blocks WHERE series_id = ? AND first_step = ?",
-                              row));
-    }
-    for (size_t k = 0; k < keys.size(); ++k) {
-      const std::string& key = keys[k];
-      const Metric* m = latest[k];
-      TY_RETURN_IF_ERROR(Exec(
-          tx,
-          "INSERT INTO latest_metrics (run_uuid, key, step, timestamp, value, is_nan) VALUES (?, "
-          "?, ?, ?, ?, ?) ON CONFLICT (run_uuid, key) DO UPDATE SET step = excluded.step, "
-          "timestamp = excluded.timestamp, value = excluded.value, is_nan = excluded.is_nan "
-          "WHERE excluded.step > latest_metrics.step OR (excluded.step = latest_metrics.step AND "
-          "(excluded.timestamp > latest_metrics.timestamp OR (excluded.timestamp = "
-          "latest_metrics.timestamp AND (latest_metrics.is_nan = 1 OR (excluded.is_nan = 0 AND "
-          "excluded.value > latest_metrics.value)))))",
-          {run_id, key, m->step, m->timestamp, MetricValue(m->value), NanFlag(m->value)}));
-    }
-    for (const auto& m : metrics) {
-      if (m.model_id.empty()) continue;
-      TY_RETURN_IF_ERROR(EnsureLoggedModelExists(tx, m.model_id));
-      TY_RETURN_IF_ERROR(Exec(tx,
-                              "INSERT INTO logged_model_metrics (model_id, key, value, is_nan, "
-                              "step, timestamp, run_id, dataset_name, dataset_digest) VALUES (?, "
-                              "?, ?, ?, ?, ?, ?, ?, ?)",
-                              {m.model_id, m.key, MetricValue(m.value), NanFlag(m.value), m.step,
-                               m.timestamp, run_id, m.dataset_name, m.dataset_digest}));
-    }
-    return Status::Ok();
+    TY_RETURN_IF_ERROR(WriteParams(tx, run_id, batch.params));
+    TY_RETURN_IF_ERROR(WriteTags(tx, run_id, batch.tags));
+    TY_RETURN_IF_ERROR(metrics_.Write(tx, points));
+    return WriteModelMetrics(tx, run_id, batch.model_metrics);
   });
-  if (!written.ok()) {
-    return written;
-  }
-  if (!created.empty()) {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    if (series_.size() > 1'000'000) series_.clear();
-    for (const auto& [key, id] : created) series_[run_id + '\0' + key] = id;
-  }
+  if (!s.ok()) return s;
+  metrics_.Committed(points);
   if (activity_listener_) activity_listener_(run_id);
+  return Status::Ok();
+}
+
+Status TrackingService::WriteParams(Transaction& tx, const std::string& run_id,
+                                    const std::map<std::string, std::string>& params) {
+  if (params.empty()) return Status::Ok();
+  // Params are immutable: the same value again is fine, a different one is an error.
+  std::vector<Value> args{run_id};
+  for (const auto& [k, v] : params) args.emplace_back(k);
+  TY_ASSIGN_OR_RETURN(Rows existing,
+                      tx.Query("SELECT key, value FROM params WHERE run_uuid = ? AND key IN " +
+                                   InList(params.size()),
+                               args));
+  for (const auto& row : existing) {
+    auto it = params.find(row.Text(0));
+    if (it == params.end()) continue;  // the query asked for these keys only
+    const std::string& want = it->second;
+    if (row.Text(1) != want) {
+      return Status::InvalidArgument("changing param values is not allowed: param '" + row.Text(0) +
+                                     "' was already logged with value '" + Abbreviate(row.Text(1)) +
+                                     "' for run '" + run_id + "'; attempted new value '" +
+                                     Abbreviate(want) + "'");
+    }
+  }
+  for (const auto& [k, v] : params) {
+    TY_RETURN_IF_ERROR(Exec(tx,
+                            "INSERT INTO params (run_uuid, key, value) VALUES (?, ?, ?) ON "
+                            "CONFLICT (run_uuid, key) DO NOTHING",
+                            {run_id, k, v}));
+  }
+  return Status::Ok();
+}
+
+Status TrackingService::WriteTags(Transaction& tx, const std::string& run_id,
+                                  const std::vector<KeyValue>& tags) {
+  for (const auto& t : tags) {
+    TY_RETURN_IF_ERROR(Exec(tx,
+                            "INSERT INTO tags (run_uuid, key, value) VALUES (?, ?, ?) ON "
+                            "CONFLICT (run_uuid, key) DO UPDATE SET value = excluded.value",
+                            {run_id, t.key, t.value}));
+    if (t.key == kRunNameTag) {
+      TY_RETURN_IF_ERROR(
+          Exec(tx, "UPDATE runs SET name = ? WHERE run_uuid = ?", {t.value, run_id}));
+    }
+  }
+  return Status::Ok();
+}
+
+Status TrackingService::WriteModelMetrics(Transaction& tx, const std::string& run_id,
+                                          const std::vector<Metric>& metrics) {
+  for (const auto& m : metrics) {
+    TY_RETURN_IF_ERROR(EnsureLoggedModelExists(tx, m.model_id));
+    TY_RETURN_IF_ERROR(Exec(tx,
+                            "INSERT INTO logged_model_metrics (model_id, key, value, is_nan, "
+                            "step, timestamp, run_id, dataset_name, dataset_digest) VALUES (?, "
+                            "?, ?, ?, ?, ?, ?, ?, ?)",
+                            {m.model_id, m.key, MetricValue(m.value), NanFlag(m.value), m.step,
+                             m.timestamp, run_id, m.dataset_name, m.dataset_digest}));
+  }
   return Status::Ok();
 }
 
@@ -893,11 +718,13 @@ Status TrackingService::LogInputs(const std::string& run_id,
     if (d.dataset.name.empty() || d.dataset.digest.empty()) {
       return Status::InvalidArgument("datasets[].dataset needs a name and a digest");
     }
-    if (d.dataset.name.size() > 500 || d.dataset.digest.size() > 36) {
+    if (d.dataset.name.size() > kMaxDatasetNameLength ||
+        d.dataset.digest.size() > kMaxDatasetDigestLength) {
       return Status::InvalidArgument("dataset name (500) or digest (36) is too long");
     }
-    if (d.dataset.schema.size() > (1 << 20) || d.dataset.profile.size() > (1 << 20) ||
-        d.dataset.source.size() > 65535) {
+    if (d.dataset.schema.size() > kMaxDatasetSchemaBytes ||
+        d.dataset.profile.size() > kMaxDatasetProfileBytes ||
+        d.dataset.source.size() > kMaxDatasetSourceBytes) {
       return Status::InvalidArgument("dataset schema/profile/source is too large");
     }
   }
@@ -965,127 +792,17 @@ Status TrackingService::LogOutputs(const std::string& run_id,
 
 // ---------------------------------------------------------------- metrics
 
-Result<std::optional<int64_t>> TrackingService::FindSeries(Transaction& tx,
-                                                           const std::string& run_id,
-                                                           const std::string& key) {
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    auto it = series_.find(run_id + '\0' + key);
-    if (it != series_.end()) return std::optional<int64_t>(it->second);
-  }
-  TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT series_id FROM metric_series WHERE run_uuid = ? "
-                                          "AND key = ?",
-                                          {run_id, key}));
-  if (rows.empty()) return std::optional<int64_t>();
-  return std::optional<int64_t>(rows[0].Int(0));
-}
-
-Result<std::optional<int64_t>> TrackingService::FindRunSeries(Transaction& tx,
-                                                              const std::string& run_id,
-                                                              const std::string& key) {
-  TY_ASSIGN_OR_RETURN(auto series, FindSeries(tx, run_id, key));
-  if (series) return series;
-  TY_ASSIGN_OR_RETURN(Rows run, tx.Query("SELECT 1 FROM runs WHERE run_uuid = ?", {run_id}));
-  if (run.empty()) {
-    return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
-  }
-  return series;
-}
-
-Status TrackingService::ReadHistory(Transaction& tx, int64_t series, int64_t from_step,
-                                    int64_t to_step, std::vector<MetricPoint>& out) {
-  HistoryAssembler history(from_step, to_step);
-  TY_RETURN_IF_ERROR(tx.QueryEach(
-      "SELECT data FROM metric_blocks WHERE series_id = ? AND last_step >= ? AND first_step <= ? "
-      "ORDER BY first_step, seq",
-      {series, from_step, to_step},
-      [&](const store::RowView& row) -> Status { return history.Add(row.Bytes(0)); }));
-  out = history.Finish();
-  return Status::Ok();
-}
-
 Result<std::string> TrackingService::ScanMetricHistory(
     const std::string& run_id, const std::string& key, std::optional<int64_t> max_results,
     const std::string& page_token, const std::function<void(const MetricPoint&)>& fn) {
-  if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
-  if (max_results && (*max_results <= 0 || *max_results > limits_.max_history_page)) {
-    return Status::InvalidArgument("max_results must be between 1 and " +
-                                   std::to_string(limits_.max_history_page));
-  }
-  std::optional<MetricPoint> after;  // the previous page's last point
-  if (!page_token.empty()) {
-    TY_ASSIGN_OR_RETURN(after, DecodeHistoryCursor(page_token));
-  }
-  // The page, plus one point that tells whether another page follows.
-  const size_t want = max_results ? static_cast<size_t>(*max_results) + 1 : SIZE_MAX;
-  std::vector<MetricPoint> points;
-  Status s = db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
-    if (!series) return Status::Ok();  // the run has no such metric: an empty history
-    const int64_t from = after ? after->step : INT64_MIN;
-    if (!max_results) {
-      TY_RETURN_IF_ERROR(ReadHistory(tx, *series, from, INT64_MAX, points));
-      if (after) {
-        points.erase(points.begin(),
-                     std::upper_bound(points.begin(), points.end(), *after, PointLess));
-      }
-      return Status::Ok();
-    }
-    // Blocks in order of their first step, a few at a time, until no later block can
-    // hold one of the first `want` points after the cursor: once `want` points are
-    // collected, the step of the last of them bounds the blocks still needed.
-    std::optional<int64_t> bound;
-    auto settle = [&] {
-      SortAndDedup(points);
-      if (points.size() >= want) {
-        points.resize(want);
-        bound = points.back().step;
-      }
-    };
-    constexpr int64_t kBlocksPerQuery = 16;
-    int64_t last_first = INT64_MIN, last_seq = -1;
-    while (true) {
-      TY_ASSIGN_OR_RETURN(
-          Rows blocks,
-          tx.Query("SELECT first_step, seq, data FROM metric_blocks WHERE series_id = ? AND "
-                   "(first_step, seq) > (?, ?) AND last_step >= ? ORDER BY first_step, seq "
-                   "LIMIT ?",
-                   {*series, last_first, last_seq, from, kBlocksPerQuery}));
-      for (const auto& b : blocks) {
-        if (bound && b.Int(0) > *bound) return Status::Ok();
-        size_t before = points.size();
-        TY_RETURN_IF_ERROR(DecodeMetricBlock(b.Bytes(2), from, INT64_MAX, points));
-        if (after) {  // only points after the cursor
-          auto kept = std::remove_if(points.begin() + static_cast<ptrdiff_t>(before), points.end(),
-                                     [&](const MetricPoint& p) { return !PointLess(*after, p); });
-          points.erase(kept, points.end());
-        }
-        if (points.size() >= (bound ? 2 * want : want)) settle();
-      }
-      if (blocks.size() < static_cast<size_t>(kBlocksPerQuery)) return Status::Ok();
-      last_first = blocks.back().Int(0);
-      last_seq = blocks.back().Int(1);
-    }
-  });
-  if (!s.ok()) return s;
-  std::string next_page_token;
-  if (max_results) {  // a whole history came from ReadHistory in order already
-    SortAndDedup(points);
-    if (points.size() >= want) {
-      points.resize(want);
-      points.pop_back();
-      next_page_token = EncodeHistoryCursor(points.back());
-    }
-  }
-  for (const MetricPoint& p : points) fn(p);
-  return next_page_token;
+  return metrics_.ScanHistory(run_id, key, max_results, page_token, fn);
 }
 
 Status TrackingService::ScanMetricHistorySharded(
     const std::string& run_id, const std::string& key, int shards,
     const std::function<void(int, const MetricPoint&)>& fn) {
   // One range per thread: `steps_per_range` large enough that the span makes `shards`.
-  return ScanMetricHistoryRanges(
+  return metrics_.ScanHistoryRanges(
       run_id, key, shards, std::numeric_limits<int64_t>::max(), [](int) {},
       [&](int r, const MetricPoint* points, size_t n) {
         for (size_t i = 0; i < n; ++i) fn(r, points[i]);
@@ -1096,119 +813,20 @@ Status TrackingService::ScanMetricHistoryRanges(
     const std::string& run_id, const std::string& key, int threads, int64_t steps_per_range,
     const std::function<void(int)>& plan,
     const std::function<void(int, const MetricPoint*, size_t)>& fn) {
-  if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
-  std::vector<MetricPoint> points;
-  TY_RETURN_IF_ERROR(db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
-    if (!series) return Status::Ok();
-    return ReadHistory(tx, *series, INT64_MIN, INT64_MAX, points);
-  }));
-  if (points.empty()) return Status::Ok();
-  // Step ranges of equal width: [lo, b1), [b1, b2), ..., [bn-1, hi]. The span can reach
-  // 2^64 (negative steps), so the arithmetic is in long double.
-  const int64_t lo = points.front().step, hi = points.back().step;
-  long double span = static_cast<long double>(hi) - lo + 1;
-  threads = std::max(threads, 1);
-  long double wanted = std::ceil(span / std::max<int64_t>(steps_per_range, 1));
-  int ranges = static_cast<int>(std::clamp<long double>(std::max<long double>(wanted, threads), 1,
-                                                        std::min<long double>(span, 1 << 20)));
-  threads = std::min(threads, ranges);
-  // starts[r]: the index of range r's first point (a range may be empty).
-  std::vector<size_t> starts(static_cast<size_t>(ranges) + 1, points.size());
-  starts[0] = 0;
-  for (size_t r = 1; r < static_cast<size_t>(ranges); ++r) {
-    int64_t first_step = lo + static_cast<int64_t>(span * static_cast<long double>(r) / ranges);
-    starts[r] = static_cast<size_t>(
-        std::lower_bound(points.begin() + static_cast<ptrdiff_t>(starts[r - 1]), points.end(),
-                         first_step, [](const MetricPoint& p, int64_t s) { return p.step < s; }) -
-        points.begin());
-  }
-  plan(ranges);
-  std::atomic<int> next{0};
-  auto work = [&] {
-    for (int r = next.fetch_add(1); r < ranges; r = next.fetch_add(1)) {
-      size_t from = starts[static_cast<size_t>(r)], to = starts[static_cast<size_t>(r) + 1];
-      if (to > from) fn(r, points.data() + from, to - from);
-    }
-  };
-  std::vector<std::thread> workers;
-  for (int i = 1; i < threads; ++i) workers.emplace_back(work);
-  work();
-  for (auto& t : workers) t.join();
-  return Status::Ok();
+  return metrics_.ScanHistoryRanges(run_id, key, threads, steps_per_range, plan, fn);
 }
 
 Result<Page<Metric>> TrackingService::GetMetricHistory(const std::string& run_id,
                                                        const std::string& key,
                                                        std::optional<int64_t> max_results,
                                                        const std::string& page_token) {
-  Page<Metric> page;
-  TY_ASSIGN_OR_RETURN(page.next_page_token, ScanMetricHistory(run_id, key, max_results, page_token,
-                                                              [&](const MetricPoint& p) {
-                                                                Metric m;
-                                                                m.key = key;
-                                                                m.step = p.step;
-                                                                m.timestamp = p.timestamp;
-                                                                m.value = p.value;
-                                                                page.items.push_back(std::move(m));
-                                                              }));
-  return page;
+  return metrics_.GetHistory(run_id, key, max_results, page_token);
 }
 
 Result<std::vector<Metric>> TrackingService::GetMetricHistoryBulkInterval(
     const std::vector<std::string>& run_ids, const std::string& key,
     std::optional<int64_t> start_step, std::optional<int64_t> end_step, int64_t max_results) {
-  if (run_ids.empty()) return Status::InvalidArgument("run_ids must name at least one run");
-  if (run_ids.size() > 100) {
-    return Status::InvalidArgument("run_ids may name at most 100 runs (got " +
-                                   std::to_string(run_ids.size()) + ")");
-  }
-  if (key.empty()) return Status::InvalidArgument("missing required field 'metric_key'");
-  if (max_results <= 0 || max_results > 2500) {
-    return Status::InvalidArgument("max_results must be between 1 and 2500");
-  }
-  if (start_step && end_step && *start_step > *end_step) {
-    return Status::InvalidArgument("start_step must not be greater than end_step");
-  }
-  std::vector<Metric> out;
-  Status s = db_.Read([&](Transaction& tx) -> Status {
-    for (const auto& run_id : run_ids) {
-      TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
-      if (!series) continue;
-      std::vector<MetricPoint> points;
-      TY_RETURN_IF_ERROR(ReadHistory(tx, *series, start_step.value_or(INT64_MIN),
-                                     end_step.value_or(INT64_MAX), points));
-      if (points.empty()) continue;
-      std::vector<int64_t> steps;  // distinct, ascending
-      for (const MetricPoint& p : points) {
-        if (steps.empty() || steps.back() != p.step) steps.push_back(p.step);
-      }
-      // Evenly spaced picks over the distinct steps, always the first and the last.
-      std::set<int64_t> wanted;
-      size_t n = steps.size();
-      if (static_cast<int64_t>(n) <= max_results) {
-        wanted.insert(steps.begin(), steps.end());
-      } else {
-        for (int64_t i = 0; i < max_results; ++i) {
-          wanted.insert(steps[static_cast<size_t>(std::llround(
-              static_cast<double>(i) * (n - 1) / std::max<int64_t>(1, max_results - 1)))]);
-        }
-      }
-      for (const MetricPoint& p : points) {
-        if (!wanted.count(p.step)) continue;
-        Metric m;
-        m.key = key;
-        m.run_id = run_id;
-        m.step = p.step;
-        m.timestamp = p.timestamp;
-        m.value = p.value;
-        out.push_back(std::move(m));
-      }
-    }
-    return Status::Ok();
-  });
-  if (!s.ok()) return s;
-  return out;
+  return metrics_.GetHistoryBulkInterval(run_ids, key, start_step, end_step, max_results);
 }
 
 // ---------------------------------------------------------------- logged models

@@ -11,7 +11,7 @@
 #pragma once
 
 #include <functional>
-#include <mutex>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -19,25 +19,21 @@
 #include <vector>
 
 #include "trainyard/common/clock.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 #include "trainyard/store/database.h"
+#include "trainyard/tracking/limits.h"
 #include "trainyard/tracking/metric_blocks.h"
+#include "trainyard/tracking/metric_store.h"
 #include "trainyard/tracking/types.h"
 
 namespace trainyard::tracking {
 
-struct TrackingLimits {
-  size_t max_metrics_per_batch = 1000;
-  size_t max_params_per_batch = 100;
-  size_t max_tags_per_batch = 100;
-  size_t max_entities_per_batch = 1000;
-  size_t max_key_length = 250;
-  size_t max_param_value_length = 6000;
-  size_t max_tag_value_length = 8000;
-  size_t max_experiment_name_length = 500;
-  int64_t max_results = 50000;  // search_runs and friends
-  int64_t max_history_page = 25'000'000;
-};
+// Experiment owners and run experiments cached for authorization (an entry is about
+// 100 bytes): past these many the cache starts over, so it stays under about 10 MB and
+// 100 MB.
+inline constexpr size_t kMaxCachedExperimentOwners = 100'000;
+inline constexpr size_t kMaxCachedRunExperiments = 1'000'000;
 
 struct SearchRunsRequest {
   std::vector<std::string> experiment_ids;
@@ -190,15 +186,15 @@ class TrackingService {
   Status LoadLoggedModelData(store::Transaction& tx, std::vector<LoggedModel>& models);
   Status EnsureRunActive(store::Transaction& tx, const std::string& run_id);
   Result<std::string> NextExperimentId(store::Transaction& tx);
-  // The series of (run, key): from the cache, else the table; nullopt if none yet.
-  Result<std::optional<int64_t>> FindSeries(store::Transaction& tx, const std::string& run_id,
-                                            const std::string& key);
-  // FindSeries, but NotFound when the run does not exist either.
-  Result<std::optional<int64_t>> FindRunSeries(store::Transaction& tx, const std::string& run_id,
-                                               const std::string& key);
-  // The points of a series with steps in [from_step, to_step], in history order.
-  Status ReadHistory(store::Transaction& tx, int64_t series, int64_t from_step, int64_t to_step,
-                     std::vector<MetricPoint>& out);
+  // LogBatch's writes in its transaction, after the run was found active.
+  Status WriteParams(store::Transaction& tx, const std::string& run_id,
+                     const std::map<std::string, std::string>& params);
+  Status WriteTags(store::Transaction& tx, const std::string& run_id,
+                   const std::vector<KeyValue>& tags);
+  Status WriteModelMetrics(store::Transaction& tx, const std::string& run_id,
+                           const std::vector<Metric>& metrics);
+  void CacheRunExperiment(const std::string& run_id, const std::string& experiment_id)
+      TY_EXCLUDES(cache_mu_);
   Status SetLifecycle(const std::string& table, const std::string& id_column, const std::string& id,
                       const std::string& what, bool deleted);
 
@@ -209,11 +205,13 @@ class TrackingService {
   const TrackingLimits limits_;
 
   std::function<void(const std::string&)> activity_listener_;
-  std::mutex cache_mu_;
-  std::unordered_map<std::string, std::string> experiment_owner_;  // guarded by cache_mu_
-  std::unordered_map<std::string, std::string> run_experiment_;    // guarded by cache_mu_
-  // run_id + '\0' + key → series_id, for committed series only (ids never change).
-  std::unordered_map<std::string, int64_t> series_;  // guarded by cache_mu_
+  MetricStore metrics_;
+
+  Mutex cache_mu_;
+  // Owners and experiments never change, so entries never go stale; the maps start over
+  // when they reach their bounds (kMaxCachedExperimentOwners, kMaxCachedRunExperiments).
+  std::unordered_map<std::string, std::string> experiment_owner_ TY_GUARDED_BY(cache_mu_);
+  std::unordered_map<std::string, std::string> run_experiment_ TY_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace trainyard::tracking

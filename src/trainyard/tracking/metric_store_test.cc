@@ -1,0 +1,310 @@
+// MetricStore on both backends: writes in a caller's transaction, histories (whole,
+// paged, ranged, bulk interval), latest values, and a series cache that holds committed
+// series only; and its pure helpers (step ranges, evenly spaced steps).
+#include "trainyard/tracking/metric_store.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include "trainyard/common/clock.h"
+#include "trainyard/store/postgres/test_postgres.h"
+#include "trainyard/tracking/schema.h"
+
+namespace trainyard::tracking {
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Metric M(std::string key, int64_t step, int64_t timestamp, double value) {
+  Metric m;
+  m.key = std::move(key);
+  m.step = step;
+  m.timestamp = timestamp;
+  m.value = value;
+  return m;
+}
+
+std::vector<MetricPoint> Steps(std::vector<int64_t> steps) {
+  std::vector<MetricPoint> out;
+  for (int64_t s : steps) out.push_back({s, 0, 0.0});
+  return out;
+}
+
+// ------------------------------------------------------------------------ pure helpers
+
+TEST(MetricStorePlanTest, RangesCoverTheSpanInOrderAndNeverExceedTheirBound) {
+  std::vector<MetricPoint> points = Steps({-5, -5, 0, 1, 2, 10, 11, 40});
+  StepRanges one = PlanStepRanges(points, 1, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(one.ranges, 1);
+  EXPECT_EQ(one.threads, 1);
+  EXPECT_EQ(one.starts, (std::vector<size_t>{0, points.size()}));
+  // Span -5..40 is 46 steps: 10 steps a range make 5 ranges, on at most 3 threads.
+  StepRanges five = PlanStepRanges(points, 3, 10);
+  EXPECT_EQ(five.ranges, 5);
+  EXPECT_EQ(five.threads, 3);
+  ASSERT_EQ(five.starts.size(), 6u);
+  for (size_t r = 0; r + 1 < five.starts.size(); ++r) {
+    EXPECT_LE(five.starts[r], five.starts[r + 1]);
+  }
+  // [-5, 4) [4, 13) [13, 22) [22, 31) [31, 40]: 5 points, 2, none, none, 1.
+  EXPECT_EQ(five.starts, (std::vector<size_t>{0, 5, 7, 7, 7, 8}));
+  // More threads than steps: one range per step, one thread per range.
+  StepRanges few = PlanStepRanges(Steps({7, 8}), 16, 1);
+  EXPECT_EQ(few.ranges, 2);
+  EXPECT_EQ(few.threads, 2);
+  // A wide span (2^40 steps) stays within kMaxHistoryRanges.
+  StepRanges wide = PlanStepRanges(Steps({0, int64_t{1} << 40}), 4, 1);
+  EXPECT_EQ(wide.ranges, kMaxHistoryRanges);
+  EXPECT_EQ(wide.starts.front(), 0u);
+  EXPECT_EQ(wide.starts[1], 1u);
+  EXPECT_EQ(wide.starts.back(), 2u);
+}
+
+TEST(MetricStorePlanTest, EvenlySpacedStepsKeepTheEndsAndAreDistinct) {
+  EXPECT_EQ(EvenlySpacedSteps(Steps({1, 1, 2, 5}), 10), (std::vector<int64_t>{1, 2, 5}));
+  std::vector<int64_t> all;
+  for (int64_t s = 0; s <= 100; ++s) all.push_back(s);
+  EXPECT_EQ(EvenlySpacedSteps(Steps(all), 5), (std::vector<int64_t>{0, 25, 50, 75, 100}));
+  EXPECT_EQ(EvenlySpacedSteps(Steps(all), 1), (std::vector<int64_t>{0}));
+  EXPECT_EQ(EvenlySpacedSteps(Steps(all), 2), (std::vector<int64_t>{0, 100}));
+  EXPECT_TRUE(EvenlySpacedSteps({}, 3).empty());
+}
+
+// ------------------------------------------------------------------------ the store
+
+class MetricStoreTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "sqlite") {
+      path_ = std::filesystem::temp_directory_path() / ("ty-mstore-" + random_.Hex(6) + ".db");
+      url_ = path_;
+    } else {
+      auto url = store::PostgresUrlForTest();
+      ASSERT_TRUE(url.ok()) << url.status().ToString();
+      url_ = *url;
+    }
+    db_ = std::move(store::OpenDatabase({.url = url_})).value();
+    ASSERT_TRUE(store::ApplyMigrations(*db_, TrackingMigrations()).ok());
+    store_ = std::make_unique<MetricStore>(*db_, 1000);
+    for (const char* run : {"ra", "rb"}) {
+      ASSERT_TRUE(db_->Write([&](store::Transaction& tx) -> Status {
+                       return tx
+                           .Exec(
+                               "INSERT INTO runs (run_uuid, experiment_id, name, user_id, "
+                               "status, lifecycle_stage, artifact_uri) VALUES (?, 0, ?, 'u', "
+                               "'RUNNING', 'active', 'a')",
+                               {std::string(run), std::string(run)})
+                           .status();
+                     })
+                      .ok());
+    }
+  }
+  void TearDown() override {
+    store_.reset();
+    db_.reset();
+    if (!path_.empty()) {
+      for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + suffix);
+    }
+  }
+
+  // What LogBatch does for metrics: validate, prepare, write in a transaction, commit.
+  // With `fail`, the transaction fails after the write and is rolled back.
+  Status Log(const std::string& run_id, const std::vector<Metric>& metrics, bool fail = false) {
+    auto batch = ValidateLogBatch(metrics, {}, {}, {});
+    if (!batch.ok()) return batch.status();
+    MetricStore::PendingWrite write = store_->PrepareWrite(run_id, std::move(batch->series));
+    Status s = db_->Write([&](store::Transaction& tx) -> Status {
+      TY_RETURN_IF_ERROR(store_->Write(tx, write));
+      return fail ? Status::Internal("rolled back for the test") : Status::Ok();
+    });
+    if (s.ok()) store_->Committed(write);
+    return s;
+  }
+
+  std::vector<MetricPoint> History(const std::string& run_id, const std::string& key) {
+    auto page = store_->GetHistory(run_id, key, std::nullopt, "");
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    std::vector<MetricPoint> out;
+    if (page.ok()) {
+      for (const auto& m : page->items) out.push_back({m.step, m.timestamp, m.value});
+    }
+    return out;
+  }
+
+  std::map<std::string, Metric> Latest(const std::string& run_id) {
+    std::map<std::string, Metric> out;
+    Status s = db_->Read([&](store::Transaction& tx) -> Status {
+      return store_->LoadLatest(tx, {run_id}, [&](const std::string& id, Metric m) {
+        EXPECT_EQ(id, run_id);
+        out[m.key] = m;
+      });
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return out;
+  }
+
+  static std::vector<int64_t> StepsOf(const std::vector<MetricPoint>& points) {
+    std::vector<int64_t> out;
+    for (const auto& p : points) out.push_back(p.step);
+    return out;
+  }
+
+  SeededRandom random_{17};
+  std::string path_, url_;
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<MetricStore> store_;
+};
+
+TEST_P(MetricStoreTest, HistoriesComeBackInOrderWholePagedAndRanged) {
+  ASSERT_TRUE(Log("ra", {M("loss", 5, 0, 0.5), M("loss", 1, 0, 0.1), M("acc", 1, 0, 0.7)}).ok());
+  ASSERT_TRUE(Log("ra", {M("loss", 3, 0, 0.3), M("loss", 5, 0, 0.5), M("loss", 2, 1, kNaN)}).ok());
+  std::vector<MetricPoint> loss = History("ra", "loss");
+  EXPECT_EQ(StepsOf(loss), (std::vector<int64_t>{1, 2, 3, 5}));  // step 5 logged twice: once
+  EXPECT_TRUE(std::isnan(loss[1].value));
+  EXPECT_EQ(StepsOf(History("ra", "acc")), (std::vector<int64_t>{1}));
+
+  std::vector<int64_t> paged;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = store_->GetHistory("ra", "loss", 3, token);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    for (const auto& m : page->items) paged.push_back(m.step);
+    token = page->next_page_token;
+    ++pages;
+  } while (!token.empty() && pages < 10);
+  EXPECT_EQ(pages, 2);
+  EXPECT_EQ(paged, (std::vector<int64_t>{1, 2, 3, 5}));
+
+  std::vector<std::vector<int64_t>> ranges;
+  ASSERT_TRUE(store_
+                  ->ScanHistoryRanges(
+                      "ra", "loss", 2, 2, [&](int n) { ranges.resize(static_cast<size_t>(n)); },
+                      [&](int r, const MetricPoint* p, size_t n) {
+                        for (size_t i = 0; i < n; ++i) {
+                          ranges[static_cast<size_t>(r)].push_back(p[i].step);
+                        }
+                      })
+                  .ok());
+  // Steps 1..5 in ranges of about 2 steps: [1, 2), [2, 4), [4, 5].
+  std::vector<int64_t> joined;
+  for (const auto& r : ranges) joined.insert(joined.end(), r.begin(), r.end());
+  EXPECT_EQ(joined, (std::vector<int64_t>{1, 2, 3, 5}));
+  EXPECT_EQ(ranges.size(), 3u);
+
+  auto too_big = store_->GetHistory("ra", "loss", 1001, "");
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_EQ(too_big.status().message(), "max_results must be between 1 and 1000");
+}
+
+TEST_P(MetricStoreTest, UnknownRunsAreNotFoundAndMissingKeysAreEmpty) {
+  EXPECT_TRUE(store_->GetHistory("nope", "loss", std::nullopt, "").status().IsNotFound());
+  EXPECT_TRUE(store_->GetHistory("nope", "loss", 10, "").status().IsNotFound());
+  int planned = 0;
+  EXPECT_TRUE(store_
+                  ->ScanHistoryRanges(
+                      "nope", "loss", 2, 10, [&](int) { ++planned; },
+                      [](int, const MetricPoint*, size_t) {})
+                  .IsNotFound());
+  EXPECT_EQ(planned, 0);
+  EXPECT_TRUE(History("ra", "absent").empty());
+  EXPECT_TRUE(store_->GetHistory("ra", "", std::nullopt, "").status().IsInvalidArgument());
+  EXPECT_TRUE(store_->GetHistoryBulkInterval({"ra", "nope"}, "loss", std::nullopt, std::nullopt, 5)
+                  .status()
+                  .IsNotFound());
+}
+
+TEST_P(MetricStoreTest, LatestValuesFollowMLflowsOrderAcrossBatches) {
+  ASSERT_TRUE(Log("ra", {M("loss", 5, 10, 1.0), M("acc", 1, 0, 0.5)}).ok());
+  ASSERT_TRUE(Log("ra", {M("loss", 3, 99, 9.0)}).ok());  // an earlier step: not the latest
+  auto latest = Latest("ra");
+  ASSERT_EQ(latest.size(), 2u);
+  EXPECT_EQ(latest["loss"].step, 5);
+  EXPECT_EQ(latest["loss"].value, 1.0);
+  ASSERT_TRUE(Log("ra", {M("loss", 5, 10, 0.5)}).ok());  // same step and time: the larger
+  EXPECT_EQ(Latest("ra")["loss"].value, 1.0);
+  ASSERT_TRUE(Log("ra", {M("loss", 5, 10, 3.0)}).ok());
+  EXPECT_EQ(Latest("ra")["loss"].value, 3.0);
+  ASSERT_TRUE(Log("ra", {M("loss", 5, 11, -1.0)}).ok());  // a later time on the same step
+  EXPECT_EQ(Latest("ra")["loss"].value, -1.0);
+  ASSERT_TRUE(Log("ra", {M("loss", 5, 12, kNaN), M("loss", 5, 12, 8.0)}).ok());
+  EXPECT_TRUE(std::isnan(Latest("ra")["loss"].value));  // within a batch NaN is the largest
+  ASSERT_TRUE(Log("ra", {M("loss", 6, 0, 2.0)}).ok());
+  latest = Latest("ra");
+  EXPECT_EQ(latest["loss"].step, 6);
+  EXPECT_EQ(latest["loss"].value, 2.0);
+  EXPECT_EQ(latest["acc"].value, 0.5);
+  EXPECT_TRUE(Latest("rb").empty());
+}
+
+// A series created in a transaction that rolled back must not be cached: its id goes
+// to the next series created, and a stale cache entry would mix two runs' points.
+TEST_P(MetricStoreTest, SeriesOfARolledBackWriteAreNotCached) {
+  ASSERT_FALSE(Log("ra", {M("loss", 1, 0, 1.0)}, /*fail=*/true).ok());
+  EXPECT_TRUE(History("ra", "loss").empty());
+  ASSERT_TRUE(Log("rb", {M("loss", 2, 0, 2.0)}).ok());
+  ASSERT_TRUE(Log("ra", {M("loss", 3, 0, 3.0)}).ok());
+  EXPECT_EQ(StepsOf(History("rb", "loss")), (std::vector<int64_t>{2}));
+  EXPECT_EQ(StepsOf(History("ra", "loss")), (std::vector<int64_t>{3}));
+  // And a cached series keeps taking writes.
+  ASSERT_TRUE(Log("ra", {M("loss", 4, 0, 4.0)}).ok());
+  EXPECT_EQ(StepsOf(History("ra", "loss")), (std::vector<int64_t>{3, 4}));
+}
+
+TEST_P(MetricStoreTest, SmallBatchesJoinTheTailBlockAndLargeOnesMakeTheirOwn) {
+  std::vector<Metric> large;
+  for (int64_t s = 0; s < static_cast<int64_t>(kSmallBatchPoints) + 1; ++s) {
+    large.push_back(M("loss", s, 0, 1.0));
+  }
+  ASSERT_TRUE(Log("ra", large).ok());  // block 1
+  for (int64_t s = 100; s < 105; ++s) {
+    ASSERT_TRUE(Log("ra", {M("loss", s, 0, 1.0)}).ok());  // join block 1
+  }
+  ASSERT_TRUE(Log("ra", {M("loss", -1, 0, 1.0)}).ok());  // before the tail's start: block 2
+  int64_t blocks = 0, points = 0;
+  ASSERT_TRUE(db_->Read([&](store::Transaction& tx) -> Status {
+                   auto rows = tx.Query("SELECT COUNT(*), SUM(points) FROM metric_blocks");
+                   if (!rows.ok()) return rows.status();
+                   blocks = (*rows)[0].Int(0);
+                   points = (*rows)[0].Int(1);
+                   return Status::Ok();
+                 })
+                  .ok());
+  EXPECT_EQ(blocks, 2);
+  EXPECT_EQ(points, static_cast<int64_t>(kSmallBatchPoints) + 1 + 5 + 1);
+  EXPECT_EQ(History("ra", "loss").size(), static_cast<size_t>(points));
+}
+
+TEST_P(MetricStoreTest, BulkIntervalPicksEvenlySpacedStepsPerRun) {
+  std::vector<Metric> batch;
+  for (int64_t s = 0; s <= 20; ++s) batch.push_back(M("loss", s, 0, static_cast<double>(s)));
+  ASSERT_TRUE(Log("ra", batch).ok());
+  ASSERT_TRUE(Log("rb", {M("loss", 7, 0, 1.0), M("loss", 7, 1, 2.0)}).ok());
+  auto got = store_->GetHistoryBulkInterval({"ra", "rb"}, "loss", 4, 12, 3);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::vector<std::pair<std::string, int64_t>> picked;
+  for (const auto& m : *got) picked.emplace_back(m.run_id, m.step);
+  EXPECT_EQ(picked, (std::vector<std::pair<std::string, int64_t>>{
+                        {"ra", 4}, {"ra", 8}, {"ra", 12}, {"rb", 7}, {"rb", 7}}));
+  EXPECT_EQ(store_->GetHistoryBulkInterval({"ra"}, "loss", 5, 4, 3).status().message(),
+            "start_step must not be greater than end_step");
+  EXPECT_EQ(store_->GetHistoryBulkInterval({"ra"}, "loss", std::nullopt, std::nullopt, 2501)
+                .status()
+                .message(),
+            "max_results must be between 1 and 2500");
+  std::vector<std::string> many(kMaxBulkIntervalRuns + 1, "ra");
+  EXPECT_EQ(store_->GetHistoryBulkInterval(many, "loss", std::nullopt, std::nullopt, 3)
+                .status()
+                .message(),
+            "run_ids may name at most 100 runs (got 101)");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, MetricStoreTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& param_info) { return param_info.param; });
+
+}  // namespace
+}  // namespace trainyard::tracking
