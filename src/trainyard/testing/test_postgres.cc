@@ -1,4 +1,4 @@
-#include "trainyard/store/postgres/test_postgres.h"
+#include "trainyard/testing/test_postgres.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -19,11 +19,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/net.h"
 #include "trainyard/common/strings.h"
 
@@ -215,8 +215,8 @@ class TestPostgres {
     StopServer();
   }
 
-  Result<std::string> NewDatabaseUrl() {
-    std::lock_guard<std::mutex> lock(mu_);
+  Result<std::string> NewDatabaseUrl() TY_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (!attempted_) {
       attempted_ = true;
       start_status_ = Start();
@@ -240,7 +240,7 @@ class TestPostgres {
  private:
   TestPostgres() = default;
 
-  Status Start() {
+  Status Start() TY_REQUIRES(mu_) {
     if (const char* url = std::getenv(kUrlEnv); url != nullptr && *url != '\0') {
       external_ = true;
       base_url_ = url;
@@ -269,7 +269,7 @@ class TestPostgres {
     return last;
   }
 
-  Status StartServer(const fs::path& bin, const RunAs& as) {
+  Status StartServer(const fs::path& bin, const RunAs& as) TY_REQUIRES(mu_) {
     // A short parent keeps the socket path under the 107-byte limit, and one
     // the postgres user can reach when running as root.
     std::string parent = "/tmp";
@@ -352,7 +352,7 @@ class TestPostgres {
     return Status::Ok();
   }
 
-  Status ConnectAdmin(const std::string& url) {
+  Status ConnectAdmin(const std::string& url) TY_REQUIRES(mu_) {
     admin_ = PQconnectdb(url.c_str());
     if (admin_ == nullptr || PQstatus(admin_) != CONNECTION_OK) {
       return Status::Unavailable("cannot connect to the test PostgreSQL: " +
@@ -364,7 +364,8 @@ class TestPostgres {
   }
 
   // Closing the pipe makes the guardian stop the server and delete the dir.
-  void StopServer() {
+  // Also called by the destructor, which the analysis does not check (no other thread is left).
+  void StopServer() TY_REQUIRES(mu_) {
     if (stop_fd_ >= 0) {
       close(stop_fd_);
       stop_fd_ = -1;
@@ -381,17 +382,18 @@ class TestPostgres {
   }
 
   const pid_t owner_pid_ = getpid();
-  std::mutex mu_;
-  bool attempted_ = false;  // Start runs once; its failure is every caller's answer
-  Status start_status_;
-  bool external_ = false;
-  std::string base_url_;
-  PGconn* admin_ = nullptr;
-  std::vector<std::string> created_;
-  int databases_ = 0;
-  fs::path dir_;
-  pid_t guardian_ = -1;
-  int stop_fd_ = -1;
+  Mutex mu_;
+  bool attempted_ TY_GUARDED_BY(mu_) =
+      false;  // Start runs once; its failure is every caller's answer
+  Status start_status_ TY_GUARDED_BY(mu_);
+  bool external_ TY_GUARDED_BY(mu_) = false;
+  std::string base_url_ TY_GUARDED_BY(mu_);
+  PGconn* admin_ TY_GUARDED_BY(mu_) = nullptr;
+  std::vector<std::string> created_ TY_GUARDED_BY(mu_);
+  int databases_ TY_GUARDED_BY(mu_) = 0;
+  fs::path dir_ TY_GUARDED_BY(mu_);
+  pid_t guardian_ TY_GUARDED_BY(mu_) = -1;
+  int stop_fd_ TY_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace
