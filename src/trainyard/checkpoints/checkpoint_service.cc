@@ -15,6 +15,7 @@
 #include "trainyard/common/json.h"
 #include "trainyard/common/paths.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/jobs/job_service.h"
 
 namespace trainyard::checkpoints {
 namespace {

@@ -35,8 +35,12 @@
 #include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 #include "trainyard/identity/identity_service.h"
-#include "trainyard/jobs/job_service.h"
 #include "trainyard/store/database.h"
+
+namespace trainyard::jobs {
+class JobService;
+struct JobInfo;
+}  // namespace trainyard::jobs
 
 namespace trainyard::checkpoints {
 

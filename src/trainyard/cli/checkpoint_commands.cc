@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 
+#include "trainyard/cli/client.h"
 #include "trainyard/cli/table.h"
 #include "trainyard/common/paths.h"
 #include "trainyard/common/strings.h"

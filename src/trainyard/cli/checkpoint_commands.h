@@ -3,13 +3,16 @@
 // They are clients of /api/trainyard/v1/checkpoints like any other.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
 #include <optional>
 
-#include "trainyard/cli/client.h"
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace trainyard::cli {
+
+class Client;
 
 // Adds the `checkpoints` subcommand to `app`. The returned function runs the parsed command
 // and returns its exit status, or nullopt when no checkpoints command was parsed.

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "trainyard/cli/client.h"
 #include "trainyard/cli/table.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/jobs/job_spec.h"

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/cli/client.h"
-
 namespace trainyard::cli {
+
+class Client;
 
 // `env` ("NAME=VALUE" each) is added to the spec's env: a job sees nothing of the
 // submitter's or the server's environment otherwise.

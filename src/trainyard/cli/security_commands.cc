@@ -3,10 +3,12 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <iterator>
 #include <memory>
 
+#include "trainyard/cli/client.h"
 #include "trainyard/cli/table.h"
 #include "trainyard/common/strings.h"
 

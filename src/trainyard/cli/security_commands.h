@@ -5,13 +5,16 @@
 // A secret's value is read from stdin (or a prompt without echo), never from argv.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
 #include <optional>
 
-#include "trainyard/cli/client.h"
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace trainyard::cli {
+
+class Client;
 
 // Adds `projects` and `secrets` to `app` and disable/enable/delete to `users`. The returned
 // function runs the parsed command, or returns nullopt when none of these was parsed.

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "trainyard/common/json.h"
 #include "trainyard/common/os_account.h"
 #include "trainyard/common/paths.h"
 #include "trainyard/common/regex.h"

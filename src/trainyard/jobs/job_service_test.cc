@@ -8,15 +8,10 @@
 #include <map>
 
 #include "trainyard/common/clock.h"
+#include "trainyard/testing/status_matchers.h"
 
 namespace trainyard::jobs {
 namespace {
-
-#define TY_ASSERT_OK(expr)                                      \
-  do {                                                          \
-    const ::trainyard::Status ty_s = (expr);                    \
-    ASSERT_TRUE(ty_s.ok()) << #expr << ": " << ty_s.ToString(); \
-  } while (0)
 
 // Records launches and stops; the test decides when and how attempts end.
 class ScriptedExecutor : public executors::Executor {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <set>
 
+#include "trainyard/common/json.h"
 #include "trainyard/common/regex.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/common/yaml_reader.h"

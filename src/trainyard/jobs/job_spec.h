@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "trainyard/common/json.h"
+#include "trainyard/common/json_fwd.h"
 #include "trainyard/common/status.h"
 
 namespace trainyard::jobs {

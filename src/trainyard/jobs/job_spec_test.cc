@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "trainyard/common/json.h"
+
 namespace trainyard::jobs {
 namespace {
 

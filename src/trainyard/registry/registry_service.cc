@@ -10,6 +10,7 @@
 #include "trainyard/common/strings.h"
 #include "trainyard/store/sql.h"
 #include "trainyard/tracking/search_filter.h"
+#include "trainyard/tracking/tracking_service.h"
 
 namespace trainyard::registry {
 namespace {

@@ -37,7 +37,10 @@
 #include "trainyard/common/status.h"
 #include "trainyard/registry/types.h"
 #include "trainyard/store/database.h"
-#include "trainyard/tracking/tracking_service.h"
+
+namespace trainyard::tracking {
+class TrackingService;
+}  // namespace trainyard::tracking
 
 namespace trainyard::registry {
 

@@ -10,39 +10,15 @@
 #include <vector>
 
 #include "trainyard/common/clock.h"
-#include "trainyard/store/postgres/test_postgres.h"
+#include "trainyard/testing/status_matchers.h"
+#include "trainyard/testing/test_postgres.h"
 #include "trainyard/tracking/tracking_service.h"
 
 namespace trainyard::registry {
 namespace {
 
-#define TY_ASSERT_OK(expr)                                      \
-  do {                                                          \
-    const ::trainyard::Status ty_s = (expr);                    \
-    ASSERT_TRUE(ty_s.ok()) << #expr << ": " << ty_s.ToString(); \
-  } while (0)
-
-// Asserts that a Result is ok and yields its value.
-#define TY_ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  TY_ASSERT_OK_AND_ASSIGN_IMPL(TY_CONCAT(ty_test_result_, __LINE__), lhs, expr)
-#define TY_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr)                 \
-  auto tmp = (expr);                                                 \
-  ASSERT_TRUE(tmp.ok()) << #expr << ": " << tmp.status().ToString(); \
-  lhs = std::move(tmp).value()
-
-template <typename T>
-Status StatusOf(const Result<T>& r) {
-  return r.ok() ? Status::Ok() : r.status();
-}
-Status StatusOf(const Status& s) { return s; }
-
 // Expects `expr` to fail with `code` and a message that contains `text`.
-#define EXPECT_ERROR(expr, expected_code, text)                                 \
-  do {                                                                          \
-    const ::trainyard::Status ty_s = StatusOf(expr);                            \
-    EXPECT_EQ(ty_s.code(), expected_code) << #expr << ": " << ty_s.ToString();  \
-    EXPECT_NE(ty_s.message().find(text), std::string::npos) << ty_s.ToString(); \
-  } while (0)
+#define EXPECT_ERROR(expr, expected_code, text) TY_EXPECT_ERROR(expr, expected_code, text)
 
 std::vector<std::string> Names(const std::vector<RegisteredModel>& models) {
   std::vector<std::string> out;

@@ -18,21 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "trainyard/store/postgres/test_postgres.h"
+#include "trainyard/testing/status_matchers.h"
+#include "trainyard/testing/test_postgres.h"
 
 namespace trainyard::store {
 namespace {
-
-#define TY_ASSERT_OK(expr)                                      \
-  do {                                                          \
-    const ::trainyard::Status ty_s = (expr);                    \
-    ASSERT_TRUE(ty_s.ok()) << #expr << ": " << ty_s.ToString(); \
-  } while (0)
-#define TY_EXPECT_OK(expr)                                      \
-  do {                                                          \
-    const ::trainyard::Status ty_s = (expr);                    \
-    EXPECT_TRUE(ty_s.ok()) << #expr << ": " << ty_s.ToString(); \
-  } while (0)
 
 // One statement in its own write transaction.
 Status ExecOne(Database& db, const std::string& sql, const std::vector<Value>& params = {}) {

@@ -13,7 +13,7 @@
 
 #include "trainyard/common/clock.h"
 #include "trainyard/common/page_token.h"
-#include "trainyard/store/postgres/test_postgres.h"
+#include "trainyard/testing/test_postgres.h"
 #include "trainyard/tracking/schema.h"
 #include "trainyard/tracking/tracking_service.h"
 

@@ -1,4 +1,4 @@
-#include "trainyard/store/postgres/test_postgres.h"
+#include "trainyard/testing/test_postgres.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -365,6 +365,7 @@ class TestPostgres {
   }
 
   // Closing the pipe makes the guardian stop the server and delete the dir.
+  // Also called by the destructor, which the analysis does not check (no other thread is left).
   void StopServer() TY_REQUIRES(mu_) {
     if (stop_fd_ >= 0) {
       close(stop_fd_);

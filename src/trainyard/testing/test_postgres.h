@@ -9,8 +9,10 @@
 // server is used instead (the user must be allowed to CREATE DATABASE), and the
 // databases made for the tests are dropped at exit.
 //
-// Thread-safe. Lives in the library so that any test can use it; it links no
-// test framework and reports failures as a Status.
+// Thread-safe. Lives in the testing library (trainyard_testing), which only test
+// binaries and test tools link, so it never ships in the server; it uses no test
+// framework and reports failures as a Status. It keeps the namespace of the store
+// it serves, so that the store tests' calls read `store::PostgresUrlForTest()`.
 #pragma once
 
 #include <string>
