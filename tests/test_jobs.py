@@ -153,15 +153,30 @@ def test_logged_metrics_count_as_progress(server_factory, tmp_path):
     server = server_factory.new(["--local-cpus", "4"])
     jobs = Jobs(server)
     script = tmp_path / "metrics.py"
-    script.write_text("import time, mlflow\n"
-                      "with mlflow.start_run():\n"
-                      "    for step in range(24):\n"
-                      "        mlflow.log_metric('loss', 1.0 / (step + 1), step=step)\n"
-                      "        time.sleep(0.25)\n")
+    # The metrics go to the job's run through the MLflow REST API with the standard library:
+    # importing the mlflow client takes several seconds on a loaded machine, a silence before
+    # the first metric that would itself exceed the hang timeout (test_multi_rank_... covers
+    # the mlflow client).
+    script.write_text(
+        "import json, os, time, urllib.request\n"
+        "url = os.environ['MLFLOW_TRACKING_URI'] + '/api/2.0/mlflow/runs/log-metric'\n"
+        "headers = {'Authorization': 'Bearer ' + os.environ['MLFLOW_TRACKING_TOKEN'],\n"
+        "           'Content-Type': 'application/json'}\n"
+        "for step in range(24):\n"
+        "    body = {'run_id': os.environ['MLFLOW_RUN_ID'], 'key': 'loss',\n"
+        "            'value': 1.0 / (step + 1), 'timestamp': int(time.time() * 1000),\n"
+        "            'step': step}\n"
+        "    req = urllib.request.Request(url, data=json.dumps(body).encode(),\n"
+        "                                 headers=headers, method='POST')\n"
+        "    urllib.request.urlopen(req, timeout=30).read()\n"
+        "    time.sleep(0.25)\n")
     # 6 s of work, a metric every 0.25 s, no heartbeats: never hung with a 4 s timeout.
     j = jobs.submit(job("metrics-only", f"{PY} {script}", hang_timeout="4s"))
     done = jobs.wait_state(j["job_id"], "SUCCEEDED")
     assert done["attempts"] == 1, done["attempt_list"]
+    r = jobs.s.get(server.api("/api/2.0/mlflow/metrics/get-history"),
+                   params={"run_id": j["run_id"], "metric_key": "loss"})
+    assert len(r.json()["metrics"]) == 24, r.text[:2000]
 
 
 def test_preemption_sends_the_grace_signal_and_requeues(server_factory, tmp_path):

@@ -283,6 +283,9 @@ bool Failed(const RankExit& e) { return e.lost || e.exit_code != 0 || e.signal !
 // every process of its account that still carries the mark: one that left the step with
 // `setsid` escapes Slurm's proctrack/linuxproc (proctrack/cgroup catches it anyway), but not
 // this. Until none is left, or 20 rounds (an escapee that forks as fast as it is killed).
+// The exit file is written first: the sweep reads every /proc entry of the node, which can
+// outlast srun's KillWait on a busy node, and the SIGKILL that ends it must not lose the
+// workload's result.
 constexpr const char* kRankWrapper = R"SH(r=$SLURM_PROCID
 export RANK=$r ROLE_RANK=$r TRAINYARD_RANK=$r LOCAL_RANK=$SLURM_LOCALID
 export NODE_RANK=$SLURM_NODEID GROUP_RANK=$SLURM_NODEID
@@ -294,6 +297,10 @@ trap : TERM INT HUP
 mark="$SLURM_JOB_ID.$r"
 TY_RANK_MARK=$mark /bin/sh -c "$TY_RANK_COMMAND" < /dev/null
 s=$?
+sig=0
+if [ "$s" -gt 128 ] && [ "$s" -le 192 ]; then sig=$((s - 128)); fi
+printf '{"exit_code":%d,"signal":%d}\n' "$s" "$sig" > "$d/rank-$r.exit.tmp" &&
+  mv -f "$d/rank-$r.exit.tmp" "$d/rank-$r.exit"
 round=0
 while [ "$round" -lt 20 ]; do
   found=0
@@ -305,10 +312,6 @@ while [ "$round" -lt 20 ]; do
   [ "$found" -eq 0 ] && break
   round=$((round + 1))
 done
-sig=0
-if [ "$s" -gt 128 ] && [ "$s" -le 192 ]; then sig=$((s - 128)); fi
-printf '{"exit_code":%d,"signal":%d}\n' "$s" "$sig" > "$d/rank-$r.exit.tmp" &&
-  mv -f "$d/rank-$r.exit.tmp" "$d/rank-$r.exit"
 exit "$s"
 )SH";
 
