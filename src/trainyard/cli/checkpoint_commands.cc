@@ -216,7 +216,7 @@ struct Options {
 int Retention(Client& client, const Options& o) {
   bool change = o.keep_last >= 0 || o.keep_best >= 0 || o.keep_every >= 0 || !o.metric.empty() ||
                 !o.mode.empty();
-  Result<json::value> r = Status::Ok();
+  Result<json::value> r = json::value();  // set below
   if (change) {
     auto current = client.Call("GET", CheckpointsPath(o.job_id, "/retention"));
     if (!current.ok()) return Fail(current.status());

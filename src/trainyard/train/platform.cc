@@ -57,9 +57,15 @@ std::map<std::string, std::string> AuthHeaders(const std::string& token,
   return h;
 }
 
+// Calls to the server: tries in all, and the backoff before the second (doubling after).
+constexpr int kCallAttempts = 5;
+constexpr int kFirstRetryDelayMs = 400;
+// How much of an error body that is not the server's JSON goes into the message.
+constexpr size_t kErrorBodyChars = 300;
+
 // The server's error body {"error_code", "message"} as a Status.
 Status HttpError(const http::ClientResponse& r, const std::string& what) {
-  std::string message = Abbreviate(r.body, 300);
+  std::string message = Abbreviate(r.body, kErrorBodyChars);
   auto parsed = ParseJsonObject(r.body);
   if (parsed.ok()) {
     auto m = OptionalString(*parsed, "message");
@@ -77,9 +83,9 @@ Result<http::ClientResponse> Call(const std::string& method, const std::string& 
                                   const std::string& content_type, const std::string& what) {
   // Transient failures (the server restarting, 5xx) are retried with backoff.
   Status last;
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  for (int attempt = 0; attempt < kCallAttempts; ++attempt) {
     if (attempt > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200 << attempt));
+      std::this_thread::sleep_for(std::chrono::milliseconds(kFirstRetryDelayMs << (attempt - 1)));
     }
     auto r = http::Fetch(method, url, AuthHeaders(token, content_type), body);
     if (!r.ok()) {
@@ -431,13 +437,6 @@ Status RunLogger::LogMetrics(const std::vector<MetricPoint>& points) {
             .status());
   }
   return Status::Ok();
-}
-
-Status RunLogger::SetTag(const std::string& key, const std::string& value) {
-  if (!enabled()) return Status::Ok();
-  return Post("/runs/set-tag",
-              json::serialize(json::object{{"run_id", run_id_}, {"key", key}, {"value", value}}))
-      .status();
 }
 
 Status RunLogger::PutArtifact(const std::string& local_file, const std::string& relative) {

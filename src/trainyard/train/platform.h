@@ -64,7 +64,6 @@ class RunLogger {
 
   Status LogParams(const std::vector<std::pair<std::string, std::string>>& params);
   Status LogMetrics(const std::vector<MetricPoint>& points);
-  Status SetTag(const std::string& key, const std::string& value);
   // Uploads a file or a directory tree under `artifact_path` of the run's artifacts.
   Status LogArtifacts(const std::string& local_path, const std::string& artifact_path);
   // Marks the run FINISHED / FAILED / KILLED (only a run this logger created).
