@@ -9,6 +9,12 @@ namespace trainyard::api {
 const std::vector<std::string> kMlflowPrefixes = {"/api/2.0/mlflow", "/ajax-api/2.0/mlflow"};
 const std::vector<std::string> kTrainyardPrefixes = {"/api/trainyard/v1"};
 
+namespace {
+// The longest path and message kept in the audit record of a failed authentication
+// (anyone can send those, so their size is bounded).
+constexpr size_t kMaxAuditedTextLength = 512;
+}  // namespace
+
 int HttpStatusFor(StatusCode code) {
   switch (code) {
     case StatusCode::kOk:
@@ -26,6 +32,9 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kFailedPrecondition:
       return 400;
     case StatusCode::kResourceExhausted:
+      // Insufficient Storage: every producer is the server's disk or memory running out.
+      // A request over a size limit is refused by the HTTP layer (413) before it gets here,
+      // and limits on counts are InvalidArgument (400), as in MLflow.
       return 507;
     case StatusCode::kNotImplemented:
       return 501;
@@ -137,10 +146,10 @@ http::Response Api::Unauthenticated(const http::Request& request, const Status& 
   identity::AuditRecord record;
   record.timestamp = clock_.NowMillis();
   record.method = std::string(http::MethodName(request.method));
-  record.path = Abbreviate(request.path, 512);
+  record.path = Abbreviate(request.path, kMaxAuditedTextLength);
   record.status = 401;
   record.remote = request.remote_address;
-  record.detail = Abbreviate(status.message(), 512);
+  record.detail = Abbreviate(status.message(), kMaxAuditedTextLength);
   identity_.AuditFailedAuthentication(std::move(record));
   return ErrorResponse(status);
 }

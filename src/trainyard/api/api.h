@@ -12,8 +12,9 @@
 // Errors: one table (HttpStatusFor / MlflowErrorCode) maps Status codes to HTTP
 // statuses and MLflow error codes; bodies are {"error_code": ..., "message": ...}.
 //
-// Handlers are thin: decode → authorize → call a service → encode. Thread-safe
-// after all routes are registered.
+// Handlers are thin: decode → call a service with the caller's Principal (the services
+// authorize, through identity::Authorizer) → encode. Thread-safe after all routes are
+// registered.
 #pragma once
 
 #include <functional>

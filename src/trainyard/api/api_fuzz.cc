@@ -46,9 +46,10 @@ struct Stack {
     identity = std::make_unique<identity::IdentityService>(*db, clock, random);
     if (!identity->Bootstrap(dir).ok()) std::abort();
     std::ifstream(dir + "/admin.token") >> token;
-    tracking = std::make_unique<tracking::TrackingService>(*db, clock, random, "mlflow-artifacts:");
+    tracking = std::make_unique<tracking::TrackingService>(*db, clock, random, *identity,
+                                                           "mlflow-artifacts:");
     if (!tracking->Init("admin").ok()) std::abort();
-    registry = std::make_unique<registry::RegistryService>(*db, clock, *tracking);
+    registry = std::make_unique<registry::RegistryService>(*db, clock, *identity, *tracking);
     api = std::make_unique<api::Api>(router, *identity, clock);
     api::RegisterIdentityRoutes(*api);
     api::RegisterTrackingRoutes(*api, *tracking);

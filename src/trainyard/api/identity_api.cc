@@ -6,6 +6,9 @@ namespace {
 using http::Method;
 using identity::Action;
 
+// Audit records per page when a request names no max_results.
+constexpr int64_t kDefaultAuditRecordsPerPage = 100;
+
 json::value TokenToJson(const identity::TokenInfo& t) {
   json::object o;
   o["token_id"] = t.token_id;
@@ -45,8 +48,9 @@ void RegisterIdentityRoutes(Api& api) {
     TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
     TY_ASSIGN_OR_RETURN(auto admin, OptionalBool(c.body, "is_admin"));
     TY_ASSIGN_OR_RETURN(auto os_user, OptionalString(c.body, "os_user"));
-    TY_ASSIGN_OR_RETURN(
-        auto user, ids.CreateUser(c.principal, name, admin.value_or(false), os_user.value_or("")));
+    TY_ASSIGN_OR_RETURN(auto user, ids.CreateUser(c.principal, {.name = name,
+                                                                .is_admin = admin.value_or(false),
+                                                                .os_user = os_user.value_or("")}));
     return json::object{{"user", UserToJson(user)}};
   });
   // Updates a user's OS account mapping (admins only). Separate from the enable/disable and
@@ -90,8 +94,10 @@ void RegisterIdentityRoutes(Api& api) {
     TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
     TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
     TY_ASSIGN_OR_RETURN(auto ttl, OptionalInt64(c.body, "expires_in_seconds"));
-    TY_ASSIGN_OR_RETURN(auto created, ids.CreateToken(c.principal, user.value_or(c.principal.user),
-                                                      description.value_or(""), ttl));
+    TY_ASSIGN_OR_RETURN(auto created,
+                        ids.CreateToken(c.principal, {.user = user.value_or(c.principal.user),
+                                                      .description = description.value_or(""),
+                                                      .ttl_seconds = ttl}));
     return json::object{{"token", created.first}, {"info", TokenToJson(created.second)}};
   });
   api.Route(Method::kGet, kTrainyardPrefixes, "/tokens", [&ids](Call& c) -> Result<json::value> {
@@ -104,8 +110,10 @@ void RegisterIdentityRoutes(Api& api) {
     TY_ASSIGN_OR_RETURN(auto before, OptionalInt64(c.body, "before"));
     TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
     TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
-    TY_ASSIGN_OR_RETURN(auto records, ids.ReadAudit(c.principal, before.value_or(0),
-                                                    max_results.value_or(100), user.value_or("")));
+    TY_ASSIGN_OR_RETURN(
+        auto records,
+        ids.ReadAudit(c.principal, before.value_or(0),
+                      max_results.value_or(kDefaultAuditRecordsPerPage), user.value_or("")));
     json::array out;
     for (const auto& r : records) {
       json::object o{{"timestamp", r.timestamp}, {"user", r.user},     {"method", r.method},

@@ -8,6 +8,8 @@ namespace {
 
 using http::Method;
 
+// Jobs per page when a request names no max_results.
+constexpr int64_t kDefaultJobsPerPage = 200;
 constexpr int64_t kMaxLogChunk = 4 << 20;
 
 json::value AttemptToJson(const jobs::AttemptInfo& a) {
@@ -270,7 +272,7 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs, jobs::ProjectService& p
               TY_ASSIGN_OR_RETURN(auto active, OptionalBool(c.body, "active"));
               req.active_only = active.value_or(false);
               TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
-              req.max_results = max_results.value_or(200);
+              req.max_results = max_results.value_or(kDefaultJobsPerPage);
               TY_ASSIGN_OR_RETURN(auto list, jobs.ListJobs(req));
               json::array out;
               for (const auto& j : list) {

@@ -48,85 +48,52 @@ class ArtifactRoutes : public std::enable_shared_from_this<ArtifactRoutes> {
   ArtifactRoutes(Api& api, blob::BlobStore& blobs, tracking::TrackingService& tracking)
       : api_(api), blobs_(blobs), tracking_(tracking) {}
 
-  // Artifact paths start with the experiment id; its permissions govern the path.
-  // Anything else is for admins only.
-  Status AuthorizePath(Call& c, const std::string& path, Action action) {
-    std::string first = path.substr(0, path.find('/'));
-    auto id = ParseInt64(first);
-    if (id && *id >= 0) {
-      auto owner = tracking_.ExperimentOwner(first);
-      if (owner.ok()) {
-        return api_.identity().Authorize(c.principal, action, {"experiment", first, *owner},
-                                         {"run", RunOfPath(path), *owner});
-      }
-    }
-    if (action == Action::kRead || c.principal.is_admin) return Status::Ok();
-    return Status::PermissionDenied("artifact path '" + Abbreviate(path) +
-                                    "' is outside any experiment; only admins may write there");
-  }
-
-  // The run an artifact path belongs to: `<experiment>/<run>/...`, or for a logged model's
-  // artifacts `<experiment>/models/<model>/...` the model's source run; empty otherwise.
-  std::string RunOfPath(const std::string& path) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    while (parts.size() < 3) {
-      size_t slash = path.find('/', start);
-      parts.push_back(path.substr(start, slash == std::string::npos ? slash : slash - start));
-      if (slash == std::string::npos) break;
-      start = slash + 1;
-    }
-    if (parts.size() < 2) return "";
-    if (parts[1] != "models") return parts[1];
-    if (parts.size() < 3) return "";
-    auto model = tracking_.GetLoggedModel(parts[2]);
-    return model.ok() ? model->source_run_id : "";
-  }
-
   void Register() {
     auto self = shared_from_this();
     const std::vector<std::string> prefix = {kArtifactsPrefix};
-    api_.RawRoute(Method::kPut, prefix, "/artifacts/{path...}",
-                  [this, self](Call& c) -> Result<http::Response> {
-                    const std::string& path = c.request.path_params["path"];
-                    TY_RETURN_IF_ERROR(blob::ValidateKey(path));
-                    TY_RETURN_IF_ERROR(AuthorizePath(c, path, Action::kEdit));
-                    if (!c.request.body_file.empty()) {
-                      TY_RETURN_IF_ERROR(blobs_.PutFile(path, c.request.body_file));
-                    } else {
-                      TY_RETURN_IF_ERROR(blobs_.PutBytes(path, c.request.body));
-                    }
-                    return http::Response::Json(200, "{}");
-                  });
-    api_.RawRoute(Method::kGet, prefix, "/artifacts/{path...}",
-                  [this, self](Call& c) -> Result<http::Response> {
-                    const std::string& path = c.request.path_params["path"];
-                    TY_RETURN_IF_ERROR(blob::ValidateKey(path));
-                    TY_RETURN_IF_ERROR(AuthorizePath(c, path, Action::kRead));
-                    TY_ASSIGN_OR_RETURN(std::string local, blobs_.LocalPathForRead(path));
-                    http::Response r;
-                    r.content_type = "application/octet-stream";
-                    r.file_path = local;
-                    std::string name = path.substr(path.rfind('/') + 1);
-                    r.headers.emplace_back("Content-Disposition",
-                                           "attachment; filename=\"" + name + "\"");
-                    return r;
-                  });
-    api_.RawRoute(Method::kDelete, prefix, "/artifacts/{path...}",
-                  [this, self](Call& c) -> Result<http::Response> {
-                    const std::string& path = c.request.path_params["path"];
-                    TY_RETURN_IF_ERROR(blob::ValidateKey(path));
-                    TY_RETURN_IF_ERROR(AuthorizePath(c, path, Action::kEdit));
-                    TY_RETURN_IF_ERROR(blobs_.Delete(path));
-                    return http::Response::Json(200, "{}");
-                  });
+    api_.RawRoute(
+        Method::kPut, prefix, "/artifacts/{path...}",
+        [this, self](Call& c) -> Result<http::Response> {
+          const std::string& path = c.request.path_params["path"];
+          TY_RETURN_IF_ERROR(blob::ValidateKey(path));
+          TY_RETURN_IF_ERROR(tracking_.AuthorizeArtifactPath(c.principal, path, Action::kEdit));
+          if (!c.request.body_file.empty()) {
+            TY_RETURN_IF_ERROR(blobs_.PutFile(path, c.request.body_file));
+          } else {
+            TY_RETURN_IF_ERROR(blobs_.PutBytes(path, c.request.body));
+          }
+          return http::Response::Json(200, "{}");
+        });
+    api_.RawRoute(
+        Method::kGet, prefix, "/artifacts/{path...}",
+        [this, self](Call& c) -> Result<http::Response> {
+          const std::string& path = c.request.path_params["path"];
+          TY_RETURN_IF_ERROR(blob::ValidateKey(path));
+          TY_RETURN_IF_ERROR(tracking_.AuthorizeArtifactPath(c.principal, path, Action::kRead));
+          TY_ASSIGN_OR_RETURN(std::string local, blobs_.LocalPathForRead(path));
+          http::Response r;
+          r.content_type = "application/octet-stream";
+          r.file_path = local;
+          std::string name = path.substr(path.rfind('/') + 1);
+          r.headers.emplace_back("Content-Disposition", "attachment; filename=\"" + name + "\"");
+          return r;
+        });
+    api_.RawRoute(
+        Method::kDelete, prefix, "/artifacts/{path...}",
+        [this, self](Call& c) -> Result<http::Response> {
+          const std::string& path = c.request.path_params["path"];
+          TY_RETURN_IF_ERROR(blob::ValidateKey(path));
+          TY_RETURN_IF_ERROR(tracking_.AuthorizeArtifactPath(c.principal, path, Action::kEdit));
+          TY_RETURN_IF_ERROR(blobs_.Delete(path));
+          return http::Response::Json(200, "{}");
+        });
     // Listing: immediate children, by base name (as MLflow's proxy lists them).
     api_.Route(Method::kGet, prefix, "/artifacts", [this, self](Call& c) -> Result<json::value> {
       TY_ASSIGN_OR_RETURN(auto path, OptionalString(c.body, "path"));
       std::string p = path.value_or("");
       while (!p.empty() && p.back() == '/') p.pop_back();
       TY_RETURN_IF_ERROR(blob::ValidateKey(p, /*allow_empty=*/true));
-      TY_RETURN_IF_ERROR(AuthorizePath(c, p, Action::kRead));
+      TY_RETURN_IF_ERROR(tracking_.AuthorizeArtifactPath(c.principal, p, Action::kRead));
       TY_ASSIGN_OR_RETURN(auto entries, blobs_.List(p));
       return json::object{{"files", FileInfos(entries, "")}};
     });
@@ -173,7 +140,7 @@ class ArtifactRoutes : public std::enable_shared_from_this<ArtifactRoutes> {
       return out;
     }
     std::string key = JoinKey(*root, relative);
-    TY_RETURN_IF_ERROR(AuthorizePath(c, key, Action::kRead));
+    TY_RETURN_IF_ERROR(tracking_.AuthorizeArtifactPath(c.principal, key, Action::kRead));
     TY_ASSIGN_OR_RETURN(auto entries, blobs_.List(key));
     out["files"] = FileInfos(entries, relative);
     return out;

@@ -7,8 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <vector>
+
+#include "trainyard/common/mutex.h"
 
 namespace trainyard::api {
 
@@ -169,7 +170,7 @@ class ChunkPool {
     int cls = SizeClass(size);
     char* p = nullptr;
     if (cls >= 0) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto& free = free_[static_cast<size_t>(cls)];
       if (!free.empty()) {
         p = free.back();
@@ -193,7 +194,7 @@ class ChunkPool {
   void Give(char* p, size_t size) {
     int cls = SizeClass(size);
     if (cls >= 0) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (pooled_bytes_ + size <= kMaxPooledBytes) {
         free_[static_cast<size_t>(cls)].push_back(p);
         pooled_bytes_ += size;
@@ -203,9 +204,9 @@ class ChunkPool {
     delete[] p;
   }
 
-  std::mutex mu_;
-  std::vector<char*> free_[8];  // by size class; guarded by mu_
-  size_t pooled_bytes_ = 0;     // guarded by mu_
+  Mutex mu_;
+  std::vector<char*> free_[8] TY_GUARDED_BY(mu_);  // by size class
+  size_t pooled_bytes_ TY_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

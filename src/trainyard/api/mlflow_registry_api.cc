@@ -9,7 +9,6 @@ namespace trainyard::api {
 namespace {
 
 using http::Method;
-using identity::Action;
 using registry::RegistryService;
 
 // --- encoding (MLflow's proto JSON: int64 as numbers, absent optionals omitted; versions are
@@ -93,13 +92,6 @@ class RegistryRoutes {
   }
 
  private:
-  // EDIT on an existing model; NotFound when there is none.
-  static Status AuthorizeEdit(Api& api, RegistryService& registry, Call& c,
-                              const std::string& name) {
-    TY_ASSIGN_OR_RETURN(std::string owner, registry.RegisteredModelOwner(name));
-    return api.identity().Authorize(c.principal, Action::kEdit, {"registered_model", name, owner});
-  }
-
   void RegisterRegisteredModels() {
     Api& api = api_;
     RegistryService& reg = registry_;
@@ -113,7 +105,7 @@ class RegistryRoutes {
                 r.description = description.value_or("");
                 TY_ASSIGN_OR_RETURN(auto job, OptionalString(c.body, "deployment_job_id"));
                 r.deployment_job_id = job.value_or("");
-                TY_ASSIGN_OR_RETURN(auto model, reg.CreateRegisteredModel(c.principal.user, r));
+                TY_ASSIGN_OR_RETURN(auto model, reg.CreateRegisteredModel(c.principal, r));
                 return json::object{{"registered_model", RegisteredModelToJson(model)}};
               });
 
@@ -138,49 +130,46 @@ class RegistryRoutes {
     api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/search", search);
 
     api.Route(Method::kPatch, kMlflowPrefixes, "/registered-models/update",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
                 TY_ASSIGN_OR_RETURN(auto job, OptionalString(c.body, "deployment_job_id"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_ASSIGN_OR_RETURN(auto model, reg.UpdateRegisteredModel(name, description, job));
+                TY_ASSIGN_OR_RETURN(auto model,
+                                    reg.UpdateRegisteredModel(c.principal, name, description, job));
                 return json::object{{"registered_model", RegisteredModelToJson(model)}};
               });
 
     api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/rename",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(std::string new_name, RequiredString(c.body, "new_name"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_ASSIGN_OR_RETURN(auto model, reg.RenameRegisteredModel(name, new_name));
+                TY_ASSIGN_OR_RETURN(auto model,
+                                    reg.RenameRegisteredModel(c.principal, name, new_name));
                 return json::object{{"registered_model", RegisteredModelToJson(model)}};
               });
 
     api.Route(Method::kDelete, kMlflowPrefixes, "/registered-models/delete",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModel(name));
+                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModel(c.principal, name));
                 return Empty();
               });
 
     api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/set-tag",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 registry::KeyValue tag;
                 TY_ASSIGN_OR_RETURN(tag.key, RequiredString(c.body, "key"));
                 TY_ASSIGN_OR_RETURN(tag.value, RequiredString(c.body, "value"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_RETURN_IF_ERROR(reg.SetRegisteredModelTag(name, tag));
+                TY_RETURN_IF_ERROR(reg.SetRegisteredModelTag(c.principal, name, tag));
                 return Empty();
               });
 
     api.Route(Method::kDelete, kMlflowPrefixes, "/registered-models/delete-tag",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModelTag(name, key));
+                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModelTag(c.principal, name, key));
                 return Empty();
               });
 
@@ -199,21 +188,19 @@ class RegistryRoutes {
     RegistryService& reg = registry_;
 
     api.Route(Method::kPost, kMlflowPrefixes, "/registered-models/alias",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(std::string alias, RequiredString(c.body, "alias"));
                 TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_RETURN_IF_ERROR(reg.SetRegisteredModelAlias(name, alias, version));
+                TY_RETURN_IF_ERROR(reg.SetRegisteredModelAlias(c.principal, name, alias, version));
                 return Empty();
               });
 
     api.Route(Method::kDelete, kMlflowPrefixes, "/registered-models/alias",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(std::string alias, RequiredString(c.body, "alias"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModelAlias(name, alias));
+                TY_RETURN_IF_ERROR(reg.DeleteRegisteredModelAlias(c.principal, name, alias));
                 return Empty();
               });
 
@@ -231,7 +218,7 @@ class RegistryRoutes {
     RegistryService& reg = registry_;
 
     api.Route(Method::kPost, kMlflowPrefixes, "/model-versions/create",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 registry::CreateModelVersionRequest r;
                 TY_ASSIGN_OR_RETURN(r.name, RequiredString(c.body, "name"));
                 for (auto [field, target] :
@@ -242,8 +229,7 @@ class RegistryRoutes {
                   *target = value.value_or("");
                 }
                 TY_ASSIGN_OR_RETURN(r.tags, KeyValuesFromJson(c.body, "tags"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, r.name));
-                TY_ASSIGN_OR_RETURN(auto version, reg.CreateModelVersion(c.principal.user, r));
+                TY_ASSIGN_OR_RETURN(auto version, reg.CreateModelVersion(c.principal, r));
                 return json::object{{"model_version", ModelVersionToJson(version)}};
               });
 
@@ -266,21 +252,20 @@ class RegistryRoutes {
     api.Route(Method::kPost, kMlflowPrefixes, "/model-versions/search", search);
 
     api.Route(Method::kPatch, kMlflowPrefixes, "/model-versions/update",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
                 TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_ASSIGN_OR_RETURN(auto v, reg.UpdateModelVersion(name, version, description));
+                TY_ASSIGN_OR_RETURN(
+                    auto v, reg.UpdateModelVersion(c.principal, name, version, description));
                 return json::object{{"model_version", ModelVersionToJson(v)}};
               });
 
     api.Route(Method::kDelete, kMlflowPrefixes, "/model-versions/delete",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_RETURN_IF_ERROR(reg.DeleteModelVersion(name, version));
+                TY_RETURN_IF_ERROR(reg.DeleteModelVersion(c.principal, name, version));
                 return Empty();
               });
 
@@ -293,37 +278,35 @@ class RegistryRoutes {
               });
 
     api.Route(Method::kPost, kMlflowPrefixes, "/model-versions/transition-stage",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
                 TY_ASSIGN_OR_RETURN(std::string stage, RequiredString(c.body, "stage"));
                 TY_ASSIGN_OR_RETURN(auto archive,
                                     OptionalBool(c.body, "archive_existing_versions"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_ASSIGN_OR_RETURN(auto v, reg.TransitionModelVersionStage(
-                                                name, version, stage, archive.value_or(false)));
+                TY_ASSIGN_OR_RETURN(
+                    auto v, reg.TransitionModelVersionStage(c.principal, name, version, stage,
+                                                            archive.value_or(false)));
                 return json::object{{"model_version", ModelVersionToJson(v)}};
               });
 
     api.Route(Method::kPost, kMlflowPrefixes, "/model-versions/set-tag",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
                 registry::KeyValue tag;
                 TY_ASSIGN_OR_RETURN(tag.key, RequiredString(c.body, "key"));
                 TY_ASSIGN_OR_RETURN(tag.value, RequiredString(c.body, "value"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_RETURN_IF_ERROR(reg.SetModelVersionTag(name, version, tag));
+                TY_RETURN_IF_ERROR(reg.SetModelVersionTag(c.principal, name, version, tag));
                 return Empty();
               });
 
     api.Route(Method::kDelete, kMlflowPrefixes, "/model-versions/delete-tag",
-              [&api, &reg](Call& c) -> Result<json::value> {
+              [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
-                TY_RETURN_IF_ERROR(AuthorizeEdit(api, reg, c, name));
-                TY_RETURN_IF_ERROR(reg.DeleteModelVersionTag(name, version, key));
+                TY_RETURN_IF_ERROR(reg.DeleteModelVersionTag(c.principal, name, version, key));
                 return Empty();
               });
   }

@@ -41,6 +41,13 @@ constexpr std::array<const char*, 3> kViewTypes = {"ACTIVE_ONLY", "DELETED_ONLY"
 constexpr std::array<const char*, 3> kLoggedModelStatuses = {
     "LOGGED_MODEL_PENDING", "LOGGED_MODEL_READY", "LOGGED_MODEL_UPLOAD_FAILED"};
 
+// Page sizes when a request names none: MLflow's defaults (its REST API and UI).
+constexpr int64_t kDefaultExperimentsPerPage = 1000;
+constexpr int64_t kDefaultRunsPerPage = 1000;
+constexpr int64_t kDefaultLoggedModelsPerPage = 100;
+// Points per run of a chart (get-history-bulk-interval), as MLflow's UI asks for.
+constexpr int64_t kDefaultPointsPerChartRun = 320;
+
 Result<tracking::ViewType> ViewTypeField(const json::object& o, std::string_view field) {
   TY_ASSIGN_OR_RETURN(auto v, EnumField(o, field, kViewTypes));
   if (!v || *v == "ACTIVE_ONLY") return tracking::ViewType::kActiveOnly;
@@ -52,33 +59,8 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
  public:
   TrackingRoutes(Api& api, TrackingService& tracking) : api_(api), tracking_(tracking) {}
 
-  Status AuthorizeExperiment(Call& call, const std::string& experiment_id, Action action) {
-    TY_ASSIGN_OR_RETURN(std::string owner, tracking_.ExperimentOwner(experiment_id));
-    return api_.identity().Authorize(call.principal, action, {"experiment", experiment_id, owner});
-  }
-
-  // A run's permissions are its experiment's; a job's scoped token is limited to its own run.
-  Status AuthorizeRun(Call& call, const std::string& run_id, Action action) {
-    TY_ASSIGN_OR_RETURN(std::string experiment_id, tracking_.RunExperiment(run_id));
-    TY_ASSIGN_OR_RETURN(std::string owner, tracking_.ExperimentOwner(experiment_id));
-    return api_.identity().Authorize(call.principal, action, {"experiment", experiment_id, owner},
-                                     {"run", run_id, owner});
-  }
-
-  // A logged model's permissions are its experiment's; a scoped token may write only the
-  // models of its own run.
-  Status AuthorizeLoggedModel(Call& call, const std::string& model_id, Action action) {
-    if (!call.principal.scope.empty()) {
-      TY_ASSIGN_OR_RETURN(auto model, tracking_.GetLoggedModel(model_id));
-      if (!model.source_run_id.empty()) return AuthorizeRun(call, model.source_run_id, action);
-    }
-    TY_ASSIGN_OR_RETURN(std::string experiment_id, tracking_.LoggedModelExperiment(model_id));
-    return AuthorizeExperiment(call, experiment_id, action);
-  }
-
   Result<json::value> LogBatch(Call& c, const LogBatchRequest& r) {
-    TY_RETURN_IF_ERROR(AuthorizeRun(c, r.run_id, Action::kEdit));
-    TY_RETURN_IF_ERROR(tracking_.LogBatch(r.run_id, r.metrics, r.params, r.tags));
+    TY_RETURN_IF_ERROR(tracking_.LogBatch(c.principal, r.run_id, r.metrics, r.params, r.tags));
     return json::object();
   }
 
@@ -96,9 +78,9 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                  TY_ASSIGN_OR_RETURN(auto location, OptionalString(c.body, "artifact_location"));
                  TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
-                 TY_ASSIGN_OR_RETURN(std::string id,
-                                     tracking_.CreateExperiment(c.principal.user, name,
-                                                                location.value_or(""), tags));
+                 TY_ASSIGN_OR_RETURN(
+                     std::string id,
+                     tracking_.CreateExperiment(c.principal, name, location.value_or(""), tags));
                  return json::object{{"experiment_id", id}};
                });
     api_.Route(Method::kGet, kMlflowPrefixes, "/experiments/get",
@@ -119,7 +101,7 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
       req.filter = filter.value_or("");
       TY_ASSIGN_OR_RETURN(req.view_type, ViewTypeField(c.body, "view_type"));
       TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
-      req.max_results = max_results.value_or(1000);
+      req.max_results = max_results.value_or(kDefaultExperimentsPerPage);
       TY_ASSIGN_OR_RETURN(req.order_by, StringList(c.body, "order_by"));
       TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
       req.page_token = token.value_or("");
@@ -136,22 +118,19 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
                  TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "new_name"));
-                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.RenameExperiment(id, name));
+                 TY_RETURN_IF_ERROR(tracking_.RenameExperiment(c.principal, id, name));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/delete",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
-                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.DeleteExperiment(id));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteExperiment(c.principal, id));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/restore",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
-                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.RestoreExperiment(id));
+                 TY_RETURN_IF_ERROR(tracking_.RestoreExperiment(c.principal, id));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/set-experiment-tag",
@@ -159,16 +138,15 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
                  TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
                  TY_ASSIGN_OR_RETURN(auto value, OptionalString(c.body, "value"));
-                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.SetExperimentTag(id, {key, value.value_or("")}));
+                 TY_RETURN_IF_ERROR(
+                     tracking_.SetExperimentTag(c.principal, id, {key, value.value_or("")}));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/experiments/delete-experiment-tag",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RequiredString(c.body, "experiment_id"));
                  TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
-                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.DeleteExperimentTag(id, key));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteExperimentTag(c.principal, id, key));
                  return json::object();
                });
   }
@@ -182,10 +160,10 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(auto name, OptionalString(c.body, "run_name"));
                  TY_ASSIGN_OR_RETURN(auto start, OptionalInt64(c.body, "start_time"));
                  TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
-                 TY_RETURN_IF_ERROR(AuthorizeExperiment(c, experiment_id, Action::kEdit));
                  std::string user_id = user && !user->empty() ? *user : c.principal.user;
-                 TY_ASSIGN_OR_RETURN(auto run, tracking_.CreateRun(experiment_id, user_id,
-                                                                   name.value_or(""), start, tags));
+                 TY_ASSIGN_OR_RETURN(auto run,
+                                     tracking_.CreateRun(c.principal, experiment_id, user_id,
+                                                         name.value_or(""), start, tags));
                  return json::object{{"run", RunToJson(run)}};
                });
     api_.Route(Method::kGet, kMlflowPrefixes, "/runs/get",
@@ -200,30 +178,27 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(auto status, EnumField(c.body, "status", kRunStatuses));
                  TY_ASSIGN_OR_RETURN(auto end, OptionalInt64(c.body, "end_time"));
                  TY_ASSIGN_OR_RETURN(auto name, OptionalString(c.body, "run_name"));
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_ASSIGN_OR_RETURN(auto info, tracking_.UpdateRun(id, status, end, name));
+                 TY_ASSIGN_OR_RETURN(auto info,
+                                     tracking_.UpdateRun(c.principal, id, status, end, name));
                  return json::object{{"run_info", RunInfoToJson(info)}};
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/delete",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.DeleteRun(id));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteRun(c.principal, id));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/restore",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.RestoreRun(id));
+                 TY_RETURN_IF_ERROR(tracking_.RestoreRun(c.principal, id));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-metric",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
                  TY_ASSIGN_OR_RETURN(auto metric, MetricFromJson(c.body, "metric"));
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.LogBatch(id, {metric}, {}, {}));
+                 TY_RETURN_IF_ERROR(tracking_.LogBatch(c.principal, id, {metric}, {}, {}));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-parameter",
@@ -231,8 +206,7 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
                  TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
                  TY_ASSIGN_OR_RETURN(std::string value, RequiredString(c.body, "value"));
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.LogBatch(id, {}, {{key, value}}, {}));
+                 TY_RETURN_IF_ERROR(tracking_.LogBatch(c.principal, id, {}, {{key, value}}, {}));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/set-tag",
@@ -240,16 +214,15 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
                  TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
                  TY_ASSIGN_OR_RETURN(auto value, OptionalString(c.body, "value"));
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.LogBatch(id, {}, {}, {{key, value.value_or("")}}));
+                 TY_RETURN_IF_ERROR(
+                     tracking_.LogBatch(c.principal, id, {}, {}, {{key, value.value_or("")}}));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/delete-tag",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
                  TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.DeleteTag(id, key));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteTag(c.principal, id, key));
                  return json::object();
                });
     // The DOM path decodes (and words the errors for) whatever the fast decoder declines.
@@ -301,8 +274,7 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                                 RequiredString((*models)[i].as_object(), "model_id"));
             model_ids.push_back(std::move(mid));
           }
-          TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-          TY_RETURN_IF_ERROR(tracking_.LogInputs(id, inputs, model_ids));
+          TY_RETURN_IF_ERROR(tracking_.LogInputs(c.principal, id, inputs, model_ids));
           return json::object();
         });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/outputs",
@@ -320,33 +292,32 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                    TY_ASSIGN_OR_RETURN(auto step, OptionalInt64(item, "step"));
                    outputs.push_back({mid, step.value_or(0)});
                  }
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.LogOutputs(id, outputs));
+                 TY_RETURN_IF_ERROR(tracking_.LogOutputs(c.principal, id, outputs));
                  return json::object();
                });
     // MLflow 2's history of logged models; MLflow 3 clients still call it.
-    api_.Route(Method::kPost, kMlflowPrefixes, "/runs/log-model",
-               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
-                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
-                 TY_ASSIGN_OR_RETURN(std::string model_json, RequiredString(c.body, "model_json"));
-                 if (!json::parse(model_json).is_object()) {
-                   return Status::InvalidArgument("model_json must be a JSON object");
-                 }
-                 TY_RETURN_IF_ERROR(AuthorizeRun(c, id, Action::kEdit));
-                 TY_ASSIGN_OR_RETURN(auto run, tracking_.GetRun(id));
-                 json::array history;
-                 for (const auto& t : run.tags) {
-                   if (t.key == "mlflow.log-model.history") {
-                     boost::system::error_code ec;
-                     auto parsed = json::parse(t.value, ec);
-                     if (!ec && parsed.is_array()) history = parsed.as_array();
-                   }
-                 }
-                 history.emplace_back(json::parse(model_json));
-                 TY_RETURN_IF_ERROR(tracking_.LogBatch(
-                     id, {}, {}, {{"mlflow.log-model.history", json::serialize(history)}}));
-                 return json::object();
-               });
+    api_.Route(
+        Method::kPost, kMlflowPrefixes, "/runs/log-model",
+        [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+          TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+          TY_ASSIGN_OR_RETURN(std::string model_json, RequiredString(c.body, "model_json"));
+          if (!json::parse(model_json).is_object()) {
+            return Status::InvalidArgument("model_json must be a JSON object");
+          }
+          TY_ASSIGN_OR_RETURN(auto run, tracking_.GetRun(id));
+          json::array history;
+          for (const auto& t : run.tags) {
+            if (t.key == "mlflow.log-model.history") {
+              boost::system::error_code ec;
+              auto parsed = json::parse(t.value, ec);
+              if (!ec && parsed.is_array()) history = parsed.as_array();
+            }
+          }
+          history.emplace_back(json::parse(model_json));
+          TY_RETURN_IF_ERROR(tracking_.LogBatch(
+              c.principal, id, {}, {}, {{"mlflow.log-model.history", json::serialize(history)}}));
+          return json::object();
+        });
     api_.Route(Method::kPost, kMlflowPrefixes, "/runs/search",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  tracking::SearchRunsRequest req;
@@ -355,7 +326,7 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  req.filter = filter.value_or("");
                  TY_ASSIGN_OR_RETURN(req.view_type, ViewTypeField(c.body, "run_view_type"));
                  TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
-                 req.max_results = max_results.value_or(1000);
+                 req.max_results = max_results.value_or(kDefaultRunsPerPage);
                  TY_ASSIGN_OR_RETURN(req.order_by, StringList(c.body, "order_by"));
                  TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
                  req.page_token = token.value_or("");
@@ -455,7 +426,8 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                     TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
                     TY_ASSIGN_OR_RETURN(auto metrics,
                                         tracking_.GetMetricHistoryBulkInterval(
-                                            run_ids, key, start, end, max_results.value_or(320)));
+                                            run_ids, key, start, end,
+                                            max_results.value_or(kDefaultPointsPerChartRun)));
                     std::string body = "{\"metrics\":[";
                     for (size_t i = 0; i < metrics.size(); ++i) {
                       if (i) body += ',';
@@ -475,20 +447,10 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(auto run, OptionalString(c.body, "source_run_id"));
                  TY_ASSIGN_OR_RETURN(auto params, KeyValuesFromJson(c.body, "params"));
                  TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
-                 if (!c.principal.scope.empty() && run && !run->empty()) {
-                   TY_ASSIGN_OR_RETURN(std::string run_experiment, tracking_.RunExperiment(*run));
-                   if (run_experiment != eid) {
-                     return Status::InvalidArgument("source_run_id " + *run +
-                                                    " is not in experiment " + eid);
-                   }
-                   TY_RETURN_IF_ERROR(AuthorizeRun(c, *run, Action::kEdit));
-                 } else {
-                   TY_RETURN_IF_ERROR(AuthorizeExperiment(c, eid, Action::kEdit));
-                 }
                  TY_ASSIGN_OR_RETURN(
-                     auto model, tracking_.CreateLoggedModel(c.principal.user, eid,
-                                                             name.value_or(""), type.value_or(""),
-                                                             run.value_or(""), params, tags));
+                     auto model, tracking_.CreateLoggedModel(c.principal, eid, name.value_or(""),
+                                                             type.value_or(""), run.value_or(""),
+                                                             params, tags));
                  return json::object{{"model", LoggedModelToJson(model)}};
                });
     api_.Route(Method::kGet, kMlflowPrefixes, "/logged-models/{model_id}",
@@ -497,45 +459,41 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                                      tracking_.GetLoggedModel(c.request.path_params["model_id"]));
                  return json::object{{"model", LoggedModelToJson(model)}};
                });
-    api_.Route(Method::kPatch, kMlflowPrefixes, "/logged-models/{model_id}",
-               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
-                 const std::string& id = c.request.path_params["model_id"];
-                 TY_ASSIGN_OR_RETURN(auto status,
-                                     EnumField(c.body, "status", kLoggedModelStatuses));
-                 if (!status) return Status::InvalidArgument("missing required field 'status'");
-                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
-                 TY_ASSIGN_OR_RETURN(auto model, tracking_.FinalizeLoggedModel(id, *status));
-                 return json::object{{"model", LoggedModelToJson(model)}};
-               });
+    api_.Route(
+        Method::kPatch, kMlflowPrefixes, "/logged-models/{model_id}",
+        [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+          const std::string& id = c.request.path_params["model_id"];
+          TY_ASSIGN_OR_RETURN(auto status, EnumField(c.body, "status", kLoggedModelStatuses));
+          if (!status) return Status::InvalidArgument("missing required field 'status'");
+          TY_ASSIGN_OR_RETURN(auto model, tracking_.FinalizeLoggedModel(c.principal, id, *status));
+          return json::object{{"model", LoggedModelToJson(model)}};
+        });
     api_.Route(Method::kDelete, kMlflowPrefixes, "/logged-models/{model_id}",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  const std::string& id = c.request.path_params["model_id"];
-                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.DeleteLoggedModel(id));
+                 TY_RETURN_IF_ERROR(tracking_.DeleteLoggedModel(c.principal, id));
                  return json::object();
                });
     api_.Route(Method::kPatch, kMlflowPrefixes, "/logged-models/{model_id}/tags",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  const std::string& id = c.request.path_params["model_id"];
                  TY_ASSIGN_OR_RETURN(auto tags, KeyValuesFromJson(c.body, "tags"));
-                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
-                 TY_ASSIGN_OR_RETURN(auto model, tracking_.SetLoggedModelTags(id, tags));
+                 TY_ASSIGN_OR_RETURN(auto model,
+                                     tracking_.SetLoggedModelTags(c.principal, id, tags));
                  return json::object{{"model", LoggedModelToJson(model)}};
                });
-    api_.Route(
-        Method::kDelete, kMlflowPrefixes, "/logged-models/{model_id}/tags/{tag_key}",
-        [this, self = shared_from_this()](Call& c) -> Result<json::value> {
-          const std::string& id = c.request.path_params["model_id"];
-          TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
-          TY_RETURN_IF_ERROR(tracking_.DeleteLoggedModelTag(id, c.request.path_params["tag_key"]));
-          return json::object();
-        });
+    api_.Route(Method::kDelete, kMlflowPrefixes, "/logged-models/{model_id}/tags/{tag_key}",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 const std::string& id = c.request.path_params["model_id"];
+                 TY_RETURN_IF_ERROR(tracking_.DeleteLoggedModelTag(
+                     c.principal, id, c.request.path_params["tag_key"]));
+                 return json::object();
+               });
     api_.Route(Method::kPost, kMlflowPrefixes, "/logged-models/{model_id}/params",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {
                  const std::string& id = c.request.path_params["model_id"];
                  TY_ASSIGN_OR_RETURN(auto params, KeyValuesFromJson(c.body, "params"));
-                 TY_RETURN_IF_ERROR(AuthorizeLoggedModel(c, id, Action::kEdit));
-                 TY_RETURN_IF_ERROR(tracking_.LogLoggedModelParams(id, params));
+                 TY_RETURN_IF_ERROR(tracking_.LogLoggedModelParams(c.principal, id, params));
                  return json::object();
                });
     api_.Route(Method::kPost, kMlflowPrefixes, "/logged-models/search",
@@ -545,7 +503,7 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  TY_ASSIGN_OR_RETURN(auto filter, OptionalString(c.body, "filter"));
                  req.filter = filter.value_or("");
                  TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
-                 req.max_results = max_results.value_or(100);
+                 req.max_results = max_results.value_or(kDefaultLoggedModelsPerPage);
                  TY_ASSIGN_OR_RETURN(const json::array* order, OptionalArray(c.body, "order_by"));
                  for (size_t i = 0; order && i < order->size(); ++i) {
                    std::string where = "order_by[" + std::to_string(i) + "]";

@@ -23,7 +23,7 @@ enum class StatusCode {
   kPermissionDenied,    // authenticated, but not allowed: 403
   kUnauthenticated,     // no or bad credentials: 401
   kFailedPrecondition,  // the object is in the wrong state for this call: 400 INVALID_STATE
-  kResourceExhausted,   // a limit was hit (size, count, disk): 413/429
+  kResourceExhausted,   // the server ran out of room (disk full, out of memory): 507
   kNotImplemented,      // 501
   kUnavailable,         // transient; the caller may retry: 503
   kInternal,            // a real server fault: 500

@@ -43,12 +43,6 @@ std::optional<std::string> Request::Query(std::string_view name) const {
   return it->second.front();
 }
 
-const std::vector<std::string>& Request::QueryAll(std::string_view name) const {
-  static const std::vector<std::string> kEmpty;
-  auto it = query.find(std::string(name));
-  return it == query.end() ? kEmpty : it->second;
-}
-
 std::string Request::Header(std::string_view lower_name) const {
   auto it = headers.find(std::string(lower_name));
   return it == headers.end() ? std::string() : it->second;

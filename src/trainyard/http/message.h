@@ -34,7 +34,6 @@ struct Request {
 
   // First value of a query parameter, if present.
   std::optional<std::string> Query(std::string_view name) const;
-  const std::vector<std::string>& QueryAll(std::string_view name) const;
   std::string Header(std::string_view lower_name) const;
 };
 

@@ -7,14 +7,13 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::http {
@@ -28,16 +27,19 @@ namespace {
 
 std::atomic<uint64_t> g_upload_counter{0};
 
+// How long Stop() waits, after closing the sessions, for them to go.
+constexpr auto kSessionCloseWait = std::chrono::seconds(2);
+
 // Logs at most one line per interval (with how many were skipped), so that a flood of
 // refused or dropped connections cannot fill the log.
 class LogLimiter {
  public:
   // Returns how many lines were skipped since the last one (>= 0) when one may be logged now,
   // or -1.
-  int64_t Allow() {
+  int64_t Allow() TY_EXCLUDES(mu_) {
     auto now = std::chrono::steady_clock::now();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (now - last_ < std::chrono::seconds(10)) {
+    MutexLock lock(mu_);
+    if (now - last_ < kLogInterval) {
       ++skipped_;
       return -1;
     }
@@ -46,9 +48,11 @@ class LogLimiter {
   }
 
  private:
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point last_{};
-  int64_t skipped_ = 0;
+  static constexpr auto kLogInterval = std::chrono::seconds(10);
+
+  Mutex mu_;
+  std::chrono::steady_clock::time_point last_ TY_GUARDED_BY(mu_){};
+  int64_t skipped_ TY_GUARDED_BY(mu_) = 0;
 };
 
 LogLimiter g_refusal_log;
@@ -132,7 +136,7 @@ class HttpServer::Impl {
 
   // Registers a new connection; returns why it is refused (over a connection cap), or "".
   std::string Register(Session* s, const std::string& remote) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     sessions_.insert(s);
     if (open_connections_ >= options_.max_connections) {
       return "the server has " + std::to_string(open_connections_) +
@@ -149,7 +153,7 @@ class HttpServer::Impl {
     return "";
   }
   void Unregister(Session* s, const std::string& remote, bool counted) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     sessions_.erase(s);
     if (counted) {
       --open_connections_;
@@ -158,12 +162,12 @@ class HttpServer::Impl {
         clients_.erase(it);
       }
     }
-    drained_cv_.notify_all();
+    drained_cv_.NotifyAll();
   }
   // Holds `bytes` of in-memory body against the client's cap; false when over it. A client
   // with nothing in flight may always send one request (up to the body limit).
   bool ReserveBytes(const std::string& remote, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ClientUsage& c = clients_[remote];
     if (c.inflight_bytes > 0 && c.inflight_bytes + bytes > options_.max_inflight_bytes_per_client) {
       return false;
@@ -172,19 +176,19 @@ class HttpServer::Impl {
     return true;
   }
   void ReleaseBytes(const std::string& remote, size_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = clients_.find(remote);
     if (it == clients_.end()) return;
     it->second.inflight_bytes -= std::min(bytes, it->second.inflight_bytes);
   }
   void BeginRequest() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++in_flight_;
   }
   void EndRequest() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     --in_flight_;
-    drained_cv_.notify_all();
+    drained_cv_.NotifyAll();
   }
 
   Response Handle(Request& request) {
@@ -240,16 +244,16 @@ class HttpServer::Impl {
   // unregister themselves.
   ServerOptions options_;
   Handler handler_;
-  std::mutex mu_;
-  std::condition_variable drained_cv_;
+  Mutex mu_;
+  CondVar drained_cv_;
   struct ClientUsage {
     int connections = 0;
     size_t inflight_bytes = 0;
   };
-  std::set<Session*> sessions_;  // guarded by mu_
-  int in_flight_ = 0;            // guarded by mu_
-  int open_connections_ = 0;     // guarded by mu_: those admitted under the caps
-  std::unordered_map<std::string, ClientUsage> clients_;  // guarded by mu_, by address
+  std::set<Session*> sessions_ TY_GUARDED_BY(mu_);
+  int in_flight_ TY_GUARDED_BY(mu_) = 0;
+  int open_connections_ TY_GUARDED_BY(mu_) = 0;  // those admitted under the caps
+  std::unordered_map<std::string, ClientUsage> clients_ TY_GUARDED_BY(mu_);  // by address
   std::atomic<bool> stopped_{false};
   int port_ = 0;
   asio::io_context io_;
@@ -622,13 +626,19 @@ void HttpServer::Impl::Stop(std::chrono::milliseconds drain) {
     acceptor_.close(ec);
   });
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    drained_cv_.wait_for(lock, drain, [this] { return in_flight_ == 0; });
+    MutexLock lock(mu_);
+    const auto drained = std::chrono::steady_clock::now() + drain;
+    while (in_flight_ != 0) {
+      if (!drained_cv_.WaitUntil(mu_, drained)) break;
+    }
     for (auto* s : sessions_) s->Close();
   }
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    drained_cv_.wait_for(lock, std::chrono::seconds(2), [this] { return sessions_.empty(); });
+    MutexLock lock(mu_);
+    const auto closed = std::chrono::steady_clock::now() + kSessionCloseWait;
+    while (!sessions_.empty()) {
+      if (!drained_cv_.WaitUntil(mu_, closed)) break;
+    }
   }
   work_.reset();
   io_.stop();
@@ -637,7 +647,7 @@ void HttpServer::Impl::Stop(std::chrono::milliseconds drain) {
   workers_.join();
   // No handler runs any more: close what is still open, so no client waits on a
   // connection that nothing will answer.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (auto* s : sessions_) s->CloseNow();
 }
 

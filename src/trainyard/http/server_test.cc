@@ -5,11 +5,11 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/http/client.h"
 #include "trainyard/http/router.h"
@@ -140,29 +140,29 @@ TEST(HttpServerTest, StreamsLargeUploadsToFilesAndServesFiles) {
 TEST(HttpServerTest, StopDrainsInFlightRequests) {
   ServerOptions options;
   options.port = 0;
-  std::mutex mu;
-  std::condition_variable cv;
-  bool entered = false, release = false;
+  Mutex mu;
+  CondVar cv;
+  bool entered = false, release = false;  // under mu
   HttpServer server(options, [&](Request&) {
-    std::unique_lock<std::mutex> lock(mu);
+    MutexLock lock(mu);
     entered = true;
-    cv.notify_all();
-    cv.wait(lock, [&] { return release; });
+    cv.NotifyAll();
+    while (!release) cv.Wait(mu);
     return Response::Json(200, "{\"done\":true}");
   });
   ASSERT_TRUE(server.Start().ok());
   Result<ClientResponse> result = Status::Internal("not run");
   std::thread client([&] { result = Fetch("GET", Url(server, "/slow")); });
   {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return entered; });
+    MutexLock lock(mu);
+    while (!entered) cv.Wait(mu);
   }
   std::thread stopper([&] { server.Stop(std::chrono::seconds(10)); });
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     release = true;
   }
-  cv.notify_all();
+  cv.NotifyAll();
   client.join();
   stopper.join();
   ASSERT_TRUE(result.ok()) << result.status().ToString();

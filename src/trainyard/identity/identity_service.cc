@@ -17,7 +17,22 @@
 namespace trainyard::identity {
 namespace {
 
+// How long an authenticated token is trusted without asking the store again: a revoked
+// token or a disabled user stops working within this time.
 constexpr int64_t kCacheMillis = 5000;
+// At most this many tokens are cached; beyond, the cache starts over (bounds memory
+// against many distinct tokens).
+constexpr size_t kMaxCachedTokens = 10000;
+// The longest user name (CreateUser).
+constexpr size_t kMaxUserNameLength = 128;
+// The audit writer's batches: records nobody waits for gather for up to kAuditGatherTime
+// or until kAuditBatchRecords are queued (each batch is one write transaction); the writer
+// also wakes every kAuditSummaryPoll to record suppressed failed authentications.
+constexpr size_t kAuditBatchRecords = 512;
+constexpr auto kAuditGatherTime = std::chrono::milliseconds(20);
+constexpr auto kAuditSummaryPoll = std::chrono::seconds(1);
+// The most audit records one ReadAudit returns.
+constexpr int64_t kMaxAuditRecordsPerRead = 10000;
 constexpr int64_t kFailedAuthWindowMillis = 60000;
 // How often a client's suppressed failed authentications are summed up in one record.
 constexpr int64_t kFailedAuthSummaryMillis = 5000;
@@ -25,7 +40,7 @@ constexpr int64_t kFailedAuthSummaryMillis = 5000;
 constexpr size_t kMaxFailedAuthAddresses = 10000;
 
 bool ValidUserName(std::string_view name) {
-  if (name.empty() || name.size() > 128) return false;
+  if (name.empty() || name.size() > kMaxUserNameLength) return false;
   for (char c : name) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
           c == '@')) {
@@ -79,10 +94,10 @@ IdentityService::IdentityService(store::Database& db, Clock& clock, Random& rand
 
 IdentityService::~IdentityService() {
   {
-    std::lock_guard<std::mutex> lock(audit_mu_);
+    MutexLock lock(audit_mu_);
     audit_stop_ = true;
   }
-  audit_cv_.notify_all();
+  audit_cv_.NotifyAll();
   audit_thread_.join();
 }
 
@@ -119,13 +134,14 @@ Status IdentityService::Bootstrap(const std::string& data_dir) {
   }));
   std::string path = data_dir + "/admin.token";
   if (has_users) return Status::Ok();
-  Principal system{"admin", true, "", ""};
+  const Principal system = Principal::System();
   TY_RETURN_IF_ERROR(db_.Write([&](store::Transaction& tx) -> Status {
     auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at) VALUES (?, 1, ?)",
                      {std::string("admin"), clock_.NowMillis()});
     return r.ok() ? Status::Ok() : r.status();
   }));
-  TY_ASSIGN_OR_RETURN(auto created, CreateToken(system, "admin", "created on first start", {}));
+  TY_ASSIGN_OR_RETURN(auto created, CreateToken(system, {.user = "admin",
+                                                         .description = "created on first start"}));
   TY_RETURN_IF_ERROR(WriteSecretFile(path, created.first));
   spdlog::info("created the admin user; its token is in {} (mode 0600)", path);
   return Status::Ok();
@@ -139,7 +155,7 @@ std::optional<Result<Principal>> IdentityService::AuthenticateCached(std::string
   }
   std::string hash = Sha256Hex(token);
   int64_t now = clock_.NowMillis();
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   auto it = cache_.find(hash);
   if (it != cache_.end() && now - it->second.cached_at < kCacheMillis &&
       (!it->second.expires_at || *it->second.expires_at > now)) {
@@ -183,8 +199,8 @@ Result<Principal> IdentityService::Authenticate(std::string_view token) {
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  std::lock_guard<std::mutex> lock(cache_mu_);
-  if (cache_.size() > 10000) cache_.clear();
+  MutexLock lock(cache_mu_);
+  if (cache_.size() > kMaxCachedTokens) cache_.clear();
   cache_[hash] = CachedPrincipal{p, expires_at, now};
   return p;
 }
@@ -228,8 +244,10 @@ Status IdentityService::Authorize(const Principal& who, Action action, const Sec
                                   "); ask the owner or an admin to grant it");
 }
 
-Result<User> IdentityService::CreateUser(const Principal& who, const std::string& name,
-                                         bool is_admin, const std::string& os_user) {
+Result<User> IdentityService::CreateUser(const Principal& who, const CreateUserRequest& request) {
+  const std::string& name = request.name;
+  const bool is_admin = request.is_admin;
+  const std::string& os_user = request.os_user;
   if (!who.is_admin) return Status::PermissionDenied("only admins may create users");
   if (!who.scope.empty()) {
     return Status::PermissionDenied("a token scoped to " + who.scope + " may not create users");
@@ -243,8 +261,7 @@ Result<User> IdentityService::CreateUser(const Principal& who, const std::string
   User u{name, is_admin, clock_.NowMillis(), os_user};
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
     auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at, os_user) VALUES (?, ?, ?, ?)",
-                     {name, int64_t{is_admin ? 1 : 0}, u.created_at,
-                      store::NullIfEmpty(os_user)});
+                     {name, int64_t{is_admin ? 1 : 0}, u.created_at, store::NullIfEmpty(os_user)});
     if (!r.ok() && r.status().IsAlreadyExists()) {
       return Status::AlreadyExists("user '" + name + "' already exists");
     }
@@ -300,8 +317,8 @@ Result<User> IdentityService::SetOsUser(const Principal& who, const std::string&
                               "' does not exist; list users with 'trainyard "
                               "users list'");
     }
-    auto r = tx.Exec("UPDATE users SET os_user = ? WHERE name = ?",
-                     {store::NullIfEmpty(os_user), name});
+    auto r =
+        tx.Exec("UPDATE users SET os_user = ? WHERE name = ?", {store::NullIfEmpty(os_user), name});
     return r.ok() ? Status::Ok() : r.status();
   });
   if (!s.ok()) return s;
@@ -362,8 +379,11 @@ Status IdentityService::DeleteUser(const Principal& who, const std::string& name
 }
 
 Result<std::pair<std::string, TokenInfo>> IdentityService::CreateToken(
-    const Principal& who, const std::string& user, const std::string& description,
-    std::optional<int64_t> ttl_seconds, const std::string& scope) {
+    const Principal& who, const CreateTokenRequest& request) {
+  const std::string& user = request.user;
+  const std::string& description = request.description;
+  const std::optional<int64_t>& ttl_seconds = request.ttl_seconds;
+  const std::string& scope = request.scope;
   if (!who.scope.empty()) {
     return Status::PermissionDenied("a token scoped to " + who.scope + " may not create tokens");
   }
@@ -471,26 +491,26 @@ Status IdentityService::Grant(const Principal& who, const Securable& what, const
 }
 
 void IdentityService::InvalidateCache() {
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   cache_.clear();
 }
 
 void IdentityService::Audit(AuditRecord record) {
-  std::lock_guard<std::mutex> lock(audit_mu_);
+  MutexLock lock(audit_mu_);
   EnqueueAuditLocked(std::move(record), nullptr);
 }
 
 Status IdentityService::AuditDurably(AuditRecord record) {
   auto ticket = std::make_shared<AuditTicket>();
-  std::unique_lock<std::mutex> lock(audit_mu_);
+  MutexLock lock(audit_mu_);
   EnqueueAuditLocked(std::move(record), ticket);
   // Group commit: whoever finds no batch being written writes everything queued, its own
   // record with it; those who arrive meanwhile wait and go in the next batch.
   while (!ticket->done) {
     if (audit_writing_) {
-      audit_flushed_cv_.wait(lock);
+      audit_flushed_cv_.Wait(audit_mu_);
     } else {
-      WriteQueuedAuditLocked(lock);
+      WriteQueuedAuditLocked();
     }
   }
   return ticket->status;
@@ -499,17 +519,17 @@ Status IdentityService::AuditDurably(AuditRecord record) {
 void IdentityService::EnqueueAuditLocked(AuditRecord record, std::shared_ptr<AuditTicket> ticket) {
   // Records someone waits for are written by a waiter (AuditDurably). The writer thread
   // waits for a first record nobody waits for, then lets more gather (AuditLoop).
-  bool wake = !ticket && (audit_queue_.empty() || audit_queue_.size() + 1 >= 512);
+  bool wake = !ticket && (audit_queue_.empty() || audit_queue_.size() + 1 >= kAuditBatchRecords);
   audit_queue_.push_back(PendingAudit{std::move(record), std::move(ticket)});
   ++audit_enqueued_;
-  if (wake) audit_cv_.notify_one();
+  if (wake) audit_cv_.NotifyOne();
 }
 
-void IdentityService::WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock) {
+void IdentityService::WriteQueuedAuditLocked() {
   audit_writing_ = true;
   std::vector<PendingAudit> batch;
   batch.swap(audit_queue_);
-  lock.unlock();
+  audit_mu_.Unlock();
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
     for (const auto& p : batch) {
       const AuditRecord& r = p.record;
@@ -523,7 +543,7 @@ void IdentityService::WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock)
     return Status::Ok();
   });
   if (!s.ok()) spdlog::error("audit log write failed: {}", s.ToString());
-  lock.lock();
+  audit_mu_.Lock();
   for (auto& p : batch) {
     if (!p.ticket) continue;
     p.ticket->done = true;
@@ -531,18 +551,18 @@ void IdentityService::WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock)
   }
   audit_written_ += batch.size();
   audit_writing_ = false;
-  audit_flushed_cv_.notify_all();
+  audit_flushed_cv_.NotifyAll();
 }
 
 void IdentityService::SetFailedAuthRecordsPerMinute(int limit) {
-  std::lock_guard<std::mutex> lock(audit_mu_);
+  MutexLock lock(audit_mu_);
   failed_auth_per_minute_ = std::max(0, limit);
 }
 
 void IdentityService::AuditFailedAuthentication(AuditRecord record) {
   int64_t now = clock_.NowMillis();
   record.user = std::string(kUnauthenticatedUser);
-  std::lock_guard<std::mutex> lock(audit_mu_);
+  MutexLock lock(audit_mu_);
   std::string key = record.remote;
   if (failed_auth_.size() >= kMaxFailedAuthAddresses && failed_auth_.count(key) == 0) {
     QueueFailedAuthSummariesLocked(now, /*all=*/true);
@@ -589,8 +609,9 @@ Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who
                                                             int64_t limit,
                                                             const std::string& user) {
   if (!who.is_admin) return Status::PermissionDenied("only admins may read the audit log");
-  if (limit <= 0 || limit > 10000) {
-    return Status::InvalidArgument("max_results must be between 1 and 10000");
+  if (limit <= 0 || limit > kMaxAuditRecordsPerRead) {
+    return Status::InvalidArgument("max_results must be between 1 and " +
+                                   std::to_string(kMaxAuditRecordsPerRead));
   }
   std::vector<AuditRecord> out;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
@@ -617,17 +638,19 @@ Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who
 }
 
 void IdentityService::FlushAuditForTest() {
-  std::unique_lock<std::mutex> lock(audit_mu_);
+  MutexLock lock(audit_mu_);
   uint64_t target = audit_enqueued_;
-  audit_flushed_cv_.wait(lock, [&] { return audit_written_ >= target; });
+  while (audit_written_ < target) audit_flushed_cv_.Wait(audit_mu_);
 }
 
 void IdentityService::AuditLoop() {
-  std::unique_lock<std::mutex> lock(audit_mu_);
+  MutexLock lock(audit_mu_);
   while (true) {
     // Woken by records, or every second for the summaries of suppressed failed logins.
-    audit_cv_.wait_for(lock, std::chrono::seconds(1),
-                       [&] { return audit_stop_ || !audit_queue_.empty(); });
+    const auto summary_due = std::chrono::steady_clock::now() + kAuditSummaryPoll;
+    while (!audit_stop_ && audit_queue_.empty()) {
+      if (!audit_cv_.WaitUntil(audit_mu_, summary_due)) break;
+    }
     QueueFailedAuthSummariesLocked(clock_.NowMillis(), /*all=*/audit_stop_);
     if (audit_queue_.empty()) {
       if (audit_stop_) return;
@@ -635,14 +658,16 @@ void IdentityService::AuditLoop() {
     }
     // Let records nobody waits for gather for a moment: every batch is a write transaction,
     // and one per request would take the writer from metric ingest.
-    audit_cv_.wait_for(lock, std::chrono::milliseconds(20),
-                       [&] { return audit_stop_ || audit_queue_.size() >= 512; });
+    const auto gathered = std::chrono::steady_clock::now() + kAuditGatherTime;
+    while (!audit_stop_ && audit_queue_.size() < kAuditBatchRecords) {
+      if (!audit_cv_.WaitUntil(audit_mu_, gathered)) break;
+    }
     if (audit_writing_) {
       // A waiter is writing; what it did not take is written on the next round.
-      audit_flushed_cv_.wait(lock, [&] { return !audit_writing_; });
+      while (audit_writing_) audit_flushed_cv_.Wait(audit_mu_);
       continue;
     }
-    if (!audit_queue_.empty()) WriteQueuedAuditLocked(lock);
+    if (!audit_queue_.empty()) WriteQueuedAuditLocked();
   }
 }
 

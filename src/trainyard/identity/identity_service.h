@@ -25,11 +25,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -37,29 +35,12 @@
 #include <vector>
 
 #include "trainyard/common/clock.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
+#include "trainyard/identity/authorizer.h"
 #include "trainyard/store/database.h"
 
 namespace trainyard::identity {
-
-struct Principal {
-  std::string user;
-  bool is_admin = false;
-  std::string token_id;
-  // Non-empty for a token handed to a workload (e.g. "job:j-1a2b"): it acts as
-  // `user`, never as an admin, and may not create users or tokens.
-  std::string scope;
-};
-
-enum class Action { kRead, kEdit, kManage };
-std::string_view ActionName(Action a);
-
-// What is being accessed: its kind ("experiment", "registered_model", ...), id and owner.
-struct Securable {
-  std::string type;
-  std::string id;
-  std::string owner;
-};
 
 struct User {
   std::string name;
@@ -76,6 +57,21 @@ std::string_view ScopedJob(const Principal& who);
 // Whether a scoped token may write `what` (its own job, its own run). Set by the
 // service that issues the scope; without one, scoped tokens may write nothing.
 using ScopeWritePolicy = std::function<bool(const std::string& scope, const Securable& what)>;
+
+struct CreateUserRequest {
+  std::string name{};
+  bool is_admin = false;
+  // The OS account the user's jobs run as ("" = none); must exist and not be root.
+  std::string os_user{};
+};
+
+struct CreateTokenRequest {
+  std::string user{};  // whose token it is
+  std::string description{};
+  std::optional<int64_t> ttl_seconds{};  // nullopt = never expires
+  // A workload's scope ("job:<id>"; see Principal::scope), "" for a user's own token.
+  std::string scope{};
+};
 
 struct TokenInfo {
   std::string token_id;
@@ -101,7 +97,7 @@ struct AuditRecord {
 // The user name of audit records of failed authentications (not a valid user name).
 inline constexpr std::string_view kUnauthenticatedUser = "(unauthenticated)";
 
-class IdentityService {
+class IdentityService : public Authorizer {
  public:
   IdentityService(store::Database& db, Clock& clock, Random& random);
   ~IdentityService();
@@ -119,17 +115,15 @@ class IdentityService {
   // The same without touching the store (never blocks): nullopt when the answer needs it.
   std::optional<Result<Principal>> AuthenticateCached(std::string_view token);
 
-  Status Authorize(const Principal& who, Action action, const Securable& what);
-  // The same, for an object inside `what` (a run inside its experiment): ownership and
-  // grants are those of `what`; a scoped token's limits are checked against `accessed`.
+  // Authorizer (see authorizer.h).
+  Status Authorize(const Principal& who, Action action, const Securable& what) override;
   Status Authorize(const Principal& who, Action action, const Securable& what,
-                   const Securable& accessed);
+                   const Securable& accessed) override;
   // Set once, before requests are served.
   void SetScopeWritePolicy(ScopeWritePolicy policy) { scope_write_policy_ = std::move(policy); }
 
-  // `os_user` ("" = none) must name an existing OS account other than root.
-  Result<User> CreateUser(const Principal& who, const std::string& name, bool is_admin,
-                          const std::string& os_user = "");
+  // Admins only (and never with a scoped token).
+  Result<User> CreateUser(const Principal& who, const CreateUserRequest& request);
   Result<std::vector<User>> ListUsers();
   // NotFound when the user does not exist.
   Result<User> GetUser(const std::string& name);
@@ -149,10 +143,7 @@ class IdentityService {
   }
   // Returns the new token's secret (shown once) and its info.
   Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
-                                                        const std::string& user,
-                                                        const std::string& description,
-                                                        std::optional<int64_t> ttl_seconds,
-                                                        const std::string& scope = "");
+                                                        const CreateTokenRequest& request);
   // Admins see all tokens; others their own.
   Result<std::vector<TokenInfo>> ListTokens(const Principal& who);
   Status RevokeToken(const Principal& who, const std::string& token_id);
@@ -162,14 +153,16 @@ class IdentityService {
   Status Grant(const Principal& who, const Securable& what, const std::string& user,
                Action privilege);
 
-  // Queued and written in batches by a background thread; Flush() waits for them.
+  // Queued and written in batches by a background thread; FlushAuditForTest() waits for them.
   void Audit(AuditRecord record);
   // Queued like Audit(), and returns once the record is committed (or failed to be).
   Status AuditDurably(AuditRecord record);
   // A failed authentication (status 401), recorded within the per-address rate limit.
   void AuditFailedAuthentication(AuditRecord record);
-  // At most this many records of failed authentications a minute per client address.
+  // At most this many records of failed authentications a minute per client address
+  // (kDefaultFailedAuthRecordsPerMinute until set).
   void SetFailedAuthRecordsPerMinute(int limit);
+  static constexpr int kDefaultFailedAuthRecordsPerMinute = 20;
   // The newest audit records first, at or before `before` (epoch ms; 0 = now); admins only.
   Result<std::vector<AuditRecord>> ReadAudit(const Principal& who, int64_t before, int64_t limit,
                                              const std::string& user);
@@ -195,14 +188,15 @@ class IdentityService {
     int64_t suppressed = 0;  // since the last summary
     int64_t last_summary = 0;
   };
-  void AuditLoop();
-  void EnqueueAuditLocked(AuditRecord record, std::shared_ptr<AuditTicket> ticket);
-  // Writes the queued records in one transaction; called with `lock` (of audit_mu_) held
-  // and no batch being written; releases it while writing.
-  void WriteQueuedAuditLocked(std::unique_lock<std::mutex>& lock);
+  void AuditLoop() TY_EXCLUDES(audit_mu_);
+  void EnqueueAuditLocked(AuditRecord record, std::shared_ptr<AuditTicket> ticket)
+      TY_REQUIRES(audit_mu_);
+  // Writes the queued records in one transaction; called with no batch being written;
+  // releases audit_mu_ while writing and takes it back before returning.
+  void WriteQueuedAuditLocked() TY_REQUIRES(audit_mu_);
   // Queues summaries of suppressed failed authentications that are due (all when `all`).
-  void QueueFailedAuthSummariesLocked(int64_t now, bool all);
-  void InvalidateCache();
+  void QueueFailedAuthSummariesLocked(int64_t now, bool all) TY_REQUIRES(audit_mu_);
+  void InvalidateCache() TY_EXCLUDES(cache_mu_);
 
   store::Database& db_;
   Clock& clock_;
@@ -210,19 +204,21 @@ class IdentityService {
   ScopeWritePolicy scope_write_policy_;
   UserDeletedListener user_deleted_listener_;
 
-  std::mutex cache_mu_;
-  std::unordered_map<std::string, CachedPrincipal> cache_;  // by token hash; guarded
+  Mutex cache_mu_;
+  std::unordered_map<std::string, CachedPrincipal> cache_ TY_GUARDED_BY(cache_mu_);  // by hash
 
-  std::mutex audit_mu_;
-  std::condition_variable audit_cv_;
-  std::condition_variable audit_flushed_cv_;
-  std::vector<PendingAudit> audit_queue_;  // guarded by audit_mu_
-  bool audit_writing_ = false;             // guarded by audit_mu_: a batch is being written
-  std::unordered_map<std::string, FailedAuthWindow> failed_auth_;  // guarded; by address
-  int failed_auth_per_minute_ = 20;                                // guarded by audit_mu_
-  uint64_t audit_enqueued_ = 0;                                    // guarded by audit_mu_
-  uint64_t audit_written_ = 0;                                     // guarded by audit_mu_
-  bool audit_stop_ = false;                                        // guarded by audit_mu_
+  Mutex audit_mu_;
+  CondVar audit_cv_;
+  CondVar audit_flushed_cv_;
+  // AuditTicket's fields are read and written with audit_mu_ held, too.
+  std::vector<PendingAudit> audit_queue_ TY_GUARDED_BY(audit_mu_);
+  bool audit_writing_ TY_GUARDED_BY(audit_mu_) = false;  // a batch is being written
+  std::unordered_map<std::string, FailedAuthWindow> failed_auth_
+      TY_GUARDED_BY(audit_mu_);  // by client address
+  int failed_auth_per_minute_ TY_GUARDED_BY(audit_mu_) = kDefaultFailedAuthRecordsPerMinute;
+  uint64_t audit_enqueued_ TY_GUARDED_BY(audit_mu_) = 0;
+  uint64_t audit_written_ TY_GUARDED_BY(audit_mu_) = 0;
+  bool audit_stop_ TY_GUARDED_BY(audit_mu_) = false;
   std::thread audit_thread_;
 };
 

@@ -47,8 +47,8 @@ TEST_F(IdentityTest, BootstrapWritesAdminTokenWithMode0600Once) {
 
 TEST_F(IdentityTest, TokensAreHashedExpireAndRevoke) {
   Principal admin = *ids_->Authenticate(admin_token_);
-  ASSERT_TRUE(ids_->CreateUser(admin, "bob", false).ok());
-  auto created = ids_->CreateToken(admin, "bob", "ci", 60);
+  ASSERT_TRUE(ids_->CreateUser(admin, {.name = "bob"}).ok());
+  auto created = ids_->CreateToken(admin, {.user = "bob", .description = "ci", .ttl_seconds = 60});
   ASSERT_TRUE(created.ok());
   const std::string secret = created->first;
   // Only the hash is stored.
@@ -66,7 +66,7 @@ TEST_F(IdentityTest, TokensAreHashedExpireAndRevoke) {
   EXPECT_FALSE(bob->is_admin);
   clock_.AdvanceMillis(61'000);
   EXPECT_EQ(ids_->Authenticate(secret).status().code(), StatusCode::kUnauthenticated);
-  auto second = ids_->CreateToken(*ids_->Authenticate(admin_token_), "bob", "", {});
+  auto second = ids_->CreateToken(*ids_->Authenticate(admin_token_), {.user = "bob"});
   ASSERT_TRUE(ids_->Authenticate(second->first).ok());
   ASSERT_TRUE(ids_->RevokeToken(admin, second->second.token_id).ok());
   EXPECT_EQ(ids_->Authenticate(second->first).status().code(), StatusCode::kUnauthenticated);
@@ -76,8 +76,8 @@ TEST_F(IdentityTest, TokensAreHashedExpireAndRevoke) {
 
 TEST_F(IdentityTest, AuthorizeOwnersAdminsGrants) {
   Principal admin = *ids_->Authenticate(admin_token_);
-  ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
-  ASSERT_TRUE(ids_->CreateUser(admin, "bob", false).ok());
+  ASSERT_TRUE(ids_->CreateUser(admin, {.name = "alice"}).ok());
+  ASSERT_TRUE(ids_->CreateUser(admin, {.name = "bob"}).ok());
   Principal alice{"alice", false, "", ""}, bob{"bob", false, "", ""};
   Securable exp{"experiment", "7", "alice"};
   EXPECT_TRUE(ids_->Authorize(alice, Action::kEdit, exp).ok());
@@ -90,15 +90,16 @@ TEST_F(IdentityTest, AuthorizeOwnersAdminsGrants) {
   EXPECT_TRUE(ids_->Authorize(bob, Action::kEdit, exp).ok());
   EXPECT_FALSE(ids_->Authorize(bob, Action::kManage, exp).ok());
   EXPECT_TRUE(ids_->Authorize(admin, Action::kManage, exp).ok());
-  EXPECT_EQ(ids_->CreateUser(bob, "eve", false).status().code(), StatusCode::kPermissionDenied);
-  EXPECT_TRUE(ids_->CreateUser(admin, "bad name!", false).status().IsInvalidArgument());
+  EXPECT_EQ(ids_->CreateUser(bob, {.name = "eve"}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(ids_->CreateUser(admin, {.name = "bad name!"}).status().IsInvalidArgument());
 }
 
 TEST_F(IdentityTest, ScopedTokensWriteOnlyWhatTheirPolicyNamesAndNeverManage) {
   Principal admin = *ids_->Authenticate(admin_token_);
-  ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
+  ASSERT_TRUE(ids_->CreateUser(admin, {.name = "alice"}).ok());
   Principal alice{"alice", false, "", ""};
-  auto job_token = ids_->CreateToken(alice, "alice", "job", {}, "job:j-1");
+  auto job_token =
+      ids_->CreateToken(alice, {.user = "alice", .description = "job", .scope = "job:j-1"});
   ASSERT_TRUE(job_token.ok());
   Principal job = *ids_->Authenticate(job_token->first);
   EXPECT_EQ(ScopedJob(job), "j-1");
@@ -125,18 +126,20 @@ TEST_F(IdentityTest, ScopedTokensWriteOnlyWhatTheirPolicyNamesAndNeverManage) {
   EXPECT_EQ(ids_->Grant(job, exp, "alice", Action::kManage).code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(ids_->RevokeToken(job, job_token->second.token_id).code(),
             StatusCode::kPermissionDenied);
-  EXPECT_EQ(ids_->CreateToken(job, "alice", "", {}).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(ids_->CreateToken(job, {.user = "alice"}).status().code(),
+            StatusCode::kPermissionDenied);
   EXPECT_EQ(ids_->SetUserDisabled(job, "alice", true).code(), StatusCode::kPermissionDenied);
   ids_->SetScopeWritePolicy(nullptr);
 }
 
 TEST_F(IdentityTest, DisabledAndDeletedUsersTokensStopAtOnce) {
   Principal admin = *ids_->Authenticate(admin_token_);
-  ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
-  ASSERT_TRUE(ids_->CreateUser(admin, "bob", false).ok());
+  ASSERT_TRUE(ids_->CreateUser(admin, {.name = "alice"}).ok());
+  ASSERT_TRUE(ids_->CreateUser(admin, {.name = "bob"}).ok());
   Principal alice{"alice", false, "", ""};
-  auto token = ids_->CreateToken(alice, "alice", "", {});
-  auto job_token = ids_->CreateToken(alice, "alice", "job", {}, "job:j-1");
+  auto token = ids_->CreateToken(alice, {.user = "alice"});
+  auto job_token =
+      ids_->CreateToken(alice, {.user = "alice", .description = "job", .scope = "job:j-1"});
   ASSERT_TRUE(ids_->Authenticate(token->first).ok());  // now cached
   ASSERT_TRUE(ids_->Authenticate(job_token->first).ok());
   EXPECT_EQ(ids_->SetUserDisabled(alice, "bob", true).code(), StatusCode::kPermissionDenied);
@@ -151,7 +154,9 @@ TEST_F(IdentityTest, DisabledAndDeletedUsersTokensStopAtOnce) {
   ASSERT_TRUE(users.ok());
   for (const auto& u : *users) EXPECT_EQ(u.disabled, u.name == "alice") << u.name;
   // No new token either, so a disabled user's queued job cannot launch.
-  Status no_token = ids_->CreateToken(admin, "alice", "job", {}, "job:j-2").status();
+  Status no_token =
+      ids_->CreateToken(admin, {.user = "alice", .description = "job", .scope = "job:j-2"})
+          .status();
   EXPECT_EQ(no_token.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(no_token.message().find("trainyard users enable alice"), std::string::npos);
   ASSERT_TRUE(ids_->SetUserDisabled(admin, "alice", false).ok());
@@ -162,7 +167,7 @@ TEST_F(IdentityTest, DisabledAndDeletedUsersTokensStopAtOnce) {
   EXPECT_EQ(ids_->Authenticate(job_token->first).status().code(), StatusCode::kUnauthenticated);
   EXPECT_TRUE(ids_->DeleteUser(admin, "alice").IsNotFound());
   // A new user of the same name inherits neither the tokens nor the grants.
-  ASSERT_TRUE(ids_->CreateUser(admin, "alice", false).ok());
+  ASSERT_TRUE(ids_->CreateUser(admin, {.name = "alice"}).ok());
   EXPECT_EQ(ids_->Authenticate(token->first).status().code(), StatusCode::kUnauthenticated);
   EXPECT_EQ(ids_->Authorize(alice, Action::kEdit, {"experiment", "7", "admin"}).code(),
             StatusCode::kPermissionDenied);
@@ -266,11 +271,11 @@ namespace {
 TEST_F(IdentityTest, UsersMapToExistingNonRootOsAccountsByAdminsOnly) {
   Principal admin = *ids_->Authenticate(admin_token_);
   // "nobody" exists on every Debian machine; root is refused, unknown accounts too.
-  auto created = ids_->CreateUser(admin, "alice", false, "nobody");
+  auto created = ids_->CreateUser(admin, {.name = "alice", .os_user = "nobody"});
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   EXPECT_EQ(created->os_user, "nobody");
   EXPECT_EQ(ids_->GetUser("alice")->os_user, "nobody");
-  auto root = ids_->CreateUser(admin, "rooty", false, "root");
+  auto root = ids_->CreateUser(admin, {.name = "rooty", .os_user = "root"});
   EXPECT_TRUE(root.status().IsInvalidArgument()) << root.status().ToString();
   EXPECT_NE(root.status().message().find("root"), std::string::npos);
   auto unknown = ids_->SetOsUser(admin, "alice", "ty-no-such-account-here");

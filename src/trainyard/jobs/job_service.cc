@@ -461,7 +461,7 @@ Result<std::string> JobService::JobExperiment(const identity::Principal& who, co
     return experiment->experiment_id;
   }
   if (experiment.status().IsNotFound()) {
-    return tracking_.CreateExperiment(who.user, experiment_name, "", {});
+    return tracking_.CreateExperiment(who, experiment_name, "", {});
   }
   return experiment.status();
 }
@@ -480,11 +480,11 @@ Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec)
   j.submitted_at = now;
   TY_ASSIGN_OR_RETURN(
       tracking::Run run,
-      tracking_.CreateRun(experiment_id, who.user, j.spec.name, now,
+      tracking_.CreateRun(who, experiment_id, who.user, j.spec.name, now,
                           {{"trainyard.job_id", j.job_id}, {"trainyard.project", j.spec.project}}));
   j.run_id = run.info.run_id;
   TY_RETURN_IF_ERROR(
-      tracking_.UpdateRun(j.run_id, "SCHEDULED", std::nullopt, std::nullopt).status());
+      tracking_.UpdateRun(who, j.run_id, "SCHEDULED", std::nullopt, std::nullopt).status());
   MutexLock lock(mu_);
   rec->seq = next_seq_++;
   TY_RETURN_IF_ERROR(Persist(*rec));
@@ -842,9 +842,10 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   TY_RETURN_IF_ERROR(
       EnsurePrivateDirectory(paths.private_dir.string(), account.uid, account.gid, subdirs));
   identity::Principal owner{j.owner, false, "", ""};
-  auto token = identity_.CreateToken(owner, j.owner,
-                                     "job " + j.job_id + " attempt " + std::to_string(attempt),
-                                     std::nullopt, "job:" + j.job_id);
+  auto token = identity_.CreateToken(
+      owner, {.user = j.owner,
+              .description = "job " + j.job_id + " attempt " + std::to_string(attempt),
+              .scope = "job:" + j.job_id});
   if (!token.ok()) return token.status();
   r.running->token_id = token->second.token_id;
   launch.env["TRAINYARD_TOKEN"] = token->first;
@@ -852,7 +853,8 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   auto processes = executor_.Launch(launch);
   if (!processes.ok()) return processes.status();
   r.running->processes = ProcessesToJson(*processes);
-  auto updated = tracking_.UpdateRun(j.run_id, "RUNNING", std::nullopt, std::nullopt);
+  auto updated = tracking_.UpdateRun(identity::Principal::System(), j.run_id, "RUNNING",
+                                     std::nullopt, std::nullopt);
   if (!updated.ok()) spdlog::warn("job {}: {}", j.job_id, updated.status().message());
   Status s = Persist(r);
   if (s.ok()) s = PersistAttempt(r, r.running->attempt, r.running->processes);
@@ -1014,7 +1016,7 @@ void JobService::OnAttemptExit(const executors::AttemptExit& exit) {
   AttemptInfo& a = run.attempt;
   a.ended_at = now;
   RecordExit(exit, a);
-  identity::Principal system{"admin", true, "", ""};
+  const identity::Principal system = identity::Principal::System();
   if (!run.token_id.empty()) {
     Status s = identity_.RevokeToken(system, run.token_id);
     if (!s.ok()) spdlog::warn("job {}: cannot revoke token: {}", r.job.job_id, s.message());
@@ -1087,8 +1089,8 @@ void JobService::FinishJob(Record& r, JobState state, const std::string& message
   r.queue_position = 0;
   Status s = Persist(r);
   if (!s.ok()) spdlog::error("job {}: {}", r.job.job_id, s.message());
-  auto updated =
-      tracking_.UpdateRun(r.job.run_id, std::string(RunStatusFor(state)), now, std::nullopt);
+  auto updated = tracking_.UpdateRun(identity::Principal::System(), r.job.run_id,
+                                     std::string(RunStatusFor(state)), now, std::nullopt);
   if (!updated.ok()) spdlog::warn("job {}: {}", r.job.job_id, updated.status().message());
   Event(r, std::string(JobStateName(state)) + ": " + message, now);
   MutexLock lock(progress_mu_);

@@ -79,8 +79,8 @@ class JobServiceTest : public ::testing::Test {
     TY_ASSERT_OK(store::ApplyMigrations(*db_, migrations));
     identity_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
     TY_ASSERT_OK(identity_->Bootstrap(dir_.string()));
-    tracking_ =
-        std::make_unique<tracking::TrackingService>(*db_, clock_, random_, "mlflow-artifacts:");
+    tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *identity_,
+                                                            "mlflow-artifacts:");
     TY_ASSERT_OK(tracking_->Init("admin"));
     StartService();
   }

@@ -19,7 +19,7 @@ class ProjectsTest : public ::testing::Test {
     ASSERT_TRUE(store::ApplyMigrations(*db_, migrations).ok());
     ids_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
     for (const char* name : {"alice", "bob"}) {
-      ASSERT_TRUE(ids_->CreateUser(admin_, name, false).ok());
+      ASSERT_TRUE(ids_->CreateUser(admin_, {.name = name}).ok());
     }
     projects_ = std::make_unique<ProjectService>(*db_, clock_);
   }

@@ -24,6 +24,9 @@ using store::Value;
 constexpr char kIsPromptTag[] = "mlflow.prompt.is_prompt";
 constexpr size_t kChunk = store::kMaxListParams;
 constexpr size_t kMaxUriLength = 65535;
+// At most this many models' owners are cached; beyond, the cache starts over (bounds
+// memory; owners are read again from the store on the next check).
+constexpr size_t kMaxCachedOwners = 100'000;
 
 constexpr char kModelColumns[] =
     "registered_models.name, registered_models.creation_timestamp, "
@@ -227,9 +230,14 @@ Result<int64_t> PageSize(const std::optional<int64_t>& requested, int64_t defaul
 
 }  // namespace
 
-RegistryService::RegistryService(store::Database& db, Clock& clock,
+RegistryService::RegistryService(store::Database& db, Clock& clock, identity::Authorizer& authz,
                                  tracking::TrackingService& tracking, RegistryLimits limits)
-    : db_(db), clock_(clock), tracking_(tracking), limits_(limits) {}
+    : db_(db), clock_(clock), authz_(authz), tracking_(tracking), limits_(limits) {}
+
+Status RegistryService::AuthorizeEdit(const identity::Principal& who, const std::string& name) {
+  TY_ASSIGN_OR_RETURN(std::string owner, RegisteredModelOwner(name));
+  return authz_.Authorize(who, identity::Action::kEdit, {"registered_model", name, owner});
+}
 
 std::vector<store::Migration> RegistryService::Migrations() {
   return {
@@ -434,7 +442,8 @@ Status RegistryService::FillModels(Transaction& tx, std::vector<RegisteredModel>
 // ---------------------------------------------------------------- registered models
 
 Result<RegisteredModel> RegistryService::CreateRegisteredModel(
-    const std::string& owner, const CreateRegisteredModelRequest& request) {
+    const identity::Principal& who, const CreateRegisteredModelRequest& request) {
+  const std::string& owner = who.user;
   TY_RETURN_IF_ERROR(ValidateName("name", request.name));
   for (const KeyValue& t : request.tags) TY_RETURN_IF_ERROR(ValidateTag("registered model", t));
   TY_RETURN_IF_ERROR(ValidateDescription(request.description));
@@ -525,8 +534,10 @@ Result<Page<RegisteredModel>> RegistryService::SearchRegisteredModels(
 }
 
 Result<RegisteredModel> RegistryService::UpdateRegisteredModel(
-    const std::string& name, const std::optional<std::string>& description,
+    const identity::Principal& who, const std::string& name,
+    const std::optional<std::string>& description,
     const std::optional<std::string>& deployment_job_id) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   if (description) TY_RETURN_IF_ERROR(ValidateDescription(*description));
   RegisteredModel out;
@@ -552,8 +563,10 @@ Result<RegisteredModel> RegistryService::UpdateRegisteredModel(
   return out;
 }
 
-Result<RegisteredModel> RegistryService::RenameRegisteredModel(const std::string& name,
+Result<RegisteredModel> RegistryService::RenameRegisteredModel(const identity::Principal& who,
+                                                               const std::string& name,
                                                                const std::string& new_name) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   TY_RETURN_IF_ERROR(ValidateName("new_name", new_name));
   RegisteredModel out;
@@ -591,7 +604,9 @@ Result<RegisteredModel> RegistryService::RenameRegisteredModel(const std::string
   return out;
 }
 
-Status RegistryService::DeleteRegisteredModel(const std::string& name) {
+Status RegistryService::DeleteRegisteredModel(const identity::Principal& who,
+                                              const std::string& name) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   Status s = db_.Write([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM registered_models WHERE name = ?", {name}));
@@ -606,7 +621,9 @@ Status RegistryService::DeleteRegisteredModel(const std::string& name) {
   return s;
 }
 
-Status RegistryService::SetRegisteredModelTag(const std::string& name, const KeyValue& tag) {
+Status RegistryService::SetRegisteredModelTag(const identity::Principal& who,
+                                              const std::string& name, const KeyValue& tag) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   TY_RETURN_IF_ERROR(ValidateTag("registered model", tag));
   return db_.Write([&](Transaction& tx) -> Status {
@@ -620,7 +637,9 @@ Status RegistryService::SetRegisteredModelTag(const std::string& name, const Key
   });
 }
 
-Status RegistryService::DeleteRegisteredModelTag(const std::string& name, const std::string& key) {
+Status RegistryService::DeleteRegisteredModelTag(const identity::Principal& who,
+                                                 const std::string& name, const std::string& key) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   if (key.empty()) return Status::InvalidArgument("missing required field 'key'");
   return db_.Write([&](Transaction& tx) -> Status {
@@ -631,8 +650,10 @@ Status RegistryService::DeleteRegisteredModelTag(const std::string& name, const 
   });
 }
 
-Status RegistryService::SetRegisteredModelAlias(const std::string& name, const std::string& alias,
+Status RegistryService::SetRegisteredModelAlias(const identity::Principal& who,
+                                                const std::string& name, const std::string& alias,
                                                 int64_t version) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   TY_RETURN_IF_ERROR(ValidateAlias(alias));
   return db_.Write([&](Transaction& tx) -> Status {
@@ -652,8 +673,10 @@ Status RegistryService::SetRegisteredModelAlias(const std::string& name, const s
   });
 }
 
-Status RegistryService::DeleteRegisteredModelAlias(const std::string& name,
+Status RegistryService::DeleteRegisteredModelAlias(const identity::Principal& who,
+                                                   const std::string& name,
                                                    const std::string& alias) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   if (alias.empty()) {
     return Status::InvalidArgument("missing required field 'alias': an alias must not be empty");
@@ -711,7 +734,7 @@ Result<std::vector<ModelVersion>> RegistryService::GetLatestVersions(
 Result<std::string> RegistryService::RegisteredModelOwner(const std::string& name) {
   uint64_t generation;
   {
-    std::lock_guard<std::mutex> lock(cache_mu_);
+    MutexLock lock(cache_mu_);
     auto it = owner_.find(name);
     if (it != owner_.end()) return it->second;
     generation = owner_generation_;
@@ -726,17 +749,17 @@ Result<std::string> RegistryService::RegisteredModelOwner(const std::string& nam
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   // A model deleted or renamed while we read must not leave its old owner behind.
   if (generation == owner_generation_) {
-    if (owner_.size() > 100000) owner_.clear();
+    if (owner_.size() > kMaxCachedOwners) owner_.clear();
     owner_[name] = owner;
   }
   return owner;
 }
 
 void RegistryService::ForgetOwner(const std::string& name) {
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(cache_mu_);
   owner_.erase(name);
   ++owner_generation_;
 }
@@ -886,8 +909,10 @@ Result<RegistryService::ResolvedSource> RegistryService::ResolveSource(
   return out;
 }
 
-Result<ModelVersion> RegistryService::CreateModelVersion(const std::string& owner,
+Result<ModelVersion> RegistryService::CreateModelVersion(const identity::Principal& who,
                                                          const CreateModelVersionRequest& request) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, request.name));
+  const std::string& owner = who.user;
   TY_RETURN_IF_ERROR(ValidateName("name", request.name));
   for (const KeyValue& t : request.tags) TY_RETURN_IF_ERROR(ValidateTag("model version", t));
   TY_RETURN_IF_ERROR(ValidateDescription(request.description));
@@ -961,7 +986,9 @@ Result<Page<ModelVersion>> RegistryService::SearchModelVersions(
 }
 
 Result<ModelVersion> RegistryService::UpdateModelVersion(
-    const std::string& name, int64_t version, const std::optional<std::string>& description) {
+    const identity::Principal& who, const std::string& name, int64_t version,
+    const std::optional<std::string>& description) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   if (description) TY_RETURN_IF_ERROR(ValidateDescription(*description));
   ModelVersion out;
@@ -985,7 +1012,9 @@ Result<ModelVersion> RegistryService::UpdateModelVersion(
   return out;
 }
 
-Status RegistryService::DeleteModelVersion(const std::string& name, int64_t version) {
+Status RegistryService::DeleteModelVersion(const identity::Principal& who, const std::string& name,
+                                           int64_t version) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   return db_.Write([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(int64_t n, tx.Exec("DELETE FROM model_versions WHERE name = ? AND "
@@ -1013,10 +1042,12 @@ Result<std::string> RegistryService::GetModelVersionDownloadUri(const std::strin
   return v.storage_location.empty() ? v.source : v.storage_location;
 }
 
-Result<ModelVersion> RegistryService::TransitionModelVersionStage(const std::string& name,
+Result<ModelVersion> RegistryService::TransitionModelVersionStage(const identity::Principal& who,
+                                                                  const std::string& name,
                                                                   int64_t version,
                                                                   const std::string& stage,
                                                                   bool archive_existing_versions) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   TY_ASSIGN_OR_RETURN(Stage target, ParseStage(stage, "stage"));
   if (archive_existing_versions && target != Stage::kStaging && target != Stage::kProduction) {
@@ -1051,8 +1082,9 @@ Result<ModelVersion> RegistryService::TransitionModelVersionStage(const std::str
   return out;
 }
 
-Status RegistryService::SetModelVersionTag(const std::string& name, int64_t version,
-                                           const KeyValue& tag) {
+Status RegistryService::SetModelVersionTag(const identity::Principal& who, const std::string& name,
+                                           int64_t version, const KeyValue& tag) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   TY_RETURN_IF_ERROR(ValidateTag("model version", tag));
   return db_.Write([&](Transaction& tx) -> Status {
@@ -1064,8 +1096,10 @@ Status RegistryService::SetModelVersionTag(const std::string& name, int64_t vers
   });
 }
 
-Status RegistryService::DeleteModelVersionTag(const std::string& name, int64_t version,
+Status RegistryService::DeleteModelVersionTag(const identity::Principal& who,
+                                              const std::string& name, int64_t version,
                                               const std::string& key) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   if (key.empty()) return Status::InvalidArgument("missing required field 'key'");
   return db_.Write([&](Transaction& tx) -> Status {

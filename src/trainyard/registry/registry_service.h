@@ -19,22 +19,25 @@
 // prompts (models whose versions carry the tag mlflow.prompt.is_prompt = 'true')
 // are left out of searches unless the filter asks for them.
 //
-// Authorization is the caller's job (api/ asks identity); RegisteredModelOwner()
-// gives it what it needs.
+// Authorization: every public method that changes a registered model or one of its
+// versions, tags or aliases takes the caller's Principal and asks the Authorizer given at
+// construction for EDIT on the model first (NotFound when there is no such model). Reads
+// are open to every authenticated caller, as the Authorizer grants READ to all.
 //
-// Thread-safe. The service keeps references to `db`, `clock` and `tracking`, which
-// must outlive it.
+// Thread-safe. The service keeps references to `db`, `clock`, `authz` and `tracking`,
+// which must outlive it.
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "trainyard/common/clock.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
+#include "trainyard/identity/authorizer.h"
 #include "trainyard/registry/types.h"
 #include "trainyard/store/database.h"
 
@@ -82,8 +85,8 @@ struct RegistrySearchRequest {
 
 class RegistryService {
  public:
-  RegistryService(store::Database& db, Clock& clock, tracking::TrackingService& tracking,
-                  RegistryLimits limits = {});
+  RegistryService(store::Database& db, Clock& clock, identity::Authorizer& authz,
+                  tracking::TrackingService& tracking, RegistryLimits limits = {});
   RegistryService(const RegistryService&) = delete;
   RegistryService& operator=(const RegistryService&) = delete;
 
@@ -92,8 +95,8 @@ class RegistryService {
   static std::vector<store::Migration> Migrations();
 
   // --- registered models
-  // `owner` becomes the model's user_id.
-  Result<RegisteredModel> CreateRegisteredModel(const std::string& owner,
+  // `who` becomes the model's owner (user_id); anyone may create a model.
+  Result<RegisteredModel> CreateRegisteredModel(const identity::Principal& who,
                                                 const CreateRegisteredModelRequest& request);
   Result<RegisteredModel> GetRegisteredModel(const std::string& name);
   // Order: name, creation_timestamp, last_updated_timestamp (alias "timestamp") with ASC/DESC;
@@ -101,50 +104,61 @@ class RegistryService {
   Result<Page<RegisteredModel>> SearchRegisteredModels(const RegistrySearchRequest& request);
   // Leaves fields that are nullopt as they are.
   Result<RegisteredModel> UpdateRegisteredModel(
-      const std::string& name, const std::optional<std::string>& description,
+      const identity::Principal& who, const std::string& name,
+      const std::optional<std::string>& description,
       const std::optional<std::string>& deployment_job_id = std::nullopt);
   // The model's versions, tags and aliases follow it.
-  Result<RegisteredModel> RenameRegisteredModel(const std::string& name,
+  Result<RegisteredModel> RenameRegisteredModel(const identity::Principal& who,
+                                                const std::string& name,
                                                 const std::string& new_name);
-  Status DeleteRegisteredModel(const std::string& name);
-  Status SetRegisteredModelTag(const std::string& name, const KeyValue& tag);
+  Status DeleteRegisteredModel(const identity::Principal& who, const std::string& name);
+  Status SetRegisteredModelTag(const identity::Principal& who, const std::string& name,
+                               const KeyValue& tag);
   // Ok when the model exists but has no such tag (as MLflow).
-  Status DeleteRegisteredModelTag(const std::string& name, const std::string& key);
+  Status DeleteRegisteredModelTag(const identity::Principal& who, const std::string& name,
+                                  const std::string& key);
   // Points `alias` at `version`, moving it if it pointed elsewhere. Aliases that look like
   // versions ("v1", "1") and "latest" are reserved.
-  Status SetRegisteredModelAlias(const std::string& name, const std::string& alias,
-                                 int64_t version);
+  Status SetRegisteredModelAlias(const identity::Principal& who, const std::string& name,
+                                 const std::string& alias, int64_t version);
   // Ok when the model exists but has no such alias (as MLflow).
-  Status DeleteRegisteredModelAlias(const std::string& name, const std::string& alias);
+  Status DeleteRegisteredModelAlias(const identity::Principal& who, const std::string& name,
+                                    const std::string& alias);
   Result<ModelVersion> GetModelVersionByAlias(const std::string& name, const std::string& alias);
   // The latest version in each of `stages` (case-insensitive names) that has one; with no
   // stages, in every stage. Ordered by version.
   Result<std::vector<ModelVersion>> GetLatestVersions(const std::string& name,
                                                       const std::vector<std::string>& stages);
   // The owner (creator) of a model, for authorization. Cached. NotFound if absent.
-  Result<std::string> RegisteredModelOwner(const std::string& name);
+  Result<std::string> RegisteredModelOwner(const std::string& name) TY_EXCLUDES(cache_mu_);
 
   // --- model versions
-  // Validates that run_id and model_id, when given, exist (NotFound otherwise).
-  Result<ModelVersion> CreateModelVersion(const std::string& owner,
+  // EDIT on the model; `who` becomes the version's user_id. Validates that run_id and
+  // model_id, when given, exist (NotFound otherwise).
+  Result<ModelVersion> CreateModelVersion(const identity::Principal& who,
                                           const CreateModelVersionRequest& request);
   Result<ModelVersion> GetModelVersion(const std::string& name, int64_t version);
   // Order: name, version_number, creation_timestamp, last_updated_timestamp (alias
   // "timestamp") with ASC/DESC; name ASC, version_number DESC break ties and are the default.
   Result<Page<ModelVersion>> SearchModelVersions(const RegistrySearchRequest& request);
-  Result<ModelVersion> UpdateModelVersion(const std::string& name, int64_t version,
+  Result<ModelVersion> UpdateModelVersion(const identity::Principal& who, const std::string& name,
+                                          int64_t version,
                                           const std::optional<std::string>& description);
-  Status DeleteModelVersion(const std::string& name, int64_t version);
+  Status DeleteModelVersion(const identity::Principal& who, const std::string& name,
+                            int64_t version);
   // Where the version's files can be downloaded from (see the contract above).
   Result<std::string> GetModelVersionDownloadUri(const std::string& name, int64_t version);
   // With archive_existing_versions (only for Staging and Production), the model's other
   // versions in that stage move to Archived.
-  Result<ModelVersion> TransitionModelVersionStage(const std::string& name, int64_t version,
+  Result<ModelVersion> TransitionModelVersionStage(const identity::Principal& who,
+                                                   const std::string& name, int64_t version,
                                                    const std::string& stage,
                                                    bool archive_existing_versions);
-  Status SetModelVersionTag(const std::string& name, int64_t version, const KeyValue& tag);
+  Status SetModelVersionTag(const identity::Principal& who, const std::string& name,
+                            int64_t version, const KeyValue& tag);
   // Ok when the version exists but has no such tag (as MLflow).
-  Status DeleteModelVersionTag(const std::string& name, int64_t version, const std::string& key);
+  Status DeleteModelVersionTag(const identity::Principal& who, const std::string& name,
+                               int64_t version, const std::string& key);
 
  private:
   struct ResolvedSource {
@@ -154,6 +168,8 @@ class RegistryService {
     std::string model_id;
   };
 
+  // EDIT on the model `name`, asked of the Authorizer; NotFound when there is none.
+  Status AuthorizeEdit(const identity::Principal& who, const std::string& name);
   Status ValidateName(std::string_view field, const std::string& name) const;
   Status ValidateTag(std::string_view what, const KeyValue& tag) const;
   Status ValidateAlias(const std::string& alias) const;
@@ -164,16 +180,17 @@ class RegistryService {
   Result<ModelVersion> LoadVersion(store::Transaction& tx, const std::string& name,
                                    int64_t version);
   Status FillModels(store::Transaction& tx, std::vector<RegisteredModel>& models);
-  void ForgetOwner(const std::string& name);
+  void ForgetOwner(const std::string& name) TY_EXCLUDES(cache_mu_);
 
   store::Database& db_;
   Clock& clock_;
+  identity::Authorizer& authz_;
   tracking::TrackingService& tracking_;
   const RegistryLimits limits_;
 
-  std::mutex cache_mu_;
-  std::unordered_map<std::string, std::string> owner_;  // by model name; guarded by cache_mu_
-  uint64_t owner_generation_ = 0;  // bumped by every ForgetOwner; guarded by cache_mu_
+  Mutex cache_mu_;
+  std::unordered_map<std::string, std::string> owner_ TY_GUARDED_BY(cache_mu_);  // by name
+  uint64_t owner_generation_ TY_GUARDED_BY(cache_mu_) = 0;  // bumped by every ForgetOwner
 };
 
 }  // namespace trainyard::registry

@@ -25,6 +25,13 @@
 namespace trainyard::server {
 namespace {
 
+// How often the Slurm executor polls squeue/sacct for its jobs' states.
+constexpr auto kSlurmPollInterval = std::chrono::milliseconds(500);
+// The most simulated nodes --local-nodes may split this machine into.
+constexpr int kMaxLocalNodes = 10000;
+// How long Stop() lets in-flight requests finish before closing connections.
+constexpr auto kHttpDrainTime = std::chrono::seconds(10);
+
 namespace fs = std::filesystem;
 
 bool IsLocalPath(const std::string& location) {
@@ -134,10 +141,10 @@ Status Server::InitBlobs() {
 Status Server::InitServices() {
   identity_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
   TY_RETURN_IF_ERROR(identity_->Bootstrap(config_.data_dir));
-  tracking_ =
-      std::make_unique<tracking::TrackingService>(*db_, clock_, random_, "mlflow-artifacts:");
+  tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *identity_,
+                                                          "mlflow-artifacts:");
   TY_RETURN_IF_ERROR(tracking_->Init("admin"));
-  registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *tracking_);
+  registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *identity_, *tracking_);
   return Status::Ok();
 }
 
@@ -154,11 +161,12 @@ Status Server::InitJobs() {
     TY_ASSIGN_OR_RETURN(auto nodes, executors::DiscoverSlurmNodes(slurm, clock_));
     for (const auto& n : nodes) pool.nodes.push_back({n.name, n.gpus, n.cpus, n.memory_bytes});
     pool.master_addr = "";  // the batch script takes the allocation's first node
-    executor_ = executors::MakeSlurmExecutor({slurm, std::chrono::milliseconds(500)}, clock_);
+    executor_ = executors::MakeSlurmExecutor({slurm, kSlurmPollInterval}, clock_);
   } else if (config_.executor == "local") {
     executors::HostResources host = executors::DetectHostResources();
-    if (config_.local_nodes < 1 || config_.local_nodes > 10000) {
-      return Status::InvalidArgument("--local-nodes must be between 1 and 10000");
+    if (config_.local_nodes < 1 || config_.local_nodes > kMaxLocalNodes) {
+      return Status::InvalidArgument("--local-nodes must be between 1 and " +
+                                     std::to_string(kMaxLocalNodes));
     }
     for (int i = 0; i < config_.local_nodes; ++i) {
       jobs::NodeInfo node;
@@ -365,7 +373,7 @@ void Server::Stop() {
   if (jobs_) jobs_->Stop();
   if (executor_) executor_->Shutdown();
   if (http_) {
-    http_->Stop(std::chrono::seconds(10));
+    http_->Stop(kHttpDrainTime);
     http_.reset();
   }
 }

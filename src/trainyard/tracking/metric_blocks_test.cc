@@ -13,12 +13,15 @@
 
 #include "trainyard/common/clock.h"
 #include "trainyard/common/page_token.h"
+#include "trainyard/identity/identity_service.h"
 #include "trainyard/testing/test_postgres.h"
 #include "trainyard/tracking/schema.h"
 #include "trainyard/tracking/tracking_service.h"
 
 namespace trainyard::tracking {
 namespace {
+
+const identity::Principal kAdmin = identity::Principal::System();
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -134,6 +137,7 @@ class MetricHistoryTest : public ::testing::TestWithParam<std::string> {
   }
   void TearDown() override {
     tracking_.reset();
+    identity_.reset();
     db_.reset();
     if (!path_.empty()) {
       for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + suffix);
@@ -141,9 +145,11 @@ class MetricHistoryTest : public ::testing::TestWithParam<std::string> {
   }
   void StartService() {
     ASSERT_TRUE(store::ApplyMigrations(*db_, TrackingService::Migrations()).ok());
-    tracking_ = std::make_unique<TrackingService>(*db_, clock_, random_, "mlflow-artifacts:");
+    identity_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
+    tracking_ =
+        std::make_unique<TrackingService>(*db_, clock_, random_, *identity_, "mlflow-artifacts:");
     ASSERT_TRUE(tracking_->Init("admin").ok());
-    auto run = tracking_->CreateRun("0", "alice", "r", std::nullopt, {});
+    auto run = tracking_->CreateRun(kAdmin, "0", "alice", "r", std::nullopt, {});
     ASSERT_TRUE(run.ok());
     run_id_ = run->info.run_id;
   }
@@ -199,6 +205,7 @@ class MetricHistoryTest : public ::testing::TestWithParam<std::string> {
   SeededRandom random_{5};
   std::string path_, url_;
   std::unique_ptr<store::Database> db_;
+  std::unique_ptr<identity::IdentityService> identity_;
   std::unique_ptr<TrackingService> tracking_;
   std::string run_id_;
 };
@@ -225,9 +232,9 @@ TEST_P(MetricHistoryTest, HistoriesOfOutOfOrderOverlappingBatchesMatchAModel) {
       if (m.key == "loss") model.push_back({m.step, m.timestamp, m.value});
     }
     if (batch % 7 == 3 && !metrics.empty()) {  // a batch repeated whole
-      ASSERT_TRUE(tracking_->LogBatch(run_id_, metrics, {}, {}).ok());
+      ASSERT_TRUE(tracking_->LogBatch(kAdmin, run_id_, metrics, {}, {}).ok());
     }
-    ASSERT_TRUE(tracking_->LogBatch(run_id_, metrics, {}, {}).ok());
+    ASSERT_TRUE(tracking_->LogBatch(kAdmin, run_id_, metrics, {}, {}).ok());
   }
   SortAndDedup(model);
   ASSERT_GT(model.size(), 300u);
@@ -283,14 +290,14 @@ TEST_P(MetricHistoryTest, StepByStepLoggingFillsBlocks) {
       metrics.push_back(m);
     }
     loss.push_back({step, 100 + step, 1.0 / static_cast<double>(step)});
-    ASSERT_TRUE(tracking_->LogBatch(run_id_, metrics, {}, {}).ok());
+    ASSERT_TRUE(tracking_->LogBatch(kAdmin, run_id_, metrics, {}, {}).ok());
   }
   Metric late;
   late.key = "loss";
   late.step = 0;
   late.timestamp = 5;
   late.value = 9.0;
-  ASSERT_TRUE(tracking_->LogBatch(run_id_, {late}, {}, {}).ok());
+  ASSERT_TRUE(tracking_->LogBatch(kAdmin, run_id_, {late}, {}, {}).ok());
   loss.insert(loss.begin(), {0, 5, 9.0});
   ExpectSame(Whole("loss"), loss);
   ExpectSame(Paged("loss", 300), loss);

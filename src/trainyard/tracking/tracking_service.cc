@@ -95,10 +95,12 @@ double ReadMetricValue(const Row& row, size_t value_col, size_t nan_col) {
 }  // namespace
 
 TrackingService::TrackingService(store::Database& db, Clock& clock, Random& random,
-                                 std::string artifact_root, TrackingLimits limits)
+                                 identity::Authorizer& authz, std::string artifact_root,
+                                 TrackingLimits limits)
     : db_(db),
       clock_(clock),
       random_(random),
+      authz_(authz),
       artifact_root_(std::move(artifact_root)),
       limits_(limits),
       metrics_(db, limits.max_history_page) {}
@@ -130,10 +132,11 @@ Result<std::string> TrackingService::NextExperimentId(Transaction& tx) {
   return std::to_string(next);
 }
 
-Result<std::string> TrackingService::CreateExperiment(const std::string& owner,
+Result<std::string> TrackingService::CreateExperiment(const identity::Principal& who,
                                                       const std::string& name,
                                                       const std::string& artifact_location,
                                                       const std::vector<KeyValue>& tags) {
+  const std::string& owner = who.user;
   if (Trim(name).empty()) return Status::InvalidArgument("experiment name must not be empty");
   if (name.size() > limits_.max_experiment_name_length) {
     return Status::InvalidArgument("experiment name is longer than " +
@@ -232,8 +235,10 @@ Result<std::string> TrackingService::ExperimentOwner(const std::string& experime
   return e.owner;
 }
 
-Status TrackingService::RenameExperiment(const std::string& experiment_id,
+Status TrackingService::RenameExperiment(const identity::Principal& who,
+                                         const std::string& experiment_id,
                                          const std::string& new_name) {
+  TY_RETURN_IF_ERROR(AuthorizeExperiment(who, experiment_id, identity::Action::kEdit));
   TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
   if (Trim(new_name).empty()) return Status::InvalidArgument("new_name must not be empty");
   if (new_name.size() > limits_.max_experiment_name_length) {
@@ -261,7 +266,9 @@ Status TrackingService::RenameExperiment(const std::string& experiment_id,
   });
 }
 
-Status TrackingService::DeleteExperiment(const std::string& experiment_id) {
+Status TrackingService::DeleteExperiment(const identity::Principal& who,
+                                         const std::string& experiment_id) {
+  TY_RETURN_IF_ERROR(AuthorizeExperiment(who, experiment_id, identity::Action::kEdit));
   TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
   if (experiment_id == "0") {
     return Status::InvalidArgument("the default experiment (id 0) cannot be deleted");
@@ -282,7 +289,9 @@ Status TrackingService::DeleteExperiment(const std::string& experiment_id) {
   });
 }
 
-Status TrackingService::RestoreExperiment(const std::string& experiment_id) {
+Status TrackingService::RestoreExperiment(const identity::Principal& who,
+                                          const std::string& experiment_id) {
+  TY_RETURN_IF_ERROR(AuthorizeExperiment(who, experiment_id, identity::Action::kEdit));
   TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
   return db_.Write([&](Transaction& tx) -> Status {
     int64_t id = *ParseInt64(experiment_id);
@@ -306,7 +315,9 @@ Status TrackingService::RestoreExperiment(const std::string& experiment_id) {
   });
 }
 
-Status TrackingService::SetExperimentTag(const std::string& experiment_id, const KeyValue& tag) {
+Status TrackingService::SetExperimentTag(const identity::Principal& who,
+                                         const std::string& experiment_id, const KeyValue& tag) {
+  TY_RETURN_IF_ERROR(AuthorizeExperiment(who, experiment_id, identity::Action::kEdit));
   TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
   TY_RETURN_IF_ERROR(ValidateKey("tag", tag.key));
   if (tag.value.size() > limits_.max_tag_value_length) {
@@ -332,8 +343,10 @@ Status TrackingService::SetExperimentTag(const std::string& experiment_id, const
   });
 }
 
-Status TrackingService::DeleteExperimentTag(const std::string& experiment_id,
+Status TrackingService::DeleteExperimentTag(const identity::Principal& who,
+                                            const std::string& experiment_id,
                                             const std::string& key) {
+  TY_RETURN_IF_ERROR(AuthorizeExperiment(who, experiment_id, identity::Action::kEdit));
   TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
   return db_.Write([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(int64_t n,
@@ -348,10 +361,13 @@ Status TrackingService::DeleteExperimentTag(const std::string& experiment_id,
 
 // ---------------------------------------------------------------- runs
 
-Result<Run> TrackingService::CreateRun(const std::string& experiment_id, const std::string& user_id,
+Result<Run> TrackingService::CreateRun(const identity::Principal& who,
+                                       const std::string& experiment_id, const std::string& user_id,
                                        const std::string& run_name,
                                        std::optional<int64_t> start_time,
                                        const std::vector<KeyValue>& tags) {
+  TY_RETURN_IF_ERROR(AuthorizeExperiment(who, experiment_id.empty() ? "0" : experiment_id,
+                                         identity::Action::kEdit));
   std::string eid = experiment_id.empty() ? "0" : experiment_id;
   TY_RETURN_IF_ERROR(ParseExperimentId(eid));
   std::string name = run_name;
@@ -548,10 +564,12 @@ Status TrackingService::EnsureRunActive(Transaction& tx, const std::string& run_
   return Status::Ok();
 }
 
-Result<RunInfo> TrackingService::UpdateRun(const std::string& run_id,
+Result<RunInfo> TrackingService::UpdateRun(const identity::Principal& who,
+                                           const std::string& run_id,
                                            const std::optional<std::string>& status,
                                            std::optional<int64_t> end_time,
                                            const std::optional<std::string>& run_name) {
+  TY_RETURN_IF_ERROR(AuthorizeRun(who, run_id, identity::Action::kEdit));
   if (status && !ValidRunStatus(*status)) {
     return Status::InvalidArgument(
         "status must be one of RUNNING, SCHEDULED, FINISHED, FAILED, KILLED (got '" +
@@ -614,17 +632,21 @@ Status TrackingService::SetLifecycle(const std::string& table, const std::string
   });
 }
 
-Status TrackingService::DeleteRun(const std::string& run_id) {
+Status TrackingService::DeleteRun(const identity::Principal& who, const std::string& run_id) {
+  TY_RETURN_IF_ERROR(AuthorizeRun(who, run_id, identity::Action::kEdit));
   return SetLifecycle("runs", "run_uuid", run_id, "run", true);
 }
 
-Status TrackingService::RestoreRun(const std::string& run_id) {
+Status TrackingService::RestoreRun(const identity::Principal& who, const std::string& run_id) {
+  TY_RETURN_IF_ERROR(AuthorizeRun(who, run_id, identity::Action::kEdit));
   return SetLifecycle("runs", "run_uuid", run_id, "run", false);
 }
 
-Status TrackingService::LogBatch(const std::string& run_id, const std::vector<Metric>& metrics,
+Status TrackingService::LogBatch(const identity::Principal& who, const std::string& run_id,
+                                 const std::vector<Metric>& metrics,
                                  const std::vector<KeyValue>& params,
                                  const std::vector<KeyValue>& tags) {
+  TY_RETURN_IF_ERROR(AuthorizeRun(who, run_id, identity::Action::kEdit));
   TY_ASSIGN_OR_RETURN(ValidatedBatch batch, ValidateLogBatch(metrics, params, tags, limits_));
   MetricStore::PendingWrite points = metrics_.PrepareWrite(run_id, std::move(batch.series));
   Status s = db_.Write([&](Transaction& tx) -> Status {
@@ -699,7 +721,9 @@ Status TrackingService::WriteModelMetrics(Transaction& tx, const std::string& ru
   return Status::Ok();
 }
 
-Status TrackingService::DeleteTag(const std::string& run_id, const std::string& key) {
+Status TrackingService::DeleteTag(const identity::Principal& who, const std::string& run_id,
+                                  const std::string& key) {
+  TY_RETURN_IF_ERROR(AuthorizeRun(who, run_id, identity::Action::kEdit));
   return db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureRunActive(tx, run_id));
     TY_ASSIGN_OR_RETURN(int64_t n,
@@ -711,9 +735,10 @@ Status TrackingService::DeleteTag(const std::string& run_id, const std::string& 
   });
 }
 
-Status TrackingService::LogInputs(const std::string& run_id,
+Status TrackingService::LogInputs(const identity::Principal& who, const std::string& run_id,
                                   const std::vector<DatasetInput>& datasets,
                                   const std::vector<std::string>& model_ids) {
+  TY_RETURN_IF_ERROR(AuthorizeRun(who, run_id, identity::Action::kEdit));
   for (const auto& d : datasets) {
     if (d.dataset.name.empty() || d.dataset.digest.empty()) {
       return Status::InvalidArgument("datasets[].dataset needs a name and a digest");
@@ -774,8 +799,9 @@ Status TrackingService::LogInputs(const std::string& run_id,
   });
 }
 
-Status TrackingService::LogOutputs(const std::string& run_id,
+Status TrackingService::LogOutputs(const identity::Principal& who, const std::string& run_id,
                                    const std::vector<ModelOutput>& models) {
+  TY_RETURN_IF_ERROR(AuthorizeRun(who, run_id, identity::Action::kEdit));
   return db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureRunActive(tx, run_id));
     for (const auto& m : models) {
@@ -848,9 +874,11 @@ Result<std::string> TrackingService::LoggedModelExperiment(const std::string& mo
 }
 
 Result<LoggedModel> TrackingService::CreateLoggedModel(
-    const std::string& owner, const std::string& experiment_id, const std::string& name,
+    const identity::Principal& who, const std::string& experiment_id, const std::string& name,
     const std::string& model_type, const std::string& source_run_id,
     const std::vector<KeyValue>& params, const std::vector<KeyValue>& tags) {
+  TY_RETURN_IF_ERROR(AuthorizeNewLoggedModel(who, experiment_id, source_run_id));
+  const std::string& owner = who.user;
   TY_RETURN_IF_ERROR(ParseExperimentId(experiment_id));
   for (const auto& p : params) TY_RETURN_IF_ERROR(ValidateKey("param", p.key));
   for (const auto& t : tags) TY_RETURN_IF_ERROR(ValidateKey("tag", t.key));
@@ -971,8 +999,10 @@ Result<LoggedModel> TrackingService::GetLoggedModel(const std::string& model_id)
   return out;
 }
 
-Result<LoggedModel> TrackingService::FinalizeLoggedModel(const std::string& model_id,
+Result<LoggedModel> TrackingService::FinalizeLoggedModel(const identity::Principal& who,
+                                                         const std::string& model_id,
                                                          const std::string& status) {
+  TY_RETURN_IF_ERROR(AuthorizeLoggedModel(who, model_id, identity::Action::kEdit));
   if (status != "LOGGED_MODEL_READY" && status != "LOGGED_MODEL_UPLOAD_FAILED") {
     return Status::InvalidArgument(
         "status must be LOGGED_MODEL_READY or LOGGED_MODEL_UPLOAD_FAILED (got '" +
@@ -991,12 +1021,16 @@ Result<LoggedModel> TrackingService::FinalizeLoggedModel(const std::string& mode
   return GetLoggedModel(model_id);
 }
 
-Status TrackingService::DeleteLoggedModel(const std::string& model_id) {
+Status TrackingService::DeleteLoggedModel(const identity::Principal& who,
+                                          const std::string& model_id) {
+  TY_RETURN_IF_ERROR(AuthorizeLoggedModel(who, model_id, identity::Action::kEdit));
   return SetLifecycle("logged_models", "model_id", model_id, "logged model", true);
 }
 
-Result<LoggedModel> TrackingService::SetLoggedModelTags(const std::string& model_id,
+Result<LoggedModel> TrackingService::SetLoggedModelTags(const identity::Principal& who,
+                                                        const std::string& model_id,
                                                         const std::vector<KeyValue>& tags) {
+  TY_RETURN_IF_ERROR(AuthorizeLoggedModel(who, model_id, identity::Action::kEdit));
   for (const auto& t : tags) TY_RETURN_IF_ERROR(ValidateKey("tag", t.key));
   Status s = db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureLoggedModelExists(tx, model_id));
@@ -1006,7 +1040,9 @@ Result<LoggedModel> TrackingService::SetLoggedModelTags(const std::string& model
   return GetLoggedModel(model_id);
 }
 
-Status TrackingService::DeleteLoggedModelTag(const std::string& model_id, const std::string& key) {
+Status TrackingService::DeleteLoggedModelTag(const identity::Principal& who,
+                                             const std::string& model_id, const std::string& key) {
+  TY_RETURN_IF_ERROR(AuthorizeLoggedModel(who, model_id, identity::Action::kEdit));
   return db_.Write([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(
         int64_t n,
@@ -1019,8 +1055,10 @@ Status TrackingService::DeleteLoggedModelTag(const std::string& model_id, const 
   });
 }
 
-Status TrackingService::LogLoggedModelParams(const std::string& model_id,
+Status TrackingService::LogLoggedModelParams(const identity::Principal& who,
+                                             const std::string& model_id,
                                              const std::vector<KeyValue>& params) {
+  TY_RETURN_IF_ERROR(AuthorizeLoggedModel(who, model_id, identity::Action::kEdit));
   for (const auto& p : params) TY_RETURN_IF_ERROR(ValidateKey("param", p.key));
   return db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureLoggedModelExists(tx, model_id));

@@ -4,8 +4,13 @@
 //
 // Validation follows MLflow's rules and limits (param values immutable, at most
 // 1000 metrics / 100 params / 100 tags per batch, key and value lengths), and
-// errors are InvalidArgument naming the field. Authorization is the caller's job
-// (api/ asks identity); ExperimentOwner()/RunExperiment() give it what it needs.
+// errors are InvalidArgument naming the field.
+//
+// Authorization: every public method that changes an experiment, run or logged model
+// takes the caller's Principal and asks the Authorizer given at construction first (a
+// run's and a logged model's permissions are their experiment's; a job's scoped token
+// may write only its own run). Reads are open to every authenticated caller, as
+// Authorizer grants READ to all.
 //
 // Thread-safe.
 #pragma once
@@ -21,6 +26,7 @@
 #include "trainyard/common/clock.h"
 #include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
+#include "trainyard/identity/authorizer.h"
 #include "trainyard/store/database.h"
 #include "trainyard/tracking/limits.h"
 #include "trainyard/tracking/metric_blocks.h"
@@ -71,8 +77,9 @@ class TrackingService {
  public:
   // `artifact_root` is the URI prefix of new experiments' artifact locations
   // (e.g. "mlflow-artifacts:"); experiment N stores under "<root>/N".
-  TrackingService(store::Database& db, Clock& clock, Random& random, std::string artifact_root,
-                  TrackingLimits limits = {});
+  // `authz` must outlive the service.
+  TrackingService(store::Database& db, Clock& clock, Random& random, identity::Authorizer& authz,
+                  std::string artifact_root, TrackingLimits limits = {});
   TrackingService(const TrackingService&) = delete;
   TrackingService& operator=(const TrackingService&) = delete;
 
@@ -81,38 +88,48 @@ class TrackingService {
   Status Init(const std::string& default_owner);
 
   // --- experiments
-  Result<std::string> CreateExperiment(const std::string& owner, const std::string& name,
+  // `who` becomes the owner; anyone may create an experiment.
+  Result<std::string> CreateExperiment(const identity::Principal& who, const std::string& name,
                                        const std::string& artifact_location,
                                        const std::vector<KeyValue>& tags);
   Result<Experiment> GetExperiment(const std::string& experiment_id);
   Result<Experiment> GetExperimentByName(const std::string& name);
   Result<Page<Experiment>> SearchExperiments(const SearchExperimentsRequest& request);
-  Status RenameExperiment(const std::string& experiment_id, const std::string& new_name);
-  Status DeleteExperiment(const std::string& experiment_id);
-  Status RestoreExperiment(const std::string& experiment_id);
-  Status SetExperimentTag(const std::string& experiment_id, const KeyValue& tag);
-  Status DeleteExperimentTag(const std::string& experiment_id, const std::string& key);
+  Status RenameExperiment(const identity::Principal& who, const std::string& experiment_id,
+                          const std::string& new_name);
+  Status DeleteExperiment(const identity::Principal& who, const std::string& experiment_id);
+  Status RestoreExperiment(const identity::Principal& who, const std::string& experiment_id);
+  Status SetExperimentTag(const identity::Principal& who, const std::string& experiment_id,
+                          const KeyValue& tag);
+  Status DeleteExperimentTag(const identity::Principal& who, const std::string& experiment_id,
+                             const std::string& key);
   // The owner of an experiment (cached; owners never change). NotFound if absent.
   Result<std::string> ExperimentOwner(const std::string& experiment_id);
 
   // --- runs
-  Result<Run> CreateRun(const std::string& experiment_id, const std::string& user_id,
-                        const std::string& run_name, std::optional<int64_t> start_time,
-                        const std::vector<KeyValue>& tags);
+  // EDIT on the experiment ("" = the default one, "0").
+  Result<Run> CreateRun(const identity::Principal& who, const std::string& experiment_id,
+                        const std::string& user_id, const std::string& run_name,
+                        std::optional<int64_t> start_time, const std::vector<KeyValue>& tags);
   Result<Run> GetRun(const std::string& run_id);
   // The experiment a run belongs to (cached; it never changes). NotFound if absent.
   Result<std::string> RunExperiment(const std::string& run_id);
-  Result<RunInfo> UpdateRun(const std::string& run_id, const std::optional<std::string>& status,
+  Result<RunInfo> UpdateRun(const identity::Principal& who, const std::string& run_id,
+                            const std::optional<std::string>& status,
                             std::optional<int64_t> end_time,
                             const std::optional<std::string>& run_name);
-  Status DeleteRun(const std::string& run_id);
-  Status RestoreRun(const std::string& run_id);
-  Status LogBatch(const std::string& run_id, const std::vector<Metric>& metrics,
-                  const std::vector<KeyValue>& params, const std::vector<KeyValue>& tags);
-  Status DeleteTag(const std::string& run_id, const std::string& key);
-  Status LogInputs(const std::string& run_id, const std::vector<DatasetInput>& datasets,
+  Status DeleteRun(const identity::Principal& who, const std::string& run_id);
+  Status RestoreRun(const identity::Principal& who, const std::string& run_id);
+  Status LogBatch(const identity::Principal& who, const std::string& run_id,
+                  const std::vector<Metric>& metrics, const std::vector<KeyValue>& params,
+                  const std::vector<KeyValue>& tags);
+  Status DeleteTag(const identity::Principal& who, const std::string& run_id,
+                   const std::string& key);
+  Status LogInputs(const identity::Principal& who, const std::string& run_id,
+                   const std::vector<DatasetInput>& datasets,
                    const std::vector<std::string>& model_ids);
-  Status LogOutputs(const std::string& run_id, const std::vector<ModelOutput>& models);
+  Status LogOutputs(const identity::Principal& who, const std::string& run_id,
+                    const std::vector<ModelOutput>& models);
   Result<Page<Run>> SearchRuns(const SearchRunsRequest& request);
   // Called after every successful LogBatch with the run's id (the jobs service
   // treats logged metrics as a workload's sign of progress). Set once, before
@@ -158,23 +175,50 @@ class TrackingService {
                                                            int64_t max_results);
 
   // --- logged models (MLflow 3)
-  Result<LoggedModel> CreateLoggedModel(const std::string& owner, const std::string& experiment_id,
-                                        const std::string& name, const std::string& model_type,
+  // `who` becomes the owner. EDIT on the experiment; a scoped token's model must name its
+  // own run as source_run_id, in this experiment.
+  Result<LoggedModel> CreateLoggedModel(const identity::Principal& who,
+                                        const std::string& experiment_id, const std::string& name,
+                                        const std::string& model_type,
                                         const std::string& source_run_id,
                                         const std::vector<KeyValue>& params,
                                         const std::vector<KeyValue>& tags);
   Result<LoggedModel> GetLoggedModel(const std::string& model_id);
-  Result<LoggedModel> FinalizeLoggedModel(const std::string& model_id, const std::string& status);
-  Status DeleteLoggedModel(const std::string& model_id);
-  Result<LoggedModel> SetLoggedModelTags(const std::string& model_id,
+  Result<LoggedModel> FinalizeLoggedModel(const identity::Principal& who,
+                                          const std::string& model_id, const std::string& status);
+  Status DeleteLoggedModel(const identity::Principal& who, const std::string& model_id);
+  Result<LoggedModel> SetLoggedModelTags(const identity::Principal& who,
+                                         const std::string& model_id,
                                          const std::vector<KeyValue>& tags);
-  Status DeleteLoggedModelTag(const std::string& model_id, const std::string& key);
-  Status LogLoggedModelParams(const std::string& model_id, const std::vector<KeyValue>& params);
+  Status DeleteLoggedModelTag(const identity::Principal& who, const std::string& model_id,
+                              const std::string& key);
+  Status LogLoggedModelParams(const identity::Principal& who, const std::string& model_id,
+                              const std::vector<KeyValue>& params);
   Result<Page<LoggedModel>> SearchLoggedModels(const SearchLoggedModelsRequest& request);
   // The experiment of a logged model (for authorization). NotFound if absent.
   Result<std::string> LoggedModelExperiment(const std::string& model_id);
 
+  // --- artifacts
+  // May `who` do `action` to the artifact key `path` (of the blob store)? Paths start with
+  // the experiment id, whose permissions govern them (a scoped token only its run's:
+  // `<experiment>/<run>/...`, or `<experiment>/models/<model>/...` of its run's models);
+  // anything else may be read by all and written by admins only.
+  Status AuthorizeArtifactPath(const identity::Principal& who, const std::string& path,
+                               identity::Action action);
+
  private:
+  // The Authorizer's answers (tracking_authorization.cc): a run's and a logged model's
+  // permissions are their experiment's; a scoped token is limited to its own run.
+  Status AuthorizeExperiment(const identity::Principal& who, const std::string& experiment_id,
+                             identity::Action action);
+  Status AuthorizeRun(const identity::Principal& who, const std::string& run_id,
+                      identity::Action action);
+  Status AuthorizeLoggedModel(const identity::Principal& who, const std::string& model_id,
+                              identity::Action action);
+  Status AuthorizeNewLoggedModel(const identity::Principal& who, const std::string& experiment_id,
+                                 const std::string& source_run_id);
+  // The run an artifact path belongs to ("" when none): see AuthorizeArtifactPath.
+  std::string RunOfArtifactPath(const std::string& path);
   Status ValidateKey(std::string_view what, const std::string& key) const;
   Result<Experiment> LoadExperiment(store::Transaction& tx, const std::string& where,
                                     const store::Value& arg);
@@ -201,6 +245,7 @@ class TrackingService {
   store::Database& db_;
   Clock& clock_;
   Random& random_;
+  identity::Authorizer& authz_;
   const std::string artifact_root_;
   const TrackingLimits limits_;
 

@@ -5,8 +5,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "trainyard/identity/identity_service.h"
+
 namespace trainyard::tracking {
 namespace {
+
+const identity::Principal kAdmin = identity::Principal::System();
 
 class TrackingServiceTest : public ::testing::Test {
  protected:
@@ -16,14 +20,17 @@ class TrackingServiceTest : public ::testing::Test {
     path_ = std::filesystem::temp_directory_path() / ("ty-tracking-" + random_.Hex(6) + ".db");
     db_ = std::move(store::OpenDatabase({.url = path_})).value();
     ASSERT_TRUE(store::ApplyMigrations(*db_, TrackingService::Migrations()).ok());
-    tracking_ = std::make_unique<TrackingService>(*db_, clock_, random_, "mlflow-artifacts:");
+    identity_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
+    tracking_ =
+        std::make_unique<TrackingService>(*db_, clock_, random_, *identity_, "mlflow-artifacts:");
     ASSERT_TRUE(tracking_->Init("admin").ok());
-    auto run = tracking_->CreateRun("0", "alice", "r", std::nullopt, {});
+    auto run = tracking_->CreateRun(kAdmin, "0", "alice", "r", std::nullopt, {});
     ASSERT_TRUE(run.ok());
     run_id_ = run->info.run_id;
   }
   void TearDown() override {
     tracking_.reset();
+    identity_.reset();
     db_.reset();
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + suffix);
   }
@@ -65,6 +72,7 @@ class TrackingServiceTest : public ::testing::Test {
   SeededRandom random_{11};
   std::string path_;
   std::unique_ptr<store::Database> db_;
+  std::unique_ptr<identity::IdentityService> identity_;
   std::unique_ptr<TrackingService> tracking_;
   std::string run_id_;
 };
@@ -80,12 +88,12 @@ TEST_F(TrackingServiceTest, ShardedHistoryEqualsSequentialHistory) {
       m.value = step % 50 == 0 ? std::nan("") : 1.0 / (step + 1) + t;
       batch.push_back(m);
       if (batch.size() == 1000) {
-        ASSERT_TRUE(tracking_->LogBatch(run_id_, batch, {}, {}).ok());
+        ASSERT_TRUE(tracking_->LogBatch(kAdmin, run_id_, batch, {}, {}).ok());
         batch.clear();
       }
     }
   }
-  ASSERT_TRUE(tracking_->LogBatch(run_id_, batch, {}, {}).ok());
+  ASSERT_TRUE(tracking_->LogBatch(kAdmin, run_id_, batch, {}, {}).ok());
   auto all = tracking_->GetMetricHistory(run_id_, "loss", std::nullopt, "");
   ASSERT_TRUE(all.ok());
   std::vector<std::tuple<int64_t, int64_t, double>> expected;
@@ -131,10 +139,10 @@ TEST_F(TrackingServiceTest, IdenticalPointsAreKeptOnceAndParamsAreImmutable) {
   m.value = 0.5;
   m.timestamp = 7;
   m.step = 1;
-  ASSERT_TRUE(tracking_->LogBatch(run_id_, {m, m}, {{"lr", "0.1"}}, {}).ok());
-  ASSERT_TRUE(tracking_->LogBatch(run_id_, {m}, {{"lr", "0.1"}}, {}).ok());
+  ASSERT_TRUE(tracking_->LogBatch(kAdmin, run_id_, {m, m}, {{"lr", "0.1"}}, {}).ok());
+  ASSERT_TRUE(tracking_->LogBatch(kAdmin, run_id_, {m}, {{"lr", "0.1"}}, {}).ok());
   EXPECT_EQ(tracking_->GetMetricHistory(run_id_, "acc", std::nullopt, "")->items.size(), 1u);
-  Status changed = tracking_->LogBatch(run_id_, {}, {{"lr", "0.2"}}, {});
+  Status changed = tracking_->LogBatch(kAdmin, run_id_, {}, {{"lr", "0.2"}}, {});
   EXPECT_TRUE(changed.IsInvalidArgument());
   EXPECT_NE(changed.message().find("lr"), std::string::npos);
   EXPECT_TRUE(tracking_->GetMetricHistory("nope", "acc", std::nullopt, "").status().IsNotFound());
