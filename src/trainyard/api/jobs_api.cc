@@ -158,10 +158,8 @@ void RegisterSecretRoutes(Api& api, jobs::SecretService& secrets) {
               TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
               TY_ASSIGN_OR_RETURN(std::string value, RequiredString(c.body, "value"));
               TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
-              TY_ASSIGN_OR_RETURN(auto info,
-                                  secrets.Create(c.principal, {.name = name,
-                                                              .project = project.value_or(""),
-                                                              .value = value}));
+              jobs::CreateSecretRequest request{name, project.value_or(""), value};
+              TY_ASSIGN_OR_RETURN(auto info, secrets.Create(c.principal, request));
               return json::object{{"secret", SecretToJson(info)}};
             });
   api.Route(Method::kGet, kTrainyardPrefixes, "/secrets",
