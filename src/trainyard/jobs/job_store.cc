@@ -5,6 +5,7 @@
 #include <map>
 #include <tuple>
 
+#include "trainyard/common/json.h"
 #include "trainyard/store/sql.h"
 
 namespace trainyard::jobs {

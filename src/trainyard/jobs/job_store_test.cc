@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/store/postgres/test_postgres.h"
+#include "trainyard/testing/test_postgres.h"
 #include "trainyard/store/sql.h"
 
 namespace trainyard::jobs {

@@ -11,7 +11,7 @@
 #include <map>
 
 #include "trainyard/common/clock.h"
-#include "trainyard/store/postgres/test_postgres.h"
+#include "trainyard/testing/test_postgres.h"
 #include "trainyard/tracking/schema.h"
 
 namespace trainyard::tracking {
