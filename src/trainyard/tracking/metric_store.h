@@ -138,10 +138,11 @@ class MetricStore {
                                                const std::string& key) TY_EXCLUDES(mu_);
   // The id of the write's k-th series, found or created in `tx`.
   Status ResolveSeries(store::Transaction& tx, PendingWrite& write, size_t k) TY_EXCLUDES(mu_);
-  // The k-th series' points: merged into its last block when both are small, else a
-  // block of their own.
+  // A series' points (its id known): merged into its last block when both are small,
+  // else a block of their own.
   Status WriteBlock(store::Transaction& tx, PendingWrite::Series& series);
-  // Whether `series`' points joined its last block (small points, small block).
+  // Merges `series`' points into its last block when that block is small and starts
+  // at or before them; false (nothing written) otherwise.
   Result<bool> AppendToTailBlock(store::Transaction& tx, const PendingWrite::Series& series);
   Status WriteLatest(store::Transaction& tx, const std::string& run_id, const SeriesPoints& series);
   // The points of a series with steps in [from_step, to_step], in history order.

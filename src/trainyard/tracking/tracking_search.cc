@@ -12,6 +12,9 @@ using store::Rows;
 using store::Transaction;
 using store::Value;
 
+// The most experiments one search may name: bounds its IN list.
+constexpr size_t kMaxSearchExperimentIds = 1000;
+
 std::string LifecycleCondition(const std::string& table, ViewType view) {
   switch (view) {
     case ViewType::kActiveOnly:
@@ -46,7 +49,10 @@ Result<std::string> ExperimentIdList(const std::vector<std::string>& ids,
                                      std::vector<Value>& params) {
   if (ids.empty())
     return Status::InvalidArgument("experiment_ids must name at least one experiment");
-  if (ids.size() > 1000) return Status::InvalidArgument("experiment_ids may name at most 1000");
+  if (ids.size() > kMaxSearchExperimentIds) {
+    return Status::InvalidArgument("experiment_ids may name at most " +
+                                   std::to_string(kMaxSearchExperimentIds));
+  }
   std::string sql = "(";
   for (size_t i = 0; i < ids.size(); ++i) {
     auto id = ParseInt64(ids[i]);
