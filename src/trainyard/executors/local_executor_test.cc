@@ -460,11 +460,16 @@ TEST_F(LocalExecutorTest, CallbackCanLaunchTheNextAttempt) {
   options.shim_path = ShimPath();
   auto executor = MakeLocalExecutor(options, clock_);
   Executor* raw = executor.get();
-  // Rank 0 crashes, rank 1 is stopped by the gang.
+  // Rank 0 crashes once rank 1's workload runs, and rank 1 is stopped by the gang. (A SIGTERM
+  // that reaches a rank before its shim has started the workload is not passed on: that rank
+  // ends only at the grace's SIGKILL, which clock_ never brings.)
   AttemptLaunch launch = Attempt("job-restart",
                                  "if [ \"$TRAINYARD_ATTEMPT\" = 1 ]; then"
-                                 "  if [ \"$RANK\" = 0 ]; then date +%s%N > crashed_at; exit 1; fi;"
-                                 "  sleep 1000; "
+                                 "  if [ \"$RANK\" = 0 ]; then"
+                                 "    until [ -f rank1-runs ]; do sleep 0.01; done;"
+                                 "    date +%s%N > crashed_at; exit 1;"
+                                 "  fi;"
+                                 "  : > rank1-runs; sleep 1000; "
                                  "fi; "
                                  "if [ \"$RANK\" = 0 ]; then date +%s%N > started_at; fi",
                                  2);
