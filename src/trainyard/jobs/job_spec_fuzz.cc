@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "trainyard/common/json.h"
 #include "trainyard/jobs/job_spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
