@@ -89,22 +89,27 @@ std::set<pid_t> LiveChildren() {
   return out;
 }
 
-}  // namespace
-
-namespace {
 volatile sig_atomic_t g_stop_requested = 0;
-}  // namespace
 
-int RunRankShim(int argc, char** argv) {
+// What the local executor asked this shim to do, and the account resolved for it.
+struct ShimRequest {
   std::vector<std::string> cgroups;
   std::string run_as;
+  std::string log_file, exit_file, working_dir;
+  const char* command = nullptr;
+  OsAccount account;  // the account named by run_as, once resolved
+};
+
+// Reads `[--cgroup DIR]... [--user ACCOUNT] LOG_FILE EXIT_FILE WORKING_DIR COMMAND`; prints
+// the usage and returns false when argv does not fit it.
+bool ParseShimArguments(int argc, char** argv, ShimRequest* req) {
   int first = 1;
   while (first + 1 < argc &&
          (std::strcmp(argv[first], "--cgroup") == 0 || std::strcmp(argv[first], "--user") == 0)) {
     if (argv[first][2] == 'c') {
-      cgroups.emplace_back(argv[first + 1]);
+      req->cgroups.emplace_back(argv[first + 1]);
     } else {
-      run_as = argv[first + 1];
+      req->run_as = argv[first + 1];
     }
     first += 2;
   }
@@ -113,20 +118,25 @@ int RunRankShim(int argc, char** argv) {
                  "usage: trainyard __rank-shim [--cgroup DIR]... [--user ACCOUNT] LOG_FILE "
                  "EXIT_FILE WORKING_DIR COMMAND\n"
                  "(internal: the local executor starts one per rank)\n");
-    return 2;
+    return false;
   }
-  const std::string log_file = argv[first], exit_file = argv[first + 1],
-                    working_dir = argv[first + 2];
-  const char* command = argv[first + 3];
+  req->log_file = argv[first];
+  req->exit_file = argv[first + 1];
+  req->working_dir = argv[first + 2];
+  req->command = argv[first + 3];
+  return true;
+}
 
+// Makes the shim its own process group, closes what it inherited and points stdout and stderr
+// at the log (stdin at /dev/null). Returns false, having said why, when the log cannot be opened.
+bool RedirectToLog(const ShimRequest& req) {
   if (getpgrp() != getpid() && setsid() < 0) setpgid(0, 0);
   CloseInheritedDescriptors();
-  int log_fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  int log_fd = open(req.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (log_fd < 0) {
-    std::fprintf(stderr, "trainyard rank shim: cannot open log %s: %s\n", log_file.c_str(),
+    std::fprintf(stderr, "trainyard rank shim: cannot open log %s: %s\n", req.log_file.c_str(),
                  std::strerror(errno));
-    WriteExitFile(exit_file, kCannotRunExitCode, 0);
-    return kCannotRunExitCode;
+    return false;
   }
   // dup2 clears FD_CLOEXEC on the copies, so the workload inherits them.
   dup2(log_fd, STDOUT_FILENO);
@@ -137,31 +147,36 @@ int RunRankShim(int argc, char** argv) {
     dup2(null_fd, STDIN_FILENO);
     close(null_fd);
   }
+  return true;
+}
 
+// Joins the attempt's cgroups and resolves the account to run as. Returns false, having said
+// why, when either fails.
+bool JoinCgroupsAndResolveAccount(ShimRequest* req) {
   // Join the attempt's cgroups before anything is forked, so no process of the rank can be
   // outside them.
-  if (Status s = JoinCgroups(cgroups); !s.ok()) {
+  if (Status s = JoinCgroups(req->cgroups); !s.ok()) {
     Say(s.message());
-    WriteExitFile(exit_file, kCannotRunExitCode, 0);
-    return kCannotRunExitCode;
+    return false;
   }
   // The account the workload runs as, resolved now: the child may only make system calls.
-  OsAccount account;
-  if (!run_as.empty()) {
-    auto found = LookupOsAccount(run_as);
+  if (!req->run_as.empty()) {
+    auto found = LookupOsAccount(req->run_as);
     if (!found.ok() || found->uid == 0) {
-      Say("cannot run the job as OS account '" + run_as +
+      Say("cannot run the job as OS account '" + req->run_as +
           "': " + (found.ok() ? std::string("it is root") : found.status().message()));
-      WriteExitFile(exit_file, kCannotRunExitCode, 0);
-      return kCannotRunExitCode;
+      return false;
     }
-    account = *found;
+    req->account = *found;
   }
+  return true;
+}
 
-  // The shim outlives the workload's grace period to record its result: it notes a stop
-  // request instead of dying. It is also the subreaper of the workload's processes, so that
-  // when `sh` dies of the SIGTERM at once while the program it started is still saving a
-  // checkpoint, the shim waits for that program instead of ending the rank under it.
+// The shim outlives the workload's grace period to record its result: it notes a stop
+// request instead of dying. It is also the subreaper of the workload's processes, so that
+// when `sh` dies of the SIGTERM at once while the program it started is still saving a
+// checkpoint, the shim waits for that program instead of ending the rank under it.
+void NoteStopRequestsAndAdoptDescendants() {
   struct sigaction note_stop {};
   note_stop.sa_handler = [](int) { g_stop_requested = 1; };
   sigemptyset(&note_stop.sa_mask);
@@ -170,72 +185,79 @@ int RunRankShim(int argc, char** argv) {
   sigset_t empty;
   sigemptyset(&empty);
   sigprocmask(SIG_SETMASK, &empty, nullptr);
+}
 
-  // The shim is single-threaded, so a plain fork is safe here.
-  pid_t child = fork();
-  if (child < 0) {
-    Say(std::string("cannot fork: ") + std::strerror(errno));
-    WriteExitFile(exit_file, kCannotRunExitCode, 0);
-    return kCannotRunExitCode;
-  }
-  if (child == 0) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &dfl, nullptr);
-    // The server runs with umask 077 to keep its data directory private; the workload gets
-    // the usual 022 (its private job directory is 0700, so that exposes nothing), so that
-    // outputs it writes for others to read (a shared model directory) are readable.
-    umask(022);
-    if (!run_as.empty()) {
-      // Groups first, then the gid, then the uid (after which nothing else can be changed).
-      if (setgroups(account.groups.size(), account.groups.data()) != 0 ||
-          setgid(account.gid) != 0 || setuid(account.uid) != 0 || getuid() == 0 || geteuid() == 0) {
-        Say("cannot switch to OS account " + run_as + ": " + std::strerror(errno));
-        _exit(kCannotRunExitCode);
-      }
-    }
-    // As the job's account, so that a directory it may not enter is refused.
-    if (!working_dir.empty() && chdir(working_dir.c_str()) != 0) {
-      Say("cannot change to working directory " + working_dir + ": " + std::strerror(errno));
+// In the forked child: restores the default signal actions, drops to the job's account,
+// enters the working directory and execs the command; exits 127 when any of that fails.
+[[noreturn]] void ExecWorkload(const ShimRequest& req) {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &dfl, nullptr);
+  // The server runs with umask 077 to keep its data directory private; the workload gets
+  // the usual 022 (its private job directory is 0700, so that exposes nothing), so that
+  // outputs it writes for others to read (a shared model directory) are readable.
+  umask(022);
+  if (!req.run_as.empty()) {
+    const OsAccount& account = req.account;
+    // Groups first, then the gid, then the uid (after which nothing else can be changed).
+    if (setgroups(account.groups.size(), account.groups.data()) != 0 || setgid(account.gid) != 0 ||
+        setuid(account.uid) != 0 || getuid() == 0 || geteuid() == 0) {
+      Say("cannot switch to OS account " + req.run_as + ": " + std::strerror(errno));
       _exit(kCannotRunExitCode);
     }
-    execl("/bin/sh", "sh", "-c", command, static_cast<char*>(nullptr));
-    Say(std::string("cannot run /bin/sh: ") + std::strerror(errno));
+  }
+  // As the job's account, so that a directory it may not enter is refused.
+  if (!req.working_dir.empty() && chdir(req.working_dir.c_str()) != 0) {
+    Say("cannot change to working directory " + req.working_dir + ": " + std::strerror(errno));
     _exit(kCannotRunExitCode);
   }
+  execl("/bin/sh", "sh", "-c", req.command, static_cast<char*>(nullptr));
+  Say(std::string("cannot run /bin/sh: ") + std::strerror(errno));
+  _exit(kCannotRunExitCode);
+}
 
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
+// Waits for the workload's shell, retrying when a stop request interrupts the wait. Returns
+// false, having said why, when waitpid fails otherwise.
+bool WaitForWorkload(pid_t child, int* status) {
+  while (waitpid(child, status, 0) < 0) {
     if (errno != EINTR) {
       Say(std::string("waitpid failed: ") + std::strerror(errno));
-      WriteExitFile(exit_file, kCannotRunExitCode, 0);
-      return kCannotRunExitCode;
+      return false;
     }
   }
-  if (g_stop_requested) {
-    // Stopping: wait for every remaining descendant (the server sends SIGKILL to the whole
-    // group when the grace period ends). When the shell died of the signal, a program it
-    // started that was still running then and later exits on its own (e.g. after saving a
-    // checkpoint) carries the workload's result; the last such one to end decides. A helper
-    // that had already exited (a zombie handed to us with its dead parent) does not.
-    const std::set<pid_t> carriers = LiveChildren();
-    int other = 0, carried = 0;
-    bool any_carried = false;
-    while (true) {
-      pid_t reaped = waitpid(-1, &other, 0);
-      if (reaped > 0) {
-        if (carriers.count(reaped)) {
-          carried = other;
-          any_carried = true;
-        }
-        continue;
+  return true;
+}
+
+// Stopping: wait for every remaining descendant (the server sends SIGKILL to the whole
+// group when the grace period ends). When the shell died of the signal, a program it
+// started that was still running then and later exits on its own (e.g. after saving a
+// checkpoint) carries the workload's result; the last such one to end decides. A helper
+// that had already exited (a zombie handed to us with its dead parent) does not. Returns
+// the status that stands for the workload's result.
+int WaitForDescendants(int status) {
+  const std::set<pid_t> carriers = LiveChildren();
+  int other = 0, carried = 0;
+  bool any_carried = false;
+  while (true) {
+    pid_t reaped = waitpid(-1, &other, 0);
+    if (reaped > 0) {
+      if (carriers.count(reaped)) {
+        carried = other;
+        any_carried = true;
       }
-      if (errno == EINTR) continue;
-      break;
+      continue;
     }
-    if (any_carried && WIFSIGNALED(status) && WIFEXITED(carried)) status = carried;
+    if (errno == EINTR) continue;
+    break;
   }
+  if (any_carried && WIFSIGNALED(status) && WIFEXITED(carried)) status = carried;
+  return status;
+}
+
+// Records a wait status in the exit file and returns the shim's exit code for it (128 + the
+// signal number when it was killed).
+int RecordResult(const std::string& exit_file, int status) {
   int exit_code = 0, signal_number = 0;
   if (WIFEXITED(status)) {
     exit_code = WEXITSTATUS(status);
@@ -245,6 +267,35 @@ int RunRankShim(int argc, char** argv) {
   }
   WriteExitFile(exit_file, exit_code, signal_number);
   return exit_code;
+}
+
+}  // namespace
+
+int RunRankShim(int argc, char** argv) {
+  ShimRequest req;
+  if (!ParseShimArguments(argc, argv, &req)) return 2;
+  if (!RedirectToLog(req) || !JoinCgroupsAndResolveAccount(&req)) {
+    WriteExitFile(req.exit_file, kCannotRunExitCode, 0);
+    return kCannotRunExitCode;
+  }
+  NoteStopRequestsAndAdoptDescendants();
+
+  // The shim is single-threaded, so a plain fork is safe here.
+  pid_t child = fork();
+  if (child < 0) {
+    Say(std::string("cannot fork: ") + std::strerror(errno));
+    WriteExitFile(req.exit_file, kCannotRunExitCode, 0);
+    return kCannotRunExitCode;
+  }
+  if (child == 0) ExecWorkload(req);
+
+  int status = 0;
+  if (!WaitForWorkload(child, &status)) {
+    WriteExitFile(req.exit_file, kCannotRunExitCode, 0);
+    return kCannotRunExitCode;
+  }
+  if (g_stop_requested) status = WaitForDescendants(status);
+  return RecordResult(req.exit_file, status);
 }
 
 Result<ShimExit> ReadShimExitFile(const std::filesystem::path& path) {

@@ -114,6 +114,65 @@ Result<SafetensorsEntry> ParseEntry(const std::string& name, const json::value& 
   return e;
 }
 
+// The JSON header's text: checks the 8-byte little-endian length that precedes it.
+Result<std::string_view> HeaderText(std::span<const std::byte> file_bytes) {
+  if (file_bytes.size() < 8) return Bad("file is shorter than the 8-byte header length");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(file_bytes[i]);
+  if (n > kMaxHeaderBytes) return Bad("header length " + std::to_string(n) + " exceeds 100 MB");
+  if (n > file_bytes.size() - 8) return Bad("header length runs past the end of the file");
+  return std::string_view(reinterpret_cast<const char*>(file_bytes.data()) + 8, n);
+}
+
+// Parses the header text as a JSON object whose tensor names are all distinct.
+Result<json::value> ParseHeaderJson(std::string_view text) {
+  if (text.empty() || text.front() != '{') return Bad("header does not start with '{'");
+  boost::system::error_code ec;
+  json::value root = json::parse(text, ec);
+  if (ec || !root.is_object()) return Bad("header is not a JSON object");
+  if (CountTopLevelKeys(text) != root.as_object().size()) {
+    return Bad("header names a tensor twice");
+  }
+  return root;
+}
+
+// Reads __metadata__ and every tensor entry of the header, each within `data_size` bytes.
+Status ReadEntries(const json::object& o, uint64_t data_size, SafetensorsHeader* h) {
+  for (const auto& [key, value] : o) {
+    std::string name(key);
+    if (name == "__metadata__") {
+      if (!value.is_object()) return Bad("__metadata__ must be an object");
+      for (const auto& [mk, mv] : value.as_object()) {
+        if (!mv.is_string()) return Bad("__metadata__." + std::string(mk) + " must be a string");
+        h->metadata[std::string(mk)] = std::string(mv.as_string());
+      }
+      continue;
+    }
+    TY_ASSIGN_OR_RETURN(SafetensorsEntry e, ParseEntry(name, value));
+    if (e.end > data_size) return Bad("tensor " + name + " runs past the end of the file");
+    h->tensors.push_back(std::move(e));
+  }
+  return Status::Ok();
+}
+
+// Sorts the tensors by offset and checks that they index the data section exactly: no
+// overlaps and no holes, as the format requires.
+Status CheckTensorsTileData(uint64_t data_size, std::vector<SafetensorsEntry>* tensors) {
+  std::sort(tensors->begin(), tensors->end(), [](const auto& a, const auto& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expected = 0;
+  for (const SafetensorsEntry& e : *tensors) {
+    if (e.begin != expected) {
+      return Bad(e.begin < expected ? "tensor " + e.name + " overlaps another tensor"
+                                    : "bytes before tensor " + e.name + " belong to no tensor");
+    }
+    expected = e.end;
+  }
+  if (expected != data_size) return Bad("the data section has bytes that belong to no tensor");
+  return Status::Ok();
+}
+
 Status WriteAll(int fd, const void* data, size_t n, const std::string& path) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
@@ -142,48 +201,13 @@ size_t SafetensorsDtypeSize(std::string_view dtype) {
 }
 
 Result<SafetensorsHeader> ParseSafetensors(std::span<const std::byte> file_bytes) {
-  if (file_bytes.size() < 8) return Bad("file is shorter than the 8-byte header length");
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(file_bytes[i]);
-  if (n > kMaxHeaderBytes) return Bad("header length " + std::to_string(n) + " exceeds 100 MB");
-  if (n > file_bytes.size() - 8) return Bad("header length runs past the end of the file");
-  std::string_view text(reinterpret_cast<const char*>(file_bytes.data()) + 8, n);
-  if (text.empty() || text.front() != '{') return Bad("header does not start with '{'");
-  boost::system::error_code ec;
-  json::value root = json::parse(text, ec);
-  if (ec || !root.is_object()) return Bad("header is not a JSON object");
-  const json::object& o = root.as_object();
-  if (CountTopLevelKeys(text) != o.size()) return Bad("header names a tensor twice");
+  TY_ASSIGN_OR_RETURN(std::string_view text, HeaderText(file_bytes));
+  TY_ASSIGN_OR_RETURN(json::value root, ParseHeaderJson(text));
   SafetensorsHeader h;
-  h.data_offset = 8 + n;
+  h.data_offset = 8 + text.size();
   uint64_t data_size = file_bytes.size() - h.data_offset;
-  for (const auto& [key, value] : o) {
-    std::string name(key);
-    if (name == "__metadata__") {
-      if (!value.is_object()) return Bad("__metadata__ must be an object");
-      for (const auto& [mk, mv] : value.as_object()) {
-        if (!mv.is_string()) return Bad("__metadata__." + std::string(mk) + " must be a string");
-        h.metadata[std::string(mk)] = std::string(mv.as_string());
-      }
-      continue;
-    }
-    TY_ASSIGN_OR_RETURN(SafetensorsEntry e, ParseEntry(name, value));
-    if (e.end > data_size) return Bad("tensor " + name + " runs past the end of the file");
-    h.tensors.push_back(std::move(e));
-  }
-  std::sort(h.tensors.begin(), h.tensors.end(), [](const auto& a, const auto& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
-  // The data section is indexed exactly: no overlaps and no holes, as the format requires.
-  uint64_t expected = 0;
-  for (const SafetensorsEntry& e : h.tensors) {
-    if (e.begin != expected) {
-      return Bad(e.begin < expected ? "tensor " + e.name + " overlaps another tensor"
-                                    : "bytes before tensor " + e.name + " belong to no tensor");
-    }
-    expected = e.end;
-  }
-  if (expected != data_size) return Bad("the data section has bytes that belong to no tensor");
+  TY_RETURN_IF_ERROR(ReadEntries(root.as_object(), data_size, &h));
+  TY_RETURN_IF_ERROR(CheckTensorsTileData(data_size, &h.tensors));
   return h;
 }
 

@@ -425,12 +425,16 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-Status Setup(Run& r) {
-  TrainConfig& c = r.cfg;
+std::string TokenizerPath(const TrainConfig& c) {
+  return c.tokenizer_path.empty() ? c.model_path + "/tokenizer.json" : c.tokenizer_path;
+}
+
+// Reads the workload's environment, picks the device and joins the data-parallel group.
+Status JoinWorld(Run& r) {
   TY_ASSIGN_OR_RETURN(r.env, WorkloadEnv::FromProcess());
   if (!r.opts.resume_from.empty()) r.env.resume_from = r.opts.resume_from;
-  TY_ASSIGN_OR_RETURN(r.device, ResolveDevice(c.device));
-  TY_ASSIGN_OR_RETURN(r.bf16, ResolveBf16(c.precision, r.device));
+  TY_ASSIGN_OR_RETURN(r.device, ResolveDevice(r.cfg.device));
+  TY_ASSIGN_OR_RETURN(r.bf16, ResolveBf16(r.cfg.precision, r.device));
   TY_ASSIGN_OR_RETURN(r.dp, DataParallel::Join(r.env, r.device));
   // Ranks sharing a machine share its cores (unless OMP_NUM_THREADS says otherwise).
   if (r.env.local_world_size > 1 && r.device.is_cpu() &&
@@ -438,10 +442,12 @@ Status Setup(Run& r) {
     int cores = static_cast<int>(std::thread::hardware_concurrency());
     torch::set_num_threads(std::max(1, cores / r.env.local_world_size));
   }
+  return Status::Ok();
+}
 
-  // Model and tokenizer.
-  std::string tok_path =
-      c.tokenizer_path.empty() ? c.model_path + "/tokenizer.json" : c.tokenizer_path;
+// Loads (or creates) the model and the tokenizer, and settles the special tokens.
+Status LoadModelAndTokenizer(Run& r, const std::string& tok_path) {
+  const TrainConfig& c = r.cfg;
   TY_ASSIGN_OR_RETURN(r.tok, Tokenizer::FromFile(tok_path));
   if (!c.model_path.empty()) {
     TY_ASSIGN_OR_RETURN(r.model, LoadPretrained(c.model_path, r.device, torch::kFloat32));
@@ -473,7 +479,13 @@ Status Setup(Run& r) {
   }
   r.pad_id = r.tok->TokenToId("<|pad|>").value_or(r.eos_id >= 0 ? r.eos_id : 0);
   r.model->SetActivationCheckpointing(c.activation_checkpointing);
+  return Status::Ok();
+}
 
+// Applies LoRA when asked, collects the trainable parameters, starts every rank from rank 0's
+// weights and sets up the optimizer.
+Status PrepareTrainableParameters(Run& r, const std::string& tok_path) {
+  const TrainConfig& c = r.cfg;
   r.use_lora = c.method == "lora";
   r.base_model_dir = c.model_path;
   if (r.use_lora && c.save_adapter && c.model_path.empty() && r.rank0()) {
@@ -505,14 +517,19 @@ Status Setup(Run& r) {
   r.optim.eps = c.adam_eps;
   r.optim.weight_decay = c.weight_decay;
   r.optim.Init(params);
+  const ModelConfig& mc = r.model->config();
   r.Say(
       fmt::format("model: {} ({} layers, hidden {}), {:.2f}M parameters, {:.3f}M trainable; "
                   "device {}{}; {} rank(s)",
                   mc.model_type, mc.num_hidden_layers, mc.hidden_size, total_params / 1e6,
                   trainable_params / 1e6, r.device.str(), r.bf16 ? " (bf16 autocast)" : "",
                   r.dp->world_size()));
+  return Status::Ok();
+}
 
-  // Data.
+// Reads, splits and tokenizes the data, and sets up the batch iterator and the step count.
+Status LoadData(Run& r) {
+  const TrainConfig& c = r.cfg;
   TY_ASSIGN_OR_RETURN(auto all, OpenJsonl(c.train_path)->ReadAll());
   std::vector<Record> train, val;
   if (!c.validation_path.empty()) {
@@ -555,16 +572,29 @@ Status Setup(Run& r) {
                   "validation; {} steps of {} rows",
                   n_train, r.it->rows_per_epoch(), c.max_seq_len, c.packing ? ", packed" : "",
                   r.val_examples.size(), r.total_steps, rows_per_step));
+  return Status::Ok();
+}
 
-  // Platform.
+// Opens the run logger and the checkpoint sink (the server's in a job, else a local one).
+Status OpenPlatform(Run& r) {
   TY_ASSIGN_OR_RETURN(r.logger, RunLogger::Open(r.env, "trainyard-train"));
   if (r.env.in_job()) {
     r.sink = ServerCheckpoints(r.env);
   } else {
     std::string resume = r.env.resume_from.empty() && r.opts.resume ? "latest" : r.env.resume_from;
-    TY_ASSIGN_OR_RETURN(r.sink, LocalCheckpoints(c.output_dir + "/checkpoints", "train", resume));
+    TY_ASSIGN_OR_RETURN(r.sink,
+                        LocalCheckpoints(r.cfg.output_dir + "/checkpoints", "train", resume));
   }
   return Status::Ok();
+}
+
+Status Setup(Run& r) {
+  TY_RETURN_IF_ERROR(JoinWorld(r));
+  const std::string tok_path = TokenizerPath(r.cfg);
+  TY_RETURN_IF_ERROR(LoadModelAndTokenizer(r, tok_path));
+  TY_RETURN_IF_ERROR(PrepareTrainableParameters(r, tok_path));
+  TY_RETURN_IF_ERROR(LoadData(r));
+  return OpenPlatform(r);
 }
 
 void LogFinal(Run& r, const std::string& prefix, const EvalResult& e, int64_t step,
@@ -583,208 +613,267 @@ std::string DescribeEval(const EvalResult& e) {
   return s;
 }
 
-Result<int> Train(Run& r) {
-  const TrainConfig& c = r.cfg;
+void LogMetricsOnRank0(Run& r, const std::vector<MetricPoint>& points) {
   if (r.rank0()) {
-    auto params = c.ToParams();
+    if (auto s = r.logger->LogMetrics(points); !s.ok()) r.Warn(s);
+  }
+}
+
+void LogRunParams(Run& r) {
+  if (r.rank0()) {
+    auto params = r.cfg.ToParams();
     params.emplace_back("world_size", std::to_string(r.dp->world_size()));
     params.emplace_back("device", r.device.str());
     if (auto s = r.logger->LogParams(params); !s.ok()) r.Warn(s);
   }
-  // Resume.
+}
+
+// Resumes from the sink's checkpoint when there is one; otherwise evaluates the untrained
+// model and returns that baseline.
+Result<std::optional<EvalResult>> ResumeOrEvaluateBaseline(Run& r) {
   TY_ASSIGN_OR_RETURN(auto resume, r.sink->LoadResume(r.dp->rank()));
   std::optional<EvalResult> before;
   if (resume) {
     TY_RETURN_IF_ERROR(ResumeFrom(r, *resume));
     r.Say(fmt::format("resumed from {} at step {}", resume->uri, r.step));
   } else {
-    TY_ASSIGN_OR_RETURN(before, Evaluate(r, c.eval_accuracy));
+    TY_ASSIGN_OR_RETURN(before, Evaluate(r, r.cfg.eval_accuracy));
     r.Say("before training: " + DescribeEval(*before));
     std::vector<MetricPoint> points;
     LogFinal(r, "eval_", *before, 0, &points);
     LogFinal(r, "baseline_eval_", *before, 0, &points);
-    if (r.rank0()) {
-      if (auto s = r.logger->LogMetrics(points); !s.ok()) r.Warn(s);
-    }
+    LogMetricsOnRank0(r, points);
   }
+  return before;
+}
 
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
-  r.model->train();
-  auto t_last = Clock::now();
-  int64_t tokens_since = 0, steps_since = 0, steps_this_process = 0;
+// What one optimizer step did.
+struct StepResult {
+  double lr = 0;
+  double loss = 0;  // the step's loss per response token, over all ranks
+  double grad_norm = 0;
+  int64_t tokens = 0;  // rows × sequence length over all ranks, padding included
+};
+
+// Runs one optimizer step over grad_accum_steps micro-batches on every rank.
+StepResult TrainStep(Run& r) {
+  const TrainConfig& c = r.cfg;
+  StepResult out;
+  out.lr = LearningRate(c, r.step, r.total_steps);
+  // Fetch the step's micro-batches first: the loss is normalised by the global step's
+  // response-token count.
+  std::vector<Batch> micro;
+  double local_tokens = 0;
+  for (int64_t k = 0; k < c.grad_accum_steps; ++k) {
+    micro.push_back(r.it->Next());
+    local_tokens += static_cast<double>(micro.back().loss_tokens);
+  }
+  double global_tokens = r.dp->AllReduceSum(local_tokens);
+  double denom = std::max(1.0, global_tokens);
+  double loss_sum = 0;
+  for (int64_t k = 0; k < c.grad_accum_steps; ++k) {
+    torch::manual_seed(Mix(Mix(c.seed) ^ Mix(static_cast<uint64_t>(r.step) * 1024 + k) ^
+                           static_cast<uint64_t>(r.dp->rank())));
+    DeviceBatch b = ToDevice(micro[k], r.device);
+    auto loss = LossSum(*r.model, b, r.bf16);
+    (loss / denom).backward();
+    loss_sum += loss.item<double>();
+  }
+  std::vector<torch::Tensor> grads;
+  for (auto& [name, p] : r.trainable) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  r.dp->AllReduceSum(grads);
+  loss_sum = r.dp->AllReduceSum(loss_sum);
+  // One reduction and one device-to-host read for the global norm, not one per tensor.
+  std::vector<torch::Tensor> squares;
+  squares.reserve(grads.size());
+  for (const auto& g : grads) squares.push_back(g.pow(2).sum());
+  out.grad_norm = std::sqrt(torch::stack(squares).sum().item<double>());
+  if (c.max_grad_norm > 0 && out.grad_norm > c.max_grad_norm) {
+    torch::NoGradGuard no_grad;
+    double scale = c.max_grad_norm / (out.grad_norm + 1e-6);
+    for (auto& g : grads) g.mul_(scale);
+  }
+  r.optim.Step(out.lr);
+  for (auto& [name, p] : r.trainable) p.mutable_grad().zero_();
+  ++r.step;
+  out.loss = loss_sum / denom;
+  // Every rank runs the same number of rows of the same length (padding included).
+  for (const auto& b : micro) out.tokens += b.rows * b.seq_len;
+  out.tokens *= r.dp->world_size();
+  return out;
+}
+
+// The training loop's running figures between progress reports.
+struct Progress {
+  Clock::time_point t_start = Clock::now();
+  Clock::time_point t_last = t_start;
+  int64_t start_step = 0;
+  int64_t steps_this_process = 0;
+  int64_t tokens_since = 0, steps_since = 0;
   double loss_since = 0;
-  auto t_start = Clock::now();
-  int64_t start_step = r.step;
   std::optional<EvalResult> last_eval;
+};
 
+// Prints the progress line and, on rank 0, logs the step metrics and a heartbeat; then starts
+// the next reporting interval.
+void ReportProgress(Run& r, Progress& p, const StepResult& s) {
+  double secs = Seconds(Clock::now() - p.t_last);
+  double tps = secs > 0 ? p.tokens_since / secs : 0;
+  double elapsed = Seconds(Clock::now() - p.t_start);
+  double eta = elapsed / std::max<int64_t>(1, r.step - p.start_step) *
+               static_cast<double>(r.total_steps - r.step);
+  r.Say(
+      fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | "
+                  "eta {}",
+                  r.step, r.total_steps, p.loss_since / p.steps_since, s.lr, s.grad_norm, tps,
+                  FormatDuration(eta)));
+  if (r.rank0()) {
+    int64_t now = NowMs();
+    std::vector<MetricPoint> pts{{"loss", p.loss_since / p.steps_since, r.step, now},
+                                 {"learning_rate", s.lr, r.step, now},
+                                 {"grad_norm", s.grad_norm, r.step, now},
+                                 {"tokens_per_second", tps, r.step, now},
+                                 {"epoch",
+                                  static_cast<double>(r.it->position().epoch) +
+                                      static_cast<double>(r.it->position().cursor) /
+                                          std::max<int64_t>(1, r.it->rows_per_epoch()),
+                                  r.step, now}};
+    if (auto st = r.logger->LogMetrics(pts); !st.ok()) r.Warn(st);
+    if (auto st = r.sink->Heartbeat(); !st.ok()) r.Warn(st);
+  }
+  p.t_last = Clock::now();
+  p.tokens_since = 0;
+  p.loss_since = 0;
+  p.steps_since = 0;
+}
+
+// After a step: evaluates and checkpoints when due. Returns the process's exit code when it
+// must stop now (a signal, or --exit-after-steps), else nothing.
+Result<std::optional<int>> AfterStep(Run& r, Progress& p, const StepResult& s, bool last) {
+  const TrainConfig& c = r.cfg;
+  // Report an asynchronous save as soon as it is durable.
+  if (r.pending_save.valid() &&
+      r.pending_save.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    TY_RETURN_IF_ERROR(WaitForSave(r));
+  }
+  std::map<std::string, double> ck_metrics{{"loss", s.loss}};
+  if (c.eval_every_steps > 0 && r.step % c.eval_every_steps == 0 && !last) {
+    TY_ASSIGN_OR_RETURN(auto e, Evaluate(r, c.eval_accuracy));
+    r.Say(fmt::format("step {}: {}", r.step, DescribeEval(e)));
+    std::vector<MetricPoint> pts;
+    LogFinal(r, "eval_", e, r.step, &pts);
+    LogMetricsOnRank0(r, pts);
+    p.last_eval = e;
+  }
+  if (p.last_eval && std::isfinite(p.last_eval->loss)) ck_metrics["eval_loss"] = p.last_eval->loss;
+  int sig = g_signal.load();
+  if (sig != 0) {
+    r.Say(
+        fmt::format("signal {} received: saving a checkpoint at step {} and exiting", sig, r.step));
+    TY_RETURN_IF_ERROR(SaveCheckpoint(r, ck_metrics, /*async=*/false));
+    r.dp->Barrier();
+    return 128 + sig;
+  }
+  if (c.checkpoint_every_steps > 0 && r.step % c.checkpoint_every_steps == 0 && !last) {
+    TY_RETURN_IF_ERROR(SaveCheckpoint(r, ck_metrics, c.checkpoint_async));
+  }
+  if (r.opts.stop_after_steps > 0 && p.steps_this_process >= r.opts.stop_after_steps && !last) {
+    TY_RETURN_IF_ERROR(WaitForSave(r));
+    r.Say(
+        fmt::format("stopping after {} steps (--exit-after-steps): exit 3", p.steps_this_process));
+    std::fflush(stdout);
+    return 3;
+  }
+  return std::nullopt;
+}
+
+// Trains up to total_steps. Returns the process's exit code when it stopped early, else
+// nothing.
+Result<std::optional<int>> TrainSteps(Run& r) {
+  r.model->train();
+  Progress p;
+  p.start_step = r.step;
   while (r.step < r.total_steps) {
-    double lr = LearningRate(c, r.step, r.total_steps);
-    // Fetch the step's micro-batches first: the loss is normalised by the global step's
-    // response-token count.
-    std::vector<Batch> micro;
-    double local_tokens = 0;
-    for (int64_t k = 0; k < c.grad_accum_steps; ++k) {
-      micro.push_back(r.it->Next());
-      local_tokens += static_cast<double>(micro.back().loss_tokens);
-    }
-    double global_tokens = r.dp->AllReduceSum(local_tokens);
-    double denom = std::max(1.0, global_tokens);
-    double loss_sum = 0;
-    for (int64_t k = 0; k < c.grad_accum_steps; ++k) {
-      torch::manual_seed(Mix(Mix(c.seed) ^ Mix(static_cast<uint64_t>(r.step) * 1024 + k) ^
-                             static_cast<uint64_t>(r.dp->rank())));
-      DeviceBatch b = ToDevice(micro[k], r.device);
-      auto loss = LossSum(*r.model, b, r.bf16);
-      (loss / denom).backward();
-      loss_sum += loss.item<double>();
-    }
-    std::vector<torch::Tensor> grads;
-    for (auto& [name, p] : r.trainable) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      grads.push_back(p.grad());
-    }
-    r.dp->AllReduceSum(grads);
-    loss_sum = r.dp->AllReduceSum(loss_sum);
-    // One reduction and one device-to-host read for the global norm, not one per tensor.
-    std::vector<torch::Tensor> squares;
-    squares.reserve(grads.size());
-    for (const auto& g : grads) squares.push_back(g.pow(2).sum());
-    double grad_norm = std::sqrt(torch::stack(squares).sum().item<double>());
-    if (c.max_grad_norm > 0 && grad_norm > c.max_grad_norm) {
-      torch::NoGradGuard no_grad;
-      double scale = c.max_grad_norm / (grad_norm + 1e-6);
-      for (auto& g : grads) g.mul_(scale);
-    }
-    r.optim.Step(lr);
-    for (auto& [name, p] : r.trainable) p.mutable_grad().zero_();
-    ++r.step;
-    ++steps_this_process;
-    double step_loss = loss_sum / denom;
-    // Every rank runs the same number of rows of the same length (padding included).
-    int64_t step_tokens = 0;
-    for (const auto& b : micro) step_tokens += b.rows * b.seq_len;
-    step_tokens *= r.dp->world_size();
-    r.tokens_seen += step_tokens;
-    tokens_since += step_tokens;
-    loss_since += step_loss;
-    ++steps_since;
+    StepResult s = TrainStep(r);
+    ++p.steps_this_process;
+    r.tokens_seen += s.tokens;
+    p.tokens_since += s.tokens;
+    p.loss_since += s.loss;
+    ++p.steps_since;
 
     bool last = r.step == r.total_steps;
-    if (r.step % std::max<int64_t>(1, c.log_every_steps) == 0 || last) {
-      double secs = Seconds(Clock::now() - t_last);
-      double tps = secs > 0 ? tokens_since / secs : 0;
-      double elapsed = Seconds(Clock::now() - t_start);
-      double eta = elapsed / std::max<int64_t>(1, r.step - start_step) *
-                   static_cast<double>(r.total_steps - r.step);
-      r.Say(
-          fmt::format("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad {:.3f} | {:.0f} tok/s | "
-                      "eta {}",
-                      r.step, r.total_steps, loss_since / steps_since, lr, grad_norm, tps,
-                      FormatDuration(eta)));
-      if (r.rank0()) {
-        int64_t now = NowMs();
-        std::vector<MetricPoint> pts{{"loss", loss_since / steps_since, r.step, now},
-                                     {"learning_rate", lr, r.step, now},
-                                     {"grad_norm", grad_norm, r.step, now},
-                                     {"tokens_per_second", tps, r.step, now},
-                                     {"epoch",
-                                      static_cast<double>(r.it->position().epoch) +
-                                          static_cast<double>(r.it->position().cursor) /
-                                              std::max<int64_t>(1, r.it->rows_per_epoch()),
-                                      r.step, now}};
-        if (auto s = r.logger->LogMetrics(pts); !s.ok()) r.Warn(s);
-        if (auto s = r.sink->Heartbeat(); !s.ok()) r.Warn(s);
-      }
-      t_last = Clock::now();
-      tokens_since = 0;
-      loss_since = 0;
-      steps_since = 0;
+    if (r.step % std::max<int64_t>(1, r.cfg.log_every_steps) == 0 || last) {
+      ReportProgress(r, p, s);
     }
-    // Report an asynchronous save as soon as it is durable.
-    if (r.pending_save.valid() &&
-        r.pending_save.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      TY_RETURN_IF_ERROR(WaitForSave(r));
-    }
-    std::map<std::string, double> ck_metrics{{"loss", step_loss}};
-    if (c.eval_every_steps > 0 && r.step % c.eval_every_steps == 0 && !last) {
-      TY_ASSIGN_OR_RETURN(auto e, Evaluate(r, c.eval_accuracy));
-      r.Say(fmt::format("step {}: {}", r.step, DescribeEval(e)));
-      std::vector<MetricPoint> pts;
-      LogFinal(r, "eval_", e, r.step, &pts);
-      if (r.rank0()) {
-        if (auto s = r.logger->LogMetrics(pts); !s.ok()) r.Warn(s);
-      }
-      last_eval = e;
-    }
-    if (last_eval && std::isfinite(last_eval->loss)) ck_metrics["eval_loss"] = last_eval->loss;
-    int sig = g_signal.load();
-    if (sig != 0) {
-      r.Say(fmt::format("signal {} received: saving a checkpoint at step {} and exiting", sig,
-                        r.step));
-      TY_RETURN_IF_ERROR(SaveCheckpoint(r, ck_metrics, /*async=*/false));
-      r.dp->Barrier();
-      return 128 + sig;
-    }
-    if (c.checkpoint_every_steps > 0 && r.step % c.checkpoint_every_steps == 0 && !last) {
-      TY_RETURN_IF_ERROR(SaveCheckpoint(r, ck_metrics, c.checkpoint_async));
-    }
-    if (r.opts.stop_after_steps > 0 && steps_this_process >= r.opts.stop_after_steps && !last) {
-      TY_RETURN_IF_ERROR(WaitForSave(r));
-      r.Say(
-          fmt::format("stopping after {} steps (--exit-after-steps): exit 3", steps_this_process));
-      std::fflush(stdout);
-      return 3;
-    }
+    TY_ASSIGN_OR_RETURN(std::optional<int> exit_code, AfterStep(r, p, s, last));
+    if (exit_code) return exit_code;
   }
+  return std::nullopt;
+}
 
-  // Final evaluation, checkpoint and outputs.
-  TY_ASSIGN_OR_RETURN(auto after, Evaluate(r, c.eval_accuracy));
+// On rank 0: writes the adapter and/or merged model and train_summary.json, and ends the run.
+Status WriteOutputs(Run& r, const std::optional<EvalResult>& before, const EvalResult& after) {
+  const TrainConfig& c = r.cfg;
+  std::error_code ec;
+  fs::create_directories(c.output_dir, ec);
+  json::object summary{{"steps", r.step}, {"tokens_seen", r.tokens_seen}};
+  auto put = [&](const char* k, double v) {
+    if (std::isfinite(v)) summary[k] = v;
+  };
+  if (before) {
+    put("eval_loss_before", before->loss);
+    put("eval_accuracy_before", before->accuracy);
+  }
+  put("eval_loss", after.loss);
+  put("eval_perplexity", after.perplexity);
+  put("eval_accuracy", after.accuracy);
+  if (r.use_lora && c.save_adapter) {
+    std::string dir = c.output_dir + "/adapter";
+    TY_RETURN_IF_ERROR(SavePeftAdapter(*r.model, r.lora, dir, r.base_model_dir));
+    summary["adapter_dir"] = dir;
+    r.Say("adapter (PEFT format): " + dir);
+    if (auto s = r.logger->LogArtifacts(dir, "adapter"); !s.ok()) r.Warn(s);
+  }
+  if (c.save_merged) {
+    std::string dir = c.output_dir + "/model";
+    if (r.use_lora) TY_RETURN_IF_ERROR(MergeLora(*r.model));
+    TY_RETURN_IF_ERROR(SavePretrained(*r.model, dir, TokenizerPath(c)));
+    summary["model_dir"] = dir;
+    r.Say("model (Hugging Face format): " + dir);
+    if (auto s = r.logger->LogArtifacts(dir, "model"); !s.ok()) r.Warn(s);
+  }
+  if (r.logger->enabled()) summary["run_id"] = r.logger->run_id();
+  std::ofstream(c.output_dir + "/train_summary.json") << json::serialize(summary) << "\n";
+  if (auto s = r.logger->End("FINISHED"); !s.ok()) r.Warn(s);
+  return Status::Ok();
+}
+
+// The final evaluation, checkpoint and outputs.
+Status FinishTraining(Run& r, const std::optional<EvalResult>& before) {
+  TY_ASSIGN_OR_RETURN(auto after, Evaluate(r, r.cfg.eval_accuracy));
   r.Say("after training: " + DescribeEval(after));
   std::vector<MetricPoint> pts;
   LogFinal(r, "eval_", after, r.step, &pts);
-  if (r.rank0()) {
-    if (auto s = r.logger->LogMetrics(pts); !s.ok()) r.Warn(s);
-  }
+  LogMetricsOnRank0(r, pts);
   std::map<std::string, double> ck_metrics;
   if (std::isfinite(after.loss)) ck_metrics["eval_loss"] = after.loss;
   TY_RETURN_IF_ERROR(SaveCheckpoint(r, ck_metrics, /*async=*/false));
-  if (r.rank0()) {
-    std::error_code ec;
-    fs::create_directories(c.output_dir, ec);
-    json::object summary{{"steps", r.step}, {"tokens_seen", r.tokens_seen}};
-    auto put = [&](const char* k, double v) {
-      if (std::isfinite(v)) summary[k] = v;
-    };
-    if (before) {
-      put("eval_loss_before", before->loss);
-      put("eval_accuracy_before", before->accuracy);
-    }
-    put("eval_loss", after.loss);
-    put("eval_perplexity", after.perplexity);
-    put("eval_accuracy", after.accuracy);
-    if (r.use_lora && c.save_adapter) {
-      std::string dir = c.output_dir + "/adapter";
-      TY_RETURN_IF_ERROR(SavePeftAdapter(*r.model, r.lora, dir, r.base_model_dir));
-      summary["adapter_dir"] = dir;
-      r.Say("adapter (PEFT format): " + dir);
-      if (auto s = r.logger->LogArtifacts(dir, "adapter"); !s.ok()) r.Warn(s);
-    }
-    if (c.save_merged) {
-      std::string dir = c.output_dir + "/model";
-      if (r.use_lora) TY_RETURN_IF_ERROR(MergeLora(*r.model));
-      std::string tok_path =
-          c.tokenizer_path.empty() ? c.model_path + "/tokenizer.json" : c.tokenizer_path;
-      TY_RETURN_IF_ERROR(SavePretrained(*r.model, dir, tok_path));
-      summary["model_dir"] = dir;
-      r.Say("model (Hugging Face format): " + dir);
-      if (auto s = r.logger->LogArtifacts(dir, "model"); !s.ok()) r.Warn(s);
-    }
-    if (r.logger->enabled()) summary["run_id"] = r.logger->run_id();
-    std::ofstream(c.output_dir + "/train_summary.json") << json::serialize(summary) << "\n";
-    if (auto s = r.logger->End("FINISHED"); !s.ok()) r.Warn(s);
-  }
+  if (r.rank0()) TY_RETURN_IF_ERROR(WriteOutputs(r, before, after));
   r.dp->Barrier();
+  return Status::Ok();
+}
+
+Result<int> Train(Run& r) {
+  LogRunParams(r);
+  TY_ASSIGN_OR_RETURN(std::optional<EvalResult> before, ResumeOrEvaluateBaseline(r));
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  TY_ASSIGN_OR_RETURN(std::optional<int> stopped, TrainSteps(r));
+  if (stopped) return *stopped;
+  TY_RETURN_IF_ERROR(FinishTraining(r, before));
   return 0;
 }
 
