@@ -185,121 +185,169 @@ Result<http::Response> MappedFileResponse(const std::string& path) {
   return r;
 }
 
-}  // namespace
+// --- the upload path
 
-bool IsCheckpointBlobUpload(http::Method method, std::string_view path) {
-  return method == http::Method::kPut && StartsWith(path, kUploadsPrefix) &&
-         EndsWith(path, "/blob");
+Result<json::value> BeginUpload(checkpoints::CheckpointService& cs, Call& c) {
+  checkpoints::UploadRequest req;
+  TY_ASSIGN_OR_RETURN(req.job_id, RequiredString(c.body, "job_id"));
+  TY_ASSIGN_OR_RETURN(req.step, RequiredInt64(c.body, "step"));
+  TY_ASSIGN_OR_RETURN(req.world_size, IntField(c.body, "world_size", 1, 65536, 1));
+  TY_ASSIGN_OR_RETURN(req.rank, IntField(c.body, "rank", 0, 65535, 0));
+  TY_ASSIGN_OR_RETURN(auto u, cs.BeginUpload(c.principal, req));
+  return json::object{{"upload_id", u.upload_id}, {"project", u.project},
+                      {"job_id", u.job_id},       {"step", u.step},
+                      {"rank", u.rank},           {"world_size", u.world_size},
+                      {"attempt", u.attempt}};
 }
 
-void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service) {
-  checkpoints::CheckpointService* cs = &service;
-  // --- the upload path
+// The blob's name, and for a tensor its dtype and shape, from the query parameters.
+Result<checkpoints::StagedBlob> StagedBlobFromQuery(const http::Request& r) {
+  checkpoints::StagedBlob blob;
+  auto name = r.Query("name");
+  if (!name) return Status::InvalidArgument("name is required (a query parameter)");
+  blob.name = *name;
+  auto dtype = r.Query("dtype");
+  auto shape = r.Query("shape");
+  if (dtype) {
+    auto parsed = checkpoints::ParseDType(*dtype);
+    if (!parsed) {
+      return Status::InvalidArgument(
+          "dtype must be a safetensors dtype (F64, F32, F16, BF16, F8_E4M3, "
+          "F8_E5M2, I64, I32, I16, I8, U8, BOOL; got '" +
+          Abbreviate(*dtype) + "')");
+    }
+    blob.kind = BlobKind::kTensor;
+    blob.dtype = *parsed;
+    TY_ASSIGN_OR_RETURN(blob.shape, checkpoints::ParseShape(shape.value_or("")));
+    if (r.query.count("shape") == 0) {
+      return Status::InvalidArgument(
+          "shape is required for a tensor (comma-separated; empty for a scalar)");
+    }
+  } else if (shape) {
+    return Status::InvalidArgument("shape is only valid with dtype (for tensors)");
+  }
+  return blob;
+}
+
+Result<json::value> PutBlob(checkpoints::CheckpointService& cs, Call& c) {
+  const http::Request& r = c.request;
+  TY_ASSIGN_OR_RETURN(checkpoints::StagedBlob blob, StagedBlobFromQuery(r));
+  checkpoints::PutBlobRequest put{r.path_params.at("upload_id"), std::move(blob), r.body_file,
+                                  r.body};
+  TY_RETURN_IF_ERROR(cs.PutBlob(c.principal, put));
+  return json::object{};
+}
+
+Result<checkpoints::CommitRequest> CommitRequestFromJson(const json::object& body) {
+  checkpoints::CommitRequest req;
+  TY_ASSIGN_OR_RETURN(const json::object* metrics, OptionalObject(body, "metrics"));
+  if (metrics) {
+    for (const auto& m : *metrics) {
+      TY_ASSIGN_OR_RETURN(double v, AsDouble(m.value(), "metrics." + std::string(m.key())));
+      req.metrics[std::string(m.key())] = v;
+    }
+  }
+  auto meta = body.find("metadata");
+  if (meta != body.end() && !meta->value().is_null()) {
+    req.user_metadata = json::serialize(meta->value());
+  }
+  TY_ASSIGN_OR_RETURN(auto rng, OptionalString(body, "rng_state_base64"));
+  if (rng) {
+    auto decoded = Base64Decode(*rng);
+    if (!decoded.ok()) {
+      return Status::InvalidArgument("rng_state_base64 must be base64");
+    }
+    req.rng_state = std::move(*decoded);
+  }
+  TY_ASSIGN_OR_RETURN(req.blob_order, StringList(body, "blobs"));
+  return req;
+}
+
+Result<json::value> CommitUpload(checkpoints::CheckpointService& cs, Call& c) {
+  TY_ASSIGN_OR_RETURN(checkpoints::CommitRequest req, CommitRequestFromJson(c.body));
+  TY_ASSIGN_OR_RETURN(
+      auto result, cs.Commit(c.principal, c.request.path_params.at("upload_id"), std::move(req)));
+  const auto& m = result.manifest;
+  return json::object{{"uri", result.uri},
+                      {"step", m.ref.step},
+                      {"rank", m.ref.rank},
+                      {"complete", result.complete},
+                      {"registered", result.registered},
+                      {"total_bytes", m.total_bytes},
+                      {"written_bytes", m.written_bytes},
+                      {"written_chunks", m.written_chunks},
+                      {"reused_chunks", m.reused_chunks},
+                      {"deleted_steps", StepsToJson(result.deleted_steps)}};
+}
+
+void RegisterUploadRoutes(Api& api, checkpoints::CheckpointService* cs) {
   api.Route(Method::kPost, kTrainyardPrefixes, "/checkpoints/uploads",
-            [cs](Call& c) -> Result<json::value> {
-              checkpoints::UploadRequest req;
-              TY_ASSIGN_OR_RETURN(req.job_id, RequiredString(c.body, "job_id"));
-              TY_ASSIGN_OR_RETURN(req.step, RequiredInt64(c.body, "step"));
-              TY_ASSIGN_OR_RETURN(req.world_size, IntField(c.body, "world_size", 1, 65536, 1));
-              TY_ASSIGN_OR_RETURN(req.rank, IntField(c.body, "rank", 0, 65535, 0));
-              TY_ASSIGN_OR_RETURN(auto u, cs->BeginUpload(c.principal, req));
-              return json::object{{"upload_id", u.upload_id}, {"project", u.project},
-                                  {"job_id", u.job_id},       {"step", u.step},
-                                  {"rank", u.rank},           {"world_size", u.world_size},
-                                  {"attempt", u.attempt}};
-            });
+            [cs](Call& c) { return BeginUpload(*cs, c); });
   api.Route(Method::kPut, kTrainyardPrefixes, "/checkpoints/uploads/{upload_id}/blob",
-            [cs](Call& c) -> Result<json::value> {
-              const http::Request& r = c.request;
-              checkpoints::StagedBlob blob;
-              auto name = r.Query("name");
-              if (!name) return Status::InvalidArgument("name is required (a query parameter)");
-              blob.name = *name;
-              auto dtype = r.Query("dtype");
-              auto shape = r.Query("shape");
-              if (dtype) {
-                auto parsed = checkpoints::ParseDType(*dtype);
-                if (!parsed) {
-                  return Status::InvalidArgument(
-                      "dtype must be a safetensors dtype (F64, F32, F16, BF16, F8_E4M3, "
-                      "F8_E5M2, I64, I32, I16, I8, U8, BOOL; got '" +
-                      Abbreviate(*dtype) + "')");
-                }
-                blob.kind = BlobKind::kTensor;
-                blob.dtype = *parsed;
-                TY_ASSIGN_OR_RETURN(blob.shape, checkpoints::ParseShape(shape.value_or("")));
-                if (r.query.count("shape") == 0) {
-                  return Status::InvalidArgument(
-                      "shape is required for a tensor (comma-separated; empty for a scalar)");
-                }
-              } else if (shape) {
-                return Status::InvalidArgument("shape is only valid with dtype (for tensors)");
-              }
-              checkpoints::PutBlobRequest put{r.path_params.at("upload_id"), std::move(blob),
-                                              r.body_file, r.body};
-              TY_RETURN_IF_ERROR(cs->PutBlob(c.principal, put));
-              return json::object{};
-            });
+            [cs](Call& c) { return PutBlob(*cs, c); });
   api.Route(Method::kPost, kTrainyardPrefixes, "/checkpoints/uploads/{upload_id}/commit",
-            [cs](Call& c) -> Result<json::value> {
-              checkpoints::CommitRequest req;
-              TY_ASSIGN_OR_RETURN(const json::object* metrics, OptionalObject(c.body, "metrics"));
-              if (metrics) {
-                for (const auto& m : *metrics) {
-                  TY_ASSIGN_OR_RETURN(double v,
-                                      AsDouble(m.value(), "metrics." + std::string(m.key())));
-                  req.metrics[std::string(m.key())] = v;
-                }
-              }
-              auto meta = c.body.find("metadata");
-              if (meta != c.body.end() && !meta->value().is_null()) {
-                req.user_metadata = json::serialize(meta->value());
-              }
-              TY_ASSIGN_OR_RETURN(auto rng, OptionalString(c.body, "rng_state_base64"));
-              if (rng) {
-                auto decoded = Base64Decode(*rng);
-                if (!decoded.ok()) {
-                  return Status::InvalidArgument("rng_state_base64 must be base64");
-                }
-                req.rng_state = std::move(*decoded);
-              }
-              TY_ASSIGN_OR_RETURN(req.blob_order, StringList(c.body, "blobs"));
-              TY_ASSIGN_OR_RETURN(
-                  auto result,
-                  cs->Commit(c.principal, c.request.path_params.at("upload_id"), std::move(req)));
-              const auto& m = result.manifest;
-              return json::object{{"uri", result.uri},
-                                  {"step", m.ref.step},
-                                  {"rank", m.ref.rank},
-                                  {"complete", result.complete},
-                                  {"registered", result.registered},
-                                  {"total_bytes", m.total_bytes},
-                                  {"written_bytes", m.written_bytes},
-                                  {"written_chunks", m.written_chunks},
-                                  {"reused_chunks", m.reused_chunks},
-                                  {"deleted_steps", StepsToJson(result.deleted_steps)}};
-            });
+            [cs](Call& c) { return CommitUpload(*cs, c); });
   api.Route(
       Method::kDelete, kTrainyardPrefixes, "/checkpoints/uploads/{upload_id}",
       [cs](Call& c) -> Result<json::value> {
         TY_RETURN_IF_ERROR(cs->AbortUpload(c.principal, c.request.path_params.at("upload_id")));
         return json::object{};
       });
+}
 
-  // --- reading
+// --- reading
+
+Result<json::value> ListCheckpoints(checkpoints::CheckpointService& cs, Call& c) {
+  const std::string& job = c.request.path_params.at("job_id");
+  TY_ASSIGN_OR_RETURN(auto list, cs.List(job));
+  TY_ASSIGN_OR_RETURN(auto incomplete, cs.ListIncomplete(job));
+  TY_ASSIGN_OR_RETURN(auto retention, cs.GetRetention(job));
+  json::array out;
+  for (const auto& info : list) out.emplace_back(SummaryToJson(info));
+  return json::object{{"job_id", job},
+                      {"checkpoints", std::move(out)},
+                      {"incomplete_steps", StepsToJson(incomplete)},
+                      {"retention", RetentionToJson(retention)}};
+}
+
+Result<json::value> VerifyCheckpoint(checkpoints::CheckpointService& cs, Call& c) {
+  TY_ASSIGN_OR_RETURN(int64_t step, StepParam(c));
+  const std::string& job = c.request.path_params.at("job_id");
+  TY_ASSIGN_OR_RETURN(auto info, cs.Get(job, step));
+  TY_RETURN_IF_ERROR(Damaged(cs.Verify(job, step)));
+  uint64_t chunks = 0;
+  for (const auto& m : info.ranks) {
+    for (const auto& b : m.blobs) chunks += b.chunks.size();
+  }
+  return json::object{{"ok", true},
+                      {"step", step},
+                      {"verified_bytes", info.total_bytes()},
+                      {"verified_chunks", chunks}};
+}
+
+Result<http::Response> ReadBlob(checkpoints::CheckpointService& cs, Call& c) {
+  TY_ASSIGN_OR_RETURN(int64_t step, StepParam(c));
+  TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+  TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 65535, 0));
+  auto blob = cs.ReadBlob(c.request.path_params.at("job_id"), step, rank, name);
+  if (!blob.ok()) return Damaged(blob.status());
+  auto owned = std::make_shared<checkpoints::Blob>(std::move(*blob));
+  http::Response r;
+  r.content_type = "application/octet-stream";
+  r.headers.emplace_back("X-Trainyard-Blob-Kind",
+                         owned->kind == BlobKind::kTensor ? "tensor" : "file");
+  if (owned->kind == BlobKind::kTensor) {
+    r.headers.emplace_back("X-Trainyard-Dtype", std::string(checkpoints::DTypeName(owned->dtype)));
+    r.headers.emplace_back("X-Trainyard-Shape", checkpoints::FormatShape(owned->shape));
+  }
+  std::string_view bytes = owned->view();
+  if (!bytes.empty()) r.body_pieces.push_back({owned, bytes});
+  return r;
+}
+
+void RegisterReadRoutes(Api& api, checkpoints::CheckpointService* cs) {
   api.Route(Method::kGet, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}",
-            [cs](Call& c) -> Result<json::value> {
-              const std::string& job = c.request.path_params.at("job_id");
-              TY_ASSIGN_OR_RETURN(auto list, cs->List(job));
-              TY_ASSIGN_OR_RETURN(auto incomplete, cs->ListIncomplete(job));
-              TY_ASSIGN_OR_RETURN(auto retention, cs->GetRetention(job));
-              json::array out;
-              for (const auto& info : list) out.emplace_back(SummaryToJson(info));
-              return json::object{{"job_id", job},
-                                  {"checkpoints", std::move(out)},
-                                  {"incomplete_steps", StepsToJson(incomplete)},
-                                  {"retention", RetentionToJson(retention)}};
-            });
+            [cs](Call& c) { return ListCheckpoints(*cs, c); });
   api.Route(Method::kGet, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}/latest",
             [cs](Call& c) -> Result<json::value> {
               const std::string& job = c.request.path_params.at("job_id");
@@ -316,42 +364,9 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
               return json::object{{"checkpoint", CheckpointToJson(info)}};
             });
   api.Route(Method::kPost, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}/steps/{step}/verify",
-            [cs](Call& c) -> Result<json::value> {
-              TY_ASSIGN_OR_RETURN(int64_t step, StepParam(c));
-              const std::string& job = c.request.path_params.at("job_id");
-              TY_ASSIGN_OR_RETURN(auto info, cs->Get(job, step));
-              TY_RETURN_IF_ERROR(Damaged(cs->Verify(job, step)));
-              uint64_t chunks = 0;
-              for (const auto& m : info.ranks) {
-                for (const auto& b : m.blobs) chunks += b.chunks.size();
-              }
-              return json::object{{"ok", true},
-                                  {"step", step},
-                                  {"verified_bytes", info.total_bytes()},
-                                  {"verified_chunks", chunks}};
-            });
+            [cs](Call& c) { return VerifyCheckpoint(*cs, c); });
   api.RawRoute(Method::kGet, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}/steps/{step}/blob",
-               [cs](Call& c) -> Result<http::Response> {
-                 TY_ASSIGN_OR_RETURN(int64_t step, StepParam(c));
-                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
-                 TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 65535, 0));
-                 auto blob = cs->ReadBlob(c.request.path_params.at("job_id"), step, rank, name);
-                 if (!blob.ok()) return Damaged(blob.status());
-                 auto owned = std::make_shared<checkpoints::Blob>(std::move(*blob));
-                 http::Response r;
-                 r.content_type = "application/octet-stream";
-                 r.headers.emplace_back("X-Trainyard-Blob-Kind",
-                                        owned->kind == BlobKind::kTensor ? "tensor" : "file");
-                 if (owned->kind == BlobKind::kTensor) {
-                   r.headers.emplace_back("X-Trainyard-Dtype",
-                                          std::string(checkpoints::DTypeName(owned->dtype)));
-                   r.headers.emplace_back("X-Trainyard-Shape",
-                                          checkpoints::FormatShape(owned->shape));
-                 }
-                 std::string_view bytes = owned->view();
-                 if (!bytes.empty()) r.body_pieces.push_back({owned, bytes});
-                 return r;
-               });
+               [cs](Call& c) { return ReadBlob(*cs, c); });
   api.RawRoute(Method::kGet, kTrainyardPrefixes,
                "/checkpoints/jobs/{job_id}/steps/{step}/safetensors",
                [cs](Call& c) -> Result<http::Response> {
@@ -361,8 +376,28 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
                  if (!path.ok()) return Damaged(path.status());
                  return MappedFileResponse(*path);
                });
+}
 
-  // --- changing
+// --- changing
+
+Result<json::value> CollectGarbage(checkpoints::CheckpointService& cs, Call& c) {
+  TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
+  TY_ASSIGN_OR_RETURN(auto reports, cs.CollectGarbage(c.principal, project.value_or("")));
+  json::array out;
+  for (const auto& r : reports) {
+    out.emplace_back(json::object{{"project", r.project},
+                                  {"manifests_read", r.stats.manifests_read},
+                                  {"intents_live", r.stats.intents_live},
+                                  {"chunks_scanned", r.stats.chunks_scanned},
+                                  {"chunks_live", r.stats.chunks_live},
+                                  {"chunks_deleted", r.stats.chunks_deleted},
+                                  {"bytes_deleted", r.stats.bytes_deleted},
+                                  {"staged_uploads_removed", r.staged_uploads_removed}});
+  }
+  return json::object{{"projects", std::move(out)}};
+}
+
+void RegisterChangeRoutes(Api& api, checkpoints::CheckpointService* cs) {
   api.Route(Method::kDelete, kTrainyardPrefixes, "/checkpoints/jobs/{job_id}/steps/{step}",
             [cs](Call& c) -> Result<json::value> {
               TY_ASSIGN_OR_RETURN(int64_t step, StepParam(c));
@@ -382,23 +417,22 @@ void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service)
               return json::object{{"retention", RetentionToJson(policy)},
                                   {"deleted_steps", StepsToJson(deleted)}};
             });
-  api.Route(
-      Method::kPost, kTrainyardPrefixes, "/checkpoints/gc", [cs](Call& c) -> Result<json::value> {
-        TY_ASSIGN_OR_RETURN(auto project, OptionalString(c.body, "project"));
-        TY_ASSIGN_OR_RETURN(auto reports, cs->CollectGarbage(c.principal, project.value_or("")));
-        json::array out;
-        for (const auto& r : reports) {
-          out.emplace_back(json::object{{"project", r.project},
-                                        {"manifests_read", r.stats.manifests_read},
-                                        {"intents_live", r.stats.intents_live},
-                                        {"chunks_scanned", r.stats.chunks_scanned},
-                                        {"chunks_live", r.stats.chunks_live},
-                                        {"chunks_deleted", r.stats.chunks_deleted},
-                                        {"bytes_deleted", r.stats.bytes_deleted},
-                                        {"staged_uploads_removed", r.staged_uploads_removed}});
-        }
-        return json::object{{"projects", std::move(out)}};
-      });
+  api.Route(Method::kPost, kTrainyardPrefixes, "/checkpoints/gc",
+            [cs](Call& c) { return CollectGarbage(*cs, c); });
+}
+
+}  // namespace
+
+bool IsCheckpointBlobUpload(http::Method method, std::string_view path) {
+  return method == http::Method::kPut && StartsWith(path, kUploadsPrefix) &&
+         EndsWith(path, "/blob");
+}
+
+void RegisterCheckpointRoutes(Api& api, checkpoints::CheckpointService& service) {
+  checkpoints::CheckpointService* cs = &service;
+  RegisterUploadRoutes(api, cs);
+  RegisterReadRoutes(api, cs);
+  RegisterChangeRoutes(api, cs);
 }
 
 }  // namespace trainyard::api

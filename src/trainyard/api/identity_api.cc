@@ -34,48 +34,46 @@ Result<Action> PrivilegeField(const json::object& body) {
   return Status::InvalidArgument("privilege must be EDIT or MANAGE (got '" + p + "')");
 }
 
-}  // namespace
+Result<json::value> CreateUser(identity::IdentityService& ids, Call& c) {
+  TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+  TY_ASSIGN_OR_RETURN(auto admin, OptionalBool(c.body, "is_admin"));
+  TY_ASSIGN_OR_RETURN(auto os_user, OptionalString(c.body, "os_user"));
+  TY_ASSIGN_OR_RETURN(auto user, ids.CreateUser(c.principal, {.name = name,
+                                                              .is_admin = admin.value_or(false),
+                                                              .os_user = os_user.value_or("")}));
+  return json::object{{"user", UserToJson(user)}};
+}
 
-void RegisterIdentityRoutes(Api& api) {
-  identity::IdentityService& ids = api.identity();
-  api.PublicRoute(Method::kGet, "/health", [](Call&) -> Result<json::value> {
-    return json::object{{"status", "ok"}};
-  });
-  api.Route(Method::kGet, kTrainyardPrefixes, "/whoami", [](Call& c) -> Result<json::value> {
-    return json::object{{"user", c.principal.user}, {"is_admin", c.principal.is_admin}};
-  });
-  api.Route(Method::kPost, kTrainyardPrefixes, "/users", [&ids](Call& c) -> Result<json::value> {
-    TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
-    TY_ASSIGN_OR_RETURN(auto admin, OptionalBool(c.body, "is_admin"));
-    TY_ASSIGN_OR_RETURN(auto os_user, OptionalString(c.body, "os_user"));
-    TY_ASSIGN_OR_RETURN(auto user, ids.CreateUser(c.principal, {.name = name,
-                                                                .is_admin = admin.value_or(false),
-                                                                .os_user = os_user.value_or("")}));
-    return json::object{{"user", UserToJson(user)}};
-  });
-  // Updates a user's OS account mapping (admins only). Separate from the enable/disable and
-  // delete routes on purpose: each changes one thing.
+// Updates a user's OS account mapping (admins only). Separate from the enable/disable and
+// delete routes on purpose: each changes one thing.
+Result<json::value> SetOsUser(identity::IdentityService& ids, Call& c) {
+  TY_ASSIGN_OR_RETURN(auto os_user, OptionalString(c.body, "os_user"));
+  if (!os_user) {
+    return Status::InvalidArgument(
+        "os_user is required (the OS account the user's jobs run as; \"\" "
+        "removes the mapping)");
+  }
+  TY_ASSIGN_OR_RETURN(auto user,
+                      ids.SetOsUser(c.principal, c.request.path_params["name"], *os_user));
+  return json::object{{"user", UserToJson(user)}};
+}
+
+Result<json::value> ListUsers(identity::IdentityService& ids) {
+  TY_ASSIGN_OR_RETURN(auto users, ids.ListUsers());
+  json::array out;
+  for (const auto& u : users) {
+    out.emplace_back(UserToJson(u));
+    out.back().as_object()["disabled"] = u.disabled;
+  }
+  return json::object{{"users", std::move(out)}};
+}
+
+void RegisterUserRoutes(Api& api, identity::IdentityService& ids) {
+  api.Route(Method::kPost, kTrainyardPrefixes, "/users",
+            [&ids](Call& c) { return CreateUser(ids, c); });
   api.Route(Method::kPatch, kTrainyardPrefixes, "/users/{name}",
-            [&ids](Call& c) -> Result<json::value> {
-              TY_ASSIGN_OR_RETURN(auto os_user, OptionalString(c.body, "os_user"));
-              if (!os_user) {
-                return Status::InvalidArgument(
-                    "os_user is required (the OS account the user's jobs run as; \"\" "
-                    "removes the mapping)");
-              }
-              TY_ASSIGN_OR_RETURN(
-                  auto user, ids.SetOsUser(c.principal, c.request.path_params["name"], *os_user));
-              return json::object{{"user", UserToJson(user)}};
-            });
-  api.Route(Method::kGet, kTrainyardPrefixes, "/users", [&ids](Call& c) -> Result<json::value> {
-    TY_ASSIGN_OR_RETURN(auto users, ids.ListUsers());
-    json::array out;
-    for (const auto& u : users) {
-      out.emplace_back(UserToJson(u));
-      out.back().as_object()["disabled"] = u.disabled;
-    }
-    return json::object{{"users", std::move(out)}};
-  });
+            [&ids](Call& c) { return SetOsUser(ids, c); });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/users", [&ids](Call&) { return ListUsers(ids); });
   for (bool disable : {true, false}) {
     api.Route(Method::kPost, kTrainyardPrefixes,
               std::string("/users/{name}/") + (disable ? "disable" : "enable"),
@@ -90,44 +88,67 @@ void RegisterIdentityRoutes(Api& api) {
               TY_RETURN_IF_ERROR(ids.DeleteUser(c.principal, c.request.path_params["name"]));
               return json::object();
             });
-  api.Route(Method::kPost, kTrainyardPrefixes, "/tokens", [&ids](Call& c) -> Result<json::value> {
-    TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
-    TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
-    TY_ASSIGN_OR_RETURN(auto ttl, OptionalInt64(c.body, "expires_in_seconds"));
-    TY_ASSIGN_OR_RETURN(auto created,
-                        ids.CreateToken(c.principal, {.user = user.value_or(c.principal.user),
-                                                      .description = description.value_or(""),
-                                                      .ttl_seconds = ttl}));
-    return json::object{{"token", created.first}, {"info", TokenToJson(created.second)}};
-  });
+}
+
+Result<json::value> CreateToken(identity::IdentityService& ids, Call& c) {
+  TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
+  TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
+  TY_ASSIGN_OR_RETURN(auto ttl, OptionalInt64(c.body, "expires_in_seconds"));
+  TY_ASSIGN_OR_RETURN(auto created,
+                      ids.CreateToken(c.principal, {.user = user.value_or(c.principal.user),
+                                                    .description = description.value_or(""),
+                                                    .ttl_seconds = ttl}));
+  return json::object{{"token", created.first}, {"info", TokenToJson(created.second)}};
+}
+
+Result<json::value> ReadAudit(identity::IdentityService& ids, Call& c) {
+  TY_ASSIGN_OR_RETURN(auto before, OptionalInt64(c.body, "before"));
+  TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+  TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
+  TY_ASSIGN_OR_RETURN(auto records, ids.ReadAudit(c.principal, before.value_or(0),
+                                                  max_results.value_or(kDefaultAuditRecordsPerPage),
+                                                  user.value_or("")));
+  json::array out;
+  for (const auto& r : records) {
+    json::object o{{"timestamp", r.timestamp}, {"user", r.user},     {"method", r.method},
+                   {"path", r.path},           {"status", r.status}, {"remote", r.remote}};
+    if (!r.detail.empty()) o["detail"] = r.detail;
+    out.emplace_back(std::move(o));
+  }
+  return json::object{{"records", std::move(out)}};
+}
+
+// The audit route sits between the token routes to keep the registration order unchanged.
+void RegisterTokenAndAuditRoutes(Api& api, identity::IdentityService& ids) {
+  api.Route(Method::kPost, kTrainyardPrefixes, "/tokens",
+            [&ids](Call& c) { return CreateToken(ids, c); });
   api.Route(Method::kGet, kTrainyardPrefixes, "/tokens", [&ids](Call& c) -> Result<json::value> {
     TY_ASSIGN_OR_RETURN(auto tokens, ids.ListTokens(c.principal));
     json::array out;
     for (const auto& t : tokens) out.emplace_back(TokenToJson(t));
     return json::object{{"tokens", std::move(out)}};
   });
-  api.Route(Method::kGet, kTrainyardPrefixes, "/audit", [&ids](Call& c) -> Result<json::value> {
-    TY_ASSIGN_OR_RETURN(auto before, OptionalInt64(c.body, "before"));
-    TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
-    TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
-    TY_ASSIGN_OR_RETURN(
-        auto records,
-        ids.ReadAudit(c.principal, before.value_or(0),
-                      max_results.value_or(kDefaultAuditRecordsPerPage), user.value_or("")));
-    json::array out;
-    for (const auto& r : records) {
-      json::object o{{"timestamp", r.timestamp}, {"user", r.user},     {"method", r.method},
-                     {"path", r.path},           {"status", r.status}, {"remote", r.remote}};
-      if (!r.detail.empty()) o["detail"] = r.detail;
-      out.emplace_back(std::move(o));
-    }
-    return json::object{{"records", std::move(out)}};
-  });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/audit",
+            [&ids](Call& c) { return ReadAudit(ids, c); });
   api.Route(Method::kDelete, kTrainyardPrefixes, "/tokens/{token_id}",
             [&ids](Call& c) -> Result<json::value> {
               TY_RETURN_IF_ERROR(ids.RevokeToken(c.principal, c.request.path_params["token_id"]));
               return json::object();
             });
+}
+
+}  // namespace
+
+void RegisterIdentityRoutes(Api& api) {
+  identity::IdentityService& ids = api.identity();
+  api.PublicRoute(Method::kGet, "/health", [](Call&) -> Result<json::value> {
+    return json::object{{"status", "ok"}};
+  });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/whoami", [](Call& c) -> Result<json::value> {
+    return json::object{{"user", c.principal.user}, {"is_admin", c.principal.is_admin}};
+  });
+  RegisterUserRoutes(api, ids);
+  RegisterTokenAndAuditRoutes(api, ids);
 }
 
 // Grants need the securable's owner, which the owning service knows; they are

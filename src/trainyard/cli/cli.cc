@@ -10,7 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "trainyard/cli/checkpoint_commands.h"
 #include "trainyard/cli/client.h"
@@ -287,35 +290,65 @@ int ExecTrainer(int argc, char** argv) {
   return 2;
 }
 
-}  // namespace
+int TokenRevoke(Client& client, const std::string& token_id) {
+  auto r = client.Call("DELETE", "/api/trainyard/v1/tokens/" + UrlEncode(token_id));
+  if (!r.ok()) return Fail(r.status());
+  std::cout << "Revoked token " << token_id << "\n";
+  return 0;
+}
 
-int Main(int argc, char** argv) {
-  // Hidden: the local executor runs each rank under `trainyard __rank-shim ...`.
-  if (argc >= 2 && std::string_view(argv[1]) == "__rank-shim") {
-    return executors::RunRankShim(argc - 1, argv + 1);
+int UserCreate(Client& client, const std::string& user_name, bool user_admin,
+               const std::string& user_os_user) {
+  auto r = client.Call("POST", "/api/trainyard/v1/users",
+                       {{"name", user_name}, {"is_admin", user_admin}, {"os_user", user_os_user}});
+  if (!r.ok()) return Fail(r.status());
+  std::cout << "Created user " << user_name << (user_admin ? " (admin)" : "")
+            << (user_os_user.empty() ? "" : ", jobs run as OS account " + user_os_user) << "\n";
+  return 0;
+}
+
+int UserUpdate(Client& client, const std::string& user_name, const std::string& user_os_user) {
+  auto r = client.Call("PATCH", "/api/trainyard/v1/users/" + UrlEncode(user_name),
+                       {{"os_user", user_os_user}});
+  if (!r.ok()) return Fail(r.status());
+  std::cout << "User " << user_name
+            << (user_os_user.empty() ? " has no OS account now"
+                                     : "'s jobs run as OS account " + user_os_user)
+            << "\n";
+  return 0;
+}
+
+int UsersList(Client& client) {
+  auto r = client.Call("GET", "/api/trainyard/v1/users");
+  if (!r.ok()) return Fail(r.status());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& u : Arr(*r, "users")) {
+    std::string os_user = Str(u, "os_user");
+    rows.push_back({Str(u, "name"), Str(u, "is_admin") == "true" ? "yes" : "no",
+                    os_user.empty() ? "-" : os_user, FormatTime(Int(u, "created_at"))});
   }
-  // The trainer is its own program (it links libtorch, which this one does not load).
-  if (argc >= 2 && std::string_view(argv[1]) == "train") return ExecTrainer(argc, argv);
-  CLI::App app{"Trainyard: train, track, register and serve LLMs on your own machines",
-               "trainyard"};
-  app.require_subcommand(1);
-  app.add_subcommand("train",
-                     "fine-tune a model (LoRA or full): trainyard train config.yaml; "
-                     "see trainyard train --help");
-  ClientOptions client_options;
-  auto add_client_options = [&](CLI::App* cmd) {
-    cmd->add_option("--url", client_options.url, "server URL (env TRAINYARD_URL)");
-    cmd->add_option("--token", client_options.token, "API token (env TRAINYARD_TOKEN)");
-    cmd->add_option("--data-dir", client_options.data_dir,
-                    "server data directory whose admin.token to use when no token is given");
-  };
+  PrintTable(std::cout, {"USER", "ADMIN", "OS USER", "CREATED"}, rows);
+  return 0;
+}
 
+// --- subcommand registration, one function per group. Each Add...Commands registers its
+// subcommands and returns a function that runs the parsed one, or returns nullopt when none
+// of its subcommands was parsed (like AddCheckpointCommands).
+
+using AddClientOptions = std::function<void(CLI::App*)>;
+using CommandRunner = std::function<std::optional<int>(Client&)>;
+
+struct ServerOptions {
   server::ServerConfig config;
-  config.data_dir = DefaultDataDir();
   std::string log_level = "info";
   std::string port_file;
   std::string log_format = "text";
-  auto* server_cmd = app.add_subcommand("server", "run the Trainyard server");
+  double idle_timeout_s = 0;
+};
+
+// Where the server keeps its state, how it listens and what it admits.
+void AddServerListenOptions(CLI::App* server_cmd, ServerOptions& o) {
+  server::ServerConfig& config = o.config;
   server_cmd->add_option("--data-dir", config.data_dir,
                          "where state lives (env TRAINYARD_DATA_DIR)");
   server_cmd->add_option("--host", config.host, "address to listen on")->capture_default_str();
@@ -343,9 +376,9 @@ int Main(int argc, char** argv) {
       ->add_option("--max-upload-bytes", config.max_upload_bytes,
                    "largest artifact or checkpoint upload")
       ->capture_default_str();
-  double idle_timeout_s = static_cast<double>(config.idle_timeout_ms) / 1000;
+  o.idle_timeout_s = static_cast<double>(config.idle_timeout_ms) / 1000;
   server_cmd
-      ->add_option("--idle-timeout", idle_timeout_s,
+      ->add_option("--idle-timeout", o.idle_timeout_s,
                    "seconds a connection may send nothing before it is dropped (a request may "
                    "take longer while it keeps sending)")
       ->check(CLI::Range(0.1, 86400.0))
@@ -368,12 +401,17 @@ int Main(int argc, char** argv) {
                    "(the rest are counted in a summary record)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  server_cmd->add_option("--port-file", port_file,
+  server_cmd->add_option("--port-file", o.port_file,
                          "write the bound port here once listening (useful with --port 0)");
-  server_cmd->add_option("--log-level", log_level, "trace, debug, info, warn, error")
+  server_cmd->add_option("--log-level", o.log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
       ->capture_default_str();
+}
+
+// Where and as whom jobs run (--log-format stays last, where the help has always listed it).
+void AddServerExecutionOptions(CLI::App* server_cmd, ServerOptions& o) {
+  server::ServerConfig& config = o.config;
   server_cmd
       ->add_option("--local-nodes", config.local_nodes,
                    "simulate this many nodes of the local pool on this machine")
@@ -405,171 +443,225 @@ int Main(int argc, char** argv) {
                          "<data-dir>-jobs in multi-user mode)");
   server_cmd->add_option("--advertise-url", config.advertise_url,
                          "URL workloads use to reach this server (default http://HOST:PORT)");
-  server_cmd->add_option("--log-format", log_format, "text, or json (one object per line)")
+  server_cmd->add_option("--log-format", o.log_format, "text, or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
+}
 
+// Adds `server`. The returned function runs the server when it was parsed (it needs no client).
+std::function<std::optional<int>()> AddServerCommand(CLI::App& app) {
+  auto o = std::make_shared<ServerOptions>();
+  o->config.data_dir = DefaultDataDir();
+  auto* server_cmd = app.add_subcommand("server", "run the Trainyard server");
+  AddServerListenOptions(server_cmd, *o);
+  AddServerExecutionOptions(server_cmd, *o);
+  return [o, server_cmd]() -> std::optional<int> {
+    if (!server_cmd->parsed()) return std::nullopt;
+    o->config.idle_timeout_ms = static_cast<int64_t>(o->idle_timeout_s * 1000);
+    return RunServer(o->config, o->log_level, o->log_format, o->port_file);
+  };
+}
+
+// Adds `experiments`, `runs` and `models`.
+CommandRunner AddTrackingCommands(CLI::App& app, const AddClientOptions& add_client_options) {
+  struct Options {
+    bool all_experiments = false;
+    std::string exp_id;
+    std::string run_experiment = "0", run_filter, run_id;
+    int run_max = 100;
+    std::string model_name;
+  };
+  auto o = std::make_shared<Options>();
   auto* experiments = app.add_subcommand("experiments", "list and inspect experiments");
   experiments->require_subcommand(1);
-  bool all_experiments = false;
   auto* exp_list = experiments->add_subcommand("list", "list experiments");
-  exp_list->add_flag("--all", all_experiments, "include deleted experiments");
+  exp_list->add_flag("--all", o->all_experiments, "include deleted experiments");
   add_client_options(exp_list);
-  std::string exp_id;
   auto* exp_show = experiments->add_subcommand("show", "show one experiment");
-  exp_show->add_option("experiment", exp_id, "experiment id or name")->required();
+  exp_show->add_option("experiment", o->exp_id, "experiment id or name")->required();
   add_client_options(exp_show);
 
   auto* runs = app.add_subcommand("runs", "list and inspect runs");
   runs->require_subcommand(1);
-  std::string run_experiment = "0", run_filter, run_id;
-  int run_max = 100;
   auto* runs_list = runs->add_subcommand("list", "list the runs of an experiment");
-  runs_list->add_option("-e,--experiment", run_experiment, "experiment id or name")
+  runs_list->add_option("-e,--experiment", o->run_experiment, "experiment id or name")
       ->capture_default_str();
-  runs_list->add_option("--filter", run_filter, "MLflow filter, e.g. \"metrics.loss < 0.5\"");
-  runs_list->add_option("--max", run_max, "at most this many runs")->capture_default_str();
+  runs_list->add_option("--filter", o->run_filter, "MLflow filter, e.g. \"metrics.loss < 0.5\"");
+  runs_list->add_option("--max", o->run_max, "at most this many runs")->capture_default_str();
   add_client_options(runs_list);
   auto* runs_show = runs->add_subcommand("show", "show a run's metrics, params and tags");
-  runs_show->add_option("run_id", run_id, "run id")->required();
+  runs_show->add_option("run_id", o->run_id, "run id")->required();
   add_client_options(runs_show);
 
   auto* models = app.add_subcommand("models", "list and inspect registered models");
   models->require_subcommand(1);
-  std::string model_name;
   auto* models_list = models->add_subcommand("list", "list registered models");
   add_client_options(models_list);
   auto* models_show = models->add_subcommand("show", "show a model's versions and aliases");
-  models_show->add_option("name", model_name, "registered model name")->required();
+  models_show->add_option("name", o->model_name, "registered model name")->required();
   add_client_options(models_show);
 
+  return [=](Client& client) -> std::optional<int> {
+    if (exp_list->parsed()) return ExperimentsList(client, o->all_experiments);
+    if (exp_show->parsed()) return ExperimentsShow(client, o->exp_id);
+    if (runs_list->parsed()) return RunsList(client, o->run_experiment, o->run_filter, o->run_max);
+    if (runs_show->parsed()) return RunsShow(client, o->run_id);
+    if (models_list->parsed()) return ModelsList(client);
+    if (models_show->parsed()) return ModelsShow(client, o->model_name);
+    return std::nullopt;
+  };
+}
+
+// Adds `token`.
+CommandRunner AddTokenCommands(CLI::App& app, const AddClientOptions& add_client_options) {
+  struct Options {
+    std::string token_user, token_description, token_expires, token_id;
+  };
+  auto o = std::make_shared<Options>();
   auto* token = app.add_subcommand("token", "create, list and revoke API tokens");
   token->require_subcommand(1);
-  std::string token_user, token_description, token_expires, token_id;
   auto* token_create = token->add_subcommand("create", "create a token (printed once)");
-  token_create->add_option("--user", token_user, "for this user (admins only; default: you)");
-  token_create->add_option("--description", token_description, "what the token is for");
-  token_create->add_option("--expires-in", token_expires, "lifetime, e.g. 90d, 12h");
+  token_create->add_option("--user", o->token_user, "for this user (admins only; default: you)");
+  token_create->add_option("--description", o->token_description, "what the token is for");
+  token_create->add_option("--expires-in", o->token_expires, "lifetime, e.g. 90d, 12h");
   add_client_options(token_create);
   auto* token_list = token->add_subcommand("list", "list tokens");
   add_client_options(token_list);
   auto* token_revoke = token->add_subcommand("revoke", "revoke a token");
-  token_revoke->add_option("token_id", token_id, "token id (from 'token list')")->required();
+  token_revoke->add_option("token_id", o->token_id, "token id (from 'token list')")->required();
   add_client_options(token_revoke);
+  return [=](Client& client) -> std::optional<int> {
+    if (token_create->parsed()) {
+      return TokenCreate(client, o->token_user, o->token_description, o->token_expires);
+    }
+    if (token_list->parsed()) return TokenList(client);
+    if (token_revoke->parsed()) return TokenRevoke(client, o->token_id);
+    return std::nullopt;
+  };
+}
 
-  auto* users = app.add_subcommand("users", "manage users (admins)");
-  users->require_subcommand(1);
-  std::string user_name, user_os_user;
-  bool user_admin = false;
-  auto* users_create = users->add_subcommand("create", "create a user");
-  users_create->add_option("name", user_name, "user name")->required();
-  users_create->add_flag("--admin", user_admin, "make the user an admin");
-  users_create->add_option("--os-user", user_os_user,
+// Adds create, update and list to `users` (AddSecurityCommands adds the rest).
+CommandRunner AddUserCommands(CLI::App& users, const AddClientOptions& add_client_options) {
+  struct Options {
+    std::string user_name, user_os_user;
+    bool user_admin = false;
+  };
+  auto o = std::make_shared<Options>();
+  users.require_subcommand(1);
+  auto* users_create = users.add_subcommand("create", "create a user");
+  users_create->add_option("name", o->user_name, "user name")->required();
+  users_create->add_flag("--admin", o->user_admin, "make the user an admin");
+  users_create->add_option("--os-user", o->user_os_user,
                            "the OS account the user's jobs run as (multi-user mode)");
   add_client_options(users_create);
-  auto* users_update = users->add_subcommand("update", "change a user's OS account mapping");
-  users_update->add_option("name", user_name, "user name")->required();
+  auto* users_update = users.add_subcommand("update", "change a user's OS account mapping");
+  users_update->add_option("name", o->user_name, "user name")->required();
   users_update
-      ->add_option("--os-user", user_os_user,
+      ->add_option("--os-user", o->user_os_user,
                    "the OS account the user's jobs run as (\"\" removes the mapping)")
       ->required();
   add_client_options(users_update);
-  auto* users_list = users->add_subcommand("list", "list users");
+  auto* users_list = users.add_subcommand("list", "list users");
   add_client_options(users_list);
+  return [=](Client& client) -> std::optional<int> {
+    if (users_create->parsed()) {
+      return UserCreate(client, o->user_name, o->user_admin, o->user_os_user);
+    }
+    if (users_update->parsed()) return UserUpdate(client, o->user_name, o->user_os_user);
+    if (users_list->parsed()) return UsersList(client);
+    return std::nullopt;
+  };
+}
 
-  std::string job_file, job_id, job_project;
-  bool job_follow = false, jobs_active = false;
-  int job_attempt = 0, job_rank = 0, jobs_max = 50;
+// Adds `submit`, `jobs`, `describe`, `logs`, `cancel` and `cluster`.
+CommandRunner AddJobCommands(CLI::App& app, const AddClientOptions& add_client_options) {
+  struct Options {
+    std::string job_file, job_id, job_project;
+    bool job_follow = false, jobs_active = false;
+    int job_attempt = 0, job_rank = 0, jobs_max = 50;
+    std::vector<std::string> job_env;
+  };
+  auto o = std::make_shared<Options>();
   auto* submit = app.add_subcommand("submit", "submit a job (prints its id)");
-  submit->add_option("file", job_file, "job spec (YAML)")->required();
-  submit->add_flag("-f,--follow", job_follow, "stream state changes and rank 0's output");
-  std::vector<std::string> job_env;
-  submit->add_option("--env", job_env, "NAME=VALUE added to the job's env (repeatable)");
+  submit->add_option("file", o->job_file, "job spec (YAML)")->required();
+  submit->add_flag("-f,--follow", o->job_follow, "stream state changes and rank 0's output");
+  submit->add_option("--env", o->job_env, "NAME=VALUE added to the job's env (repeatable)");
   add_client_options(submit);
   auto* jobs_cmd = app.add_subcommand("jobs", "list jobs: state, queue position, why they wait");
-  jobs_cmd->add_flag("--active", jobs_active, "only pending and running jobs");
-  jobs_cmd->add_option("--project", job_project, "only this project's jobs");
-  jobs_cmd->add_option("--max", jobs_max, "at most this many jobs")->capture_default_str();
+  jobs_cmd->add_flag("--active", o->jobs_active, "only pending and running jobs");
+  jobs_cmd->add_option("--project", o->job_project, "only this project's jobs");
+  jobs_cmd->add_option("--max", o->jobs_max, "at most this many jobs")->capture_default_str();
   add_client_options(jobs_cmd);
   auto* describe = app.add_subcommand("describe", "show a job: attempts, causes, cost, goodput");
-  describe->add_option("job", job_id, "job id")->required();
+  describe->add_option("job", o->job_id, "job id")->required();
   add_client_options(describe);
   auto* logs = app.add_subcommand("logs", "print a job's output");
-  logs->add_option("job", job_id, "job id")->required();
-  logs->add_flag("-f,--follow", job_follow, "keep printing as the job runs, across attempts");
-  logs->add_option("--attempt", job_attempt, "attempt number (default: the latest)");
-  logs->add_option("--rank", job_rank, "rank (default: 0)");
+  logs->add_option("job", o->job_id, "job id")->required();
+  logs->add_flag("-f,--follow", o->job_follow, "keep printing as the job runs, across attempts");
+  logs->add_option("--attempt", o->job_attempt, "attempt number (default: the latest)");
+  logs->add_option("--rank", o->job_rank, "rank (default: 0)");
   add_client_options(logs);
   auto* cancel = app.add_subcommand("cancel", "cancel a job (running ranks get SIGTERM first)");
-  cancel->add_option("job", job_id, "job id")->required();
+  cancel->add_option("job", o->job_id, "job id")->required();
   add_client_options(cancel);
   auto* cluster = app.add_subcommand("cluster", "show the compute pool's nodes and their use");
   add_client_options(cluster);
+  return [=](Client& client) -> std::optional<int> {
+    if (submit->parsed()) return SubmitJob(client, o->job_file, o->job_follow, o->job_env);
+    if (jobs_cmd->parsed()) return ListJobs(client, o->jobs_active, o->job_project, o->jobs_max);
+    if (describe->parsed()) return DescribeJob(client, o->job_id);
+    if (logs->parsed()) {
+      return JobLogs(client, o->job_id, o->job_follow, o->job_attempt, o->job_rank);
+    }
+    if (cancel->parsed()) return CancelJob(client, o->job_id);
+    if (cluster->parsed()) return ShowCluster(client);
+    return std::nullopt;
+  };
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  // Hidden: the local executor runs each rank under `trainyard __rank-shim ...`.
+  if (argc >= 2 && std::string_view(argv[1]) == "__rank-shim") {
+    return executors::RunRankShim(argc - 1, argv + 1);
+  }
+  // The trainer is its own program (it links libtorch, which this one does not load).
+  if (argc >= 2 && std::string_view(argv[1]) == "train") return ExecTrainer(argc, argv);
+  CLI::App app{"Trainyard: train, track, register and serve LLMs on your own machines",
+               "trainyard"};
+  app.require_subcommand(1);
+  app.add_subcommand("train",
+                     "fine-tune a model (LoRA or full): trainyard train config.yaml; "
+                     "see trainyard train --help");
+  ClientOptions client_options;
+  auto add_client_options = [&](CLI::App* cmd) {
+    cmd->add_option("--url", client_options.url, "server URL (env TRAINYARD_URL)");
+    cmd->add_option("--token", client_options.token, "API token (env TRAINYARD_TOKEN)");
+    cmd->add_option("--data-dir", client_options.data_dir,
+                    "server data directory whose admin.token to use when no token is given");
+  };
+
+  // Registered in the order `trainyard --help` lists them.
+  auto run_server = AddServerCommand(app);
+  auto run_tracking = AddTrackingCommands(app, add_client_options);
+  auto run_tokens = AddTokenCommands(app, add_client_options);
+  auto* users = app.add_subcommand("users", "manage users (admins)");
+  auto run_users = AddUserCommands(*users, add_client_options);
+  auto run_jobs = AddJobCommands(app, add_client_options);
   auto run_checkpoints = AddCheckpointCommands(app, add_client_options);
   auto run_security = AddSecurityCommands(app, *users, add_client_options);
 
   CLI11_PARSE(app, argc, argv);
 
-  if (server_cmd->parsed()) {
-    config.idle_timeout_ms = static_cast<int64_t>(idle_timeout_s * 1000);
-    return RunServer(config, log_level, log_format, port_file);
-  }
+  if (auto rc = run_server()) return *rc;
   Client client(client_options);
-  if (submit->parsed()) return SubmitJob(client, job_file, job_follow, job_env);
-  if (jobs_cmd->parsed()) return ListJobs(client, jobs_active, job_project, jobs_max);
-  if (describe->parsed()) return DescribeJob(client, job_id);
-  if (logs->parsed()) return JobLogs(client, job_id, job_follow, job_attempt, job_rank);
-  if (cancel->parsed()) return CancelJob(client, job_id);
-  if (cluster->parsed()) return ShowCluster(client);
+  if (auto rc = run_jobs(client)) return *rc;
   if (auto rc = run_checkpoints(client)) return *rc;
   if (auto rc = run_security(client)) return *rc;
-  if (exp_list->parsed()) return ExperimentsList(client, all_experiments);
-  if (exp_show->parsed()) return ExperimentsShow(client, exp_id);
-  if (runs_list->parsed()) return RunsList(client, run_experiment, run_filter, run_max);
-  if (runs_show->parsed()) return RunsShow(client, run_id);
-  if (models_list->parsed()) return ModelsList(client);
-  if (models_show->parsed()) return ModelsShow(client, model_name);
-  if (token_create->parsed()) {
-    return TokenCreate(client, token_user, token_description, token_expires);
-  }
-  if (token_list->parsed()) return TokenList(client);
-  if (token_revoke->parsed()) {
-    auto r = client.Call("DELETE", "/api/trainyard/v1/tokens/" + UrlEncode(token_id));
-    if (!r.ok()) return Fail(r.status());
-    std::cout << "Revoked token " << token_id << "\n";
-    return 0;
-  }
-  if (users_create->parsed()) {
-    auto r =
-        client.Call("POST", "/api/trainyard/v1/users",
-                    {{"name", user_name}, {"is_admin", user_admin}, {"os_user", user_os_user}});
-    if (!r.ok()) return Fail(r.status());
-    std::cout << "Created user " << user_name << (user_admin ? " (admin)" : "")
-              << (user_os_user.empty() ? "" : ", jobs run as OS account " + user_os_user) << "\n";
-    return 0;
-  }
-  if (users_update->parsed()) {
-    auto r = client.Call("PATCH", "/api/trainyard/v1/users/" + UrlEncode(user_name),
-                         {{"os_user", user_os_user}});
-    if (!r.ok()) return Fail(r.status());
-    std::cout << "User " << user_name
-              << (user_os_user.empty() ? " has no OS account now"
-                                       : "'s jobs run as OS account " + user_os_user)
-              << "\n";
-    return 0;
-  }
-  if (users_list->parsed()) {
-    auto r = client.Call("GET", "/api/trainyard/v1/users");
-    if (!r.ok()) return Fail(r.status());
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& u : Arr(*r, "users")) {
-      std::string os_user = Str(u, "os_user");
-      rows.push_back({Str(u, "name"), Str(u, "is_admin") == "true" ? "yes" : "no",
-                      os_user.empty() ? "-" : os_user, FormatTime(Int(u, "created_at"))});
-    }
-    PrintTable(std::cout, {"USER", "ADMIN", "OS USER", "CREATED"}, rows);
-    return 0;
-  }
+  if (auto rc = run_tracking(client)) return *rc;
+  if (auto rc = run_tokens(client)) return *rc;
+  if (auto rc = run_users(client)) return *rc;
   return 2;
 }
 
