@@ -103,7 +103,7 @@ struct Stack {
     endpoints.emplace_back(M::kPost, "/api/trainyard/v1/tokens");
     endpoints.emplace_back(M::kPost, "/api/trainyard/v1/users");
     // Seed objects for the decoders to find.
-    (void)tracking->CreateExperiment("admin", "fuzz", "", {});
+    (void)tracking->CreateExperiment(identity::Principal::System(), "fuzz", "", {});
   }
 };
 
