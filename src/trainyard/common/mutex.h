@@ -118,8 +118,7 @@ class CondVar {
   }
   // As Wait, giving up at `deadline`. Returns false when the time ran out.
   template <typename ClockT, typename Duration>
-  bool WaitUntil(Mutex& mu, std::chrono::time_point<ClockT, Duration> deadline)
-      TY_REQUIRES(mu) {
+  bool WaitUntil(Mutex& mu, std::chrono::time_point<ClockT, Duration> deadline) TY_REQUIRES(mu) {
     std::unique_lock<std::mutex> lock(mu.mu_, std::adopt_lock);
     const bool notified = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();

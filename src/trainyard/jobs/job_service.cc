@@ -294,8 +294,7 @@ Result<std::vector<std::pair<std::string, std::string>>> JobService::LoadActiveJ
 
 Status JobService::LoadUsage(int64_t now) {
   // Fair share remembers a week of usage.
-  TY_ASSIGN_OR_RETURN(std::vector<AttemptUsage> usage,
-                      store_.UsageSince(now - kFairShareWindowMs));
+  TY_ASSIGN_OR_RETURN(std::vector<AttemptUsage> usage, store_.UsageSince(now - kFairShareWindowMs));
   for (const auto& u : usage) {
     usage_.Add(u.project, UsageAmount(u.gpus, u.cpus, u.started_at, u.ended_at), u.ended_at);
   }

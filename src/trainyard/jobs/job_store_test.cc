@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/testing/test_postgres.h"
 #include "trainyard/store/sql.h"
+#include "trainyard/testing/test_postgres.h"
 
 namespace trainyard::jobs {
 namespace {
