@@ -1,5 +1,5 @@
 // JobStore against every backend: in-memory SQLite and a throwaway PostgreSQL
-// (PostgresUrlForTest): rows round-trip, replace, and the reads filter, order and sum.
+// (OpenTestDatabase): rows round-trip, replace, and the reads filter, order and sum.
 #include "trainyard/jobs/job_store.h"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "trainyard/store/sql.h"
-#include "trainyard/testing/test_postgres.h"
+#include "trainyard/testing/test_database.h"
 
 namespace trainyard::jobs {
 namespace {
@@ -55,17 +55,9 @@ StoredAttempt MakeAttempt(int n, AttemptState state, double cost = 0, double pai
 class JobStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    std::string url = ":memory:";
-    if (GetParam() == "postgres") {
-      auto pg = store::PostgresUrlForTest();
-      ASSERT_TRUE(pg.ok()) << "PostgreSQL for tests: " << pg.status().ToString();
-      url = *pg;
-    }
-    auto db = store::OpenDatabase({.url = url});
+    auto db = store::OpenTestDatabase(GetParam(), JobStore::Migrations());
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     db_ = std::move(db).value();
-    Status s = store::ApplyMigrations(*db_, JobStore::Migrations());
-    ASSERT_TRUE(s.ok()) << s.ToString();
     store_ = std::make_unique<JobStore>(*db_);
   }
 

@@ -1,5 +1,5 @@
 // RegistryService against every backend: in-memory SQLite and a throwaway PostgreSQL
-// (PostgresUrlForTest), with the real TrackingService for runs and logged models.
+// (OpenTestDatabase), with the real TrackingService for runs and logged models.
 #include "trainyard/registry/registry_service.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "trainyard/common/clock.h"
 #include "trainyard/identity/identity_service.h"
 #include "trainyard/testing/status_matchers.h"
-#include "trainyard/testing/test_postgres.h"
+#include "trainyard/testing/test_database.h"
 #include "trainyard/tracking/tracking_service.h"
 
 namespace trainyard::registry {
@@ -47,19 +47,10 @@ std::vector<std::string> Keys(const std::vector<ModelVersion>& versions) {
 class RegistryServiceTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    std::string url = ":memory:";
-    if (GetParam() == "postgres") {
-      auto pg = store::PostgresUrlForTest();
-      ASSERT_TRUE(pg.ok()) << "PostgreSQL for tests: " << pg.status().ToString();
-      url = *pg;
-    }
-    auto db = store::OpenDatabase({.url = url});
-    ASSERT_TRUE(db.ok()) << db.status().ToString();
-    db_ = std::move(db).value();
     std::vector<store::Migration> migrations = tracking::TrackingService::Migrations();
     for (auto& m : RegistryService::Migrations()) migrations.push_back(std::move(m));
     for (auto& m : identity::IdentityService::Migrations()) migrations.push_back(std::move(m));
-    TY_ASSERT_OK(store::ApplyMigrations(*db_, migrations));
+    TY_ASSERT_OK_AND_ASSIGN(db_, store::OpenTestDatabase(GetParam(), migrations));
     identity_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
     tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *identity_,
                                                             "mlflow-artifacts:");
