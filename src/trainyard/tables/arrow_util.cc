@@ -6,8 +6,8 @@ namespace trainyard::tables {
 
 Status FromArrow(const arrow::Status& status, std::string_view context) {
   if (status.ok()) return Status::Ok();
-  std::string message = context.empty() ? status.message()
-                                        : std::string(context) + ": " + status.message();
+  std::string message =
+      context.empty() ? status.message() : std::string(context) + ": " + status.message();
   switch (status.code()) {
     case arrow::StatusCode::Invalid:
     case arrow::StatusCode::TypeError:
