@@ -281,7 +281,8 @@ def test_our_table_in_duckdb(our_table, duck):
 
 def test_our_table_in_spark(our_table, spark):
     path, states = our_table
-    for v in CHECKED_VERSIONS:
+    # Fewer versions than the others: each Spark read costs seconds on 2 shared cores.
+    for v in (1, 3, 4, 5, 7, 12):
         assert spark_rows(spark, path, v) == states[v], f"version {v}"
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
     assert sorted(r["version"] for r in history) == list(range(13))

@@ -101,6 +101,17 @@ def write_inputs(workdir: Path, total_bytes: int) -> dict:
     return {"arrows": arrows, "parquet": parquet, "rows": rows, "bytes": nbytes}
 
 
+def write_warmup(workdir: Path, inputs: dict) -> dict:
+    """The first 10,000 rows, for an untimed warm-up of each side (Spark's JIT above all)."""
+    with pa.ipc.open_stream(str(inputs["arrows"])) as reader:
+        batch = reader.read_next_batch().slice(0, 10_000)
+    arrows, parquet = workdir / "warm.arrows", workdir / "warm.parquet"
+    with pa.ipc.new_stream(str(arrows), batch.schema) as writer:
+        writer.write_batch(batch)
+    pq.write_table(pa.Table.from_batches([batch]), str(parquet))
+    return {"arrows": arrows, "parquet": parquet, "rows": batch.num_rows, "bytes": batch.nbytes}
+
+
 # --------------------------------------------------------------------------------------------
 # The three sides
 
@@ -166,6 +177,23 @@ def spark_scan(spark, path: Path, rows: int) -> float:
     elapsed = time.perf_counter() - began
     assert count == rows, (count, rows)
     return elapsed
+
+
+def one_side(side: str, inputs: dict, path: Path, schema: pa.Schema, spark, append: dict,
+             scan: dict) -> None:
+    """One append into a new table at `path` and one full scan of it; the table is removed."""
+    if side == "ours":
+        a = ours_append(inputs, path, schema)
+        s = ours_scan(path, inputs["rows"])
+    elif side == "delta-rs":
+        a = rs_append(inputs, path)
+        s = rs_scan(path, inputs["rows"])
+    else:
+        a = spark_append(spark, inputs, path)
+        s = spark_scan(spark, path, inputs["rows"])
+    append.setdefault(side, []).append(a)
+    scan.setdefault(side, []).append(s)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -259,24 +287,15 @@ def main() -> int:
             say(f"Spark started in {time.perf_counter() - began:.1f} s")
         append = {"ours": [], "delta-rs": [], "spark": []}
         scan = {"ours": [], "delta-rs": [], "spark": []}
+        warm = write_warmup(workdir, inputs)
+        sides = ["ours", "delta-rs"] + ([] if spark is None else ["spark"])
+        for side in sides:
+            one_side(side, warm, workdir / f"warm-{side}", schema, spark, {}, {})
         for r in range(cfg["rounds"]):
-            sides = ["ours", "delta-rs", "spark"] if r % 2 == 0 else ["spark", "delta-rs", "ours"]
-            for side in sides:
-                if side == "spark" and spark is None:
-                    continue
-                path = workdir / f"{side}-{r}"
-                if side == "ours":
-                    append[side].append(ours_append(inputs, path, schema))
-                    scan[side].append(ours_scan(path, inputs["rows"]))
-                elif side == "delta-rs":
-                    append[side].append(rs_append(inputs, path))
-                    scan[side].append(rs_scan(path, inputs["rows"]))
-                else:
-                    append[side].append(spark_append(spark, inputs, path))
-                    scan[side].append(spark_scan(spark, path, inputs["rows"]))
+            for side in (sides if r % 2 == 0 else sides[::-1]):
+                one_side(side, inputs, workdir / f"{side}-{r}", schema, spark, append, scan)
                 say(f"round {r} {side}: append {append[side][-1]:.2f} s, "
                     f"scan {scan[side][-1]:.2f} s")
-                shutil.rmtree(path, ignore_errors=True)
         rounded = lambda d: {k: [round(x, 2) for x in v] for k, v in d.items() if v}  # noqa: E731
         figures = throughput_figures(
             "append", inputs, rounded(append), versions,
