@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.ipc
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from test_s3_artifacts import moto_s3, s3_env  # noqa: F401 (moto_s3 is a fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 DELTA_TOOL = Path(os.environ.get("TRAINYARD_DELTA_TOOL", REPO / "build" / "delta_tool"))
@@ -50,19 +51,19 @@ TS0_US = 1_714_550_400_000_000  # 2024-05-01T08:00:00Z
 # ---- our side: delta_tool
 
 
-def tool(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def tool(*args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
     if not DELTA_TOOL.exists():
         pytest.fail(f"{DELTA_TOOL} does not exist: build it with `ninja -C build delta_tool`")
     proc = subprocess.run([str(DELTA_TOOL), *map(str, args)], capture_output=True, text=True,
-                          timeout=TOOL_TIMEOUT_S)
+                          timeout=TOOL_TIMEOUT_S, env=env)
     if check and proc.returncode != 0:
         pytest.fail(f"delta_tool {' '.join(map(str, args))} exited {proc.returncode}:\n"
                     f"{proc.stderr}{proc.stdout[-2000:]}")
     return proc
 
 
-def tool_json(*args: str) -> dict:
-    return json.loads(tool(*args).stdout.strip().splitlines()[-1])
+def tool_json(*args: str, env: dict | None = None) -> dict:
+    return json.loads(tool(*args, env=env).stdout.strip().splitlines()[-1])
 
 
 def tool_error(*args: str) -> str:
@@ -73,15 +74,15 @@ def tool_error(*args: str) -> str:
     return proc.stderr
 
 
-def ours(path: Path, tmp_path: Path, version: int | None = None,
-         timestamp_ms: int | None = None) -> list[dict]:
+def ours(path: Path | str, tmp_path: Path, version: int | None = None,
+         timestamp_ms: int | None = None, env: dict | None = None) -> list[dict]:
     out = tmp_path / f"read-{time.monotonic_ns()}.arrow"
     args = ["read", path, "--out", out]
     if version is not None:
         args += ["--version", version]
     if timestamp_ms is not None:
         args += ["--timestamp", timestamp_ms]
-    result = tool_json(*args)
+    result = tool_json(*args, env=env)
     if version is not None:
         assert result["version"] == version
     with pa.ipc.open_file(out) as reader:
@@ -577,3 +578,31 @@ def test_deletion_vectors_are_refused_naming_the_feature(spark, tmp_path):
     assert '"deletionVector"' in log, "Spark did not write a deletion vector"
     assert "deletionVectors" in tool_error("read", path, "--count")
     assert "deletionVectors" in tool_error("describe", path)
+
+
+# ---- on S3 (moto's S3 server)
+
+
+def test_tables_on_s3_both_ways(moto_s3, tmp_path):  # noqa: F811 (the fixture)
+    env = {**os.environ, **s3_env(moto_s3)}
+    options = {"AWS_ENDPOINT_URL": moto_s3["endpoint"], "AWS_REGION": moto_s3["region"],
+               "AWS_ACCESS_KEY_ID": moto_s3["access_key_id"],
+               "AWS_SECRET_ACCESS_KEY": moto_s3["secret_access_key"], "AWS_ALLOW_HTTP": "true",
+               # delta-rs needs a lock service for concurrent S3 writers; this test has one.
+               "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    uri = f"s3://{moto_s3['bucket']}/delta/ours"
+    tool_json("create", uri, "--schema", SCHEMA_SPEC, "--partition", "category", env=env)
+    first, second = make_rows(0, 40), make_rows(40, 30)
+    for rows in (first, second):
+        file = write_jsonl(tmp_path / f"s3-{rows[0]['id']}.jsonl", rows)
+        tool_json("append", uri, file, env=env)
+    assert canonical(DeltaTable(uri, version=1, storage_options=options)
+                     .to_pyarrow_table()) == expected(first)
+    assert canonical(DeltaTable(uri, storage_options=options)
+                     .to_pyarrow_table()) == expected(first + second)
+
+    rs_uri = f"s3://{moto_s3['bucket']}/delta/rs"
+    write_deltalake(rs_uri, as_arrow(first), mode="append", storage_options=options)
+    write_deltalake(rs_uri, as_arrow(second), mode="append", storage_options=options)
+    assert ours(rs_uri, tmp_path, version=0, env=env) == expected(first)
+    assert ours(rs_uri, tmp_path, env=env) == expected(first + second)
