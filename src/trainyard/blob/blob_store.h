@@ -31,6 +31,14 @@ class BlobStore {
   virtual ~BlobStore() = default;
 
   virtual Status PutBytes(std::string_view key, std::string_view data) = 0;
+  // Writes the object only if no object exists at `key`, atomically: of any number of callers
+  // racing for one key, exactly one gets ok and the others AlreadyExists; the winner's bytes are
+  // never replaced by this call. Durable like PutBytes when it returns ok; the local backend
+  // also syncs the key's directory, so the name survives a crash too. Unavailable means the
+  // outcome is unknown (the write may still land): re-read the key and compare the bytes.
+  // The building block of Delta log commits (docs/decisions/0011). Stores that cannot do it
+  // atomically answer NotImplemented.
+  virtual Status PutIfAbsent(std::string_view key, std::string_view data);
   // Takes the file at `local_path` (moved when possible, else copied).
   virtual Status PutFile(std::string_view key, const std::string& local_path) = 0;
   // A local file holding the object's bytes, for streaming to a client.

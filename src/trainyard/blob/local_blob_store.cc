@@ -42,6 +42,11 @@ Result<size_t> BlobStore::ReadInto(std::string_view key, char* dst, size_t capac
   return bytes.size();
 }
 
+Status BlobStore::PutIfAbsent(std::string_view key, std::string_view) {
+  return Status::NotImplemented("this blob store cannot write '" + std::string(key) +
+                                "' only if absent (atomic put-if-absent is not supported)");
+}
+
 namespace {
 
 std::atomic<uint64_t> g_tmp_counter{0};
@@ -67,36 +72,25 @@ class LocalBlobStore : public BlobStore {
     TY_RETURN_IF_ERROR(ValidateKey(key));
     TY_ASSIGN_OR_RETURN(fs::path target, Prepare(key));
     fs::path tmp = TempName(target);
-    // Large, aligned writes bypass the page cache (O_DIRECT): no copy into the cache, which
-    // on a busy machine costs more CPU than the disk takes time. The unaligned tail, and
-    // filesystems that refuse O_DIRECT, go through the cache.
-    bool direct = UseDirectIo(data.data(), data.size());
-    int fd = -1;
-    if (direct) {
-      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-      if (fd < 0) direct = false;
-    }
-    if (fd < 0) fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus("cannot create " + tmp.string());
-    size_t off = 0;
-    if (direct) {
-      size_t body = data.size() / kDirectAlign * kDirectAlign;
-      Result<size_t> n = WriteAll(fd, data.data(), body, tmp, /*direct=*/true);
-      if (!n.ok()) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        return n.status();
-      }
-      off = *n;
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT);
-    }
-    Result<size_t> n = WriteAll(fd, data.data() + off, data.size() - off, tmp, false);
-    if (!n.ok()) {
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return n.status();
-    }
+    TY_ASSIGN_OR_RETURN(int fd, WriteTemp(tmp, data));
     return Commit(fd, tmp, target);
+  }
+
+  // The bytes go to a temporary file, fsynced, which link() then gives the final name: link()
+  // fails with EEXIST when the name exists, atomically, so one racing caller wins. The
+  // temporary name is removed either way and the directory synced, so the name is durable.
+  Status PutIfAbsent(std::string_view key, std::string_view data) override {
+    TY_RETURN_IF_ERROR(ValidateKey(key));
+    TY_ASSIGN_OR_RETURN(fs::path target, Prepare(key));
+    fs::path tmp = TempName(target);
+    TY_ASSIGN_OR_RETURN(int fd, WriteTemp(tmp, data));
+    int sync_rc = ::fsync(fd);
+    Status s = sync_rc == 0 ? Status::Ok() : ErrnoStatus("cannot sync " + tmp.string());
+    ::close(fd);
+    if (s.ok()) s = LinkIfAbsent(key, tmp, target);
+    ::unlink(tmp.c_str());
+    TY_RETURN_IF_ERROR(s);
+    return SyncDirectoryOf(target);
   }
 
   Status PutFile(std::string_view key, const std::string& local_path) override {
@@ -267,6 +261,68 @@ class LocalBlobStore : public BlobStore {
   }
 
  private:
+  static Status LinkIfAbsent(std::string_view key, const fs::path& tmp, const fs::path& target) {
+    if (::link(tmp.c_str(), target.c_str()) == 0) return Status::Ok();
+    int e = errno;
+    if (e == EPERM || e == EOPNOTSUPP || e == ENOSYS) {
+      // Filesystems without hard links: the same guarantee through renameat2's no-replace flag.
+      if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) == 0) {
+        return Status::Ok();
+      }
+      e = errno;
+    }
+    if (e == EEXIST) {
+      return Status::AlreadyExists("artifact '" + std::string(key) + "' already exists");
+    }
+    errno = e;
+    return ErrnoStatus("cannot link " + tmp.string() + " to " + target.string());
+  }
+
+  static Status SyncDirectoryOf(const fs::path& target) {
+    fs::path dir = target.parent_path();
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus("cannot open directory " + dir.string());
+    Status s;
+    if (::fsync(fd) != 0) s = ErrnoStatus("cannot sync directory " + dir.string());
+    ::close(fd);
+    return s;
+  }
+
+  // Writes `data` to the new file `tmp` and returns its open descriptor (not yet synced); on an
+  // error nothing is left behind.
+  static Result<int> WriteTemp(const fs::path& tmp, std::string_view data) {
+    // Large, aligned writes bypass the page cache (O_DIRECT): no copy into the cache, which
+    // on a busy machine costs more CPU than the disk takes time. The unaligned tail, and
+    // filesystems that refuse O_DIRECT, go through the cache.
+    bool direct = UseDirectIo(data.data(), data.size());
+    int fd = -1;
+    if (direct) {
+      fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+      if (fd < 0) direct = false;
+    }
+    if (fd < 0) fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoStatus("cannot create " + tmp.string());
+    size_t off = 0;
+    if (direct) {
+      size_t body = data.size() / kDirectAlign * kDirectAlign;
+      Result<size_t> n = WriteAll(fd, data.data(), body, tmp, /*direct=*/true);
+      if (!n.ok()) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        return n.status();
+      }
+      off = *n;
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_DIRECT);
+    }
+    Result<size_t> n = WriteAll(fd, data.data() + off, data.size() - off, tmp, false);
+    if (!n.ok()) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return n.status();
+    }
+    return fd;
+  }
+
   Result<fs::path> Prepare(std::string_view key) {
     fs::path target = root_ / std::string(key);
     std::error_code ec;
@@ -374,6 +430,9 @@ class RootHidingBlobStore : public BlobStore {
   }
   Result<std::vector<BlobEntry>> List(std::string_view prefix) override {
     return Hide(inner_->List(prefix));
+  }
+  Status PutIfAbsent(std::string_view key, std::string_view data) override {
+    return Hide(inner_->PutIfAbsent(key, data));
   }
   Status Delete(std::string_view key) override { return Hide(inner_->Delete(key)); }
   Result<bool> IsDirectory(std::string_view key) override { return Hide(inner_->IsDirectory(key)); }

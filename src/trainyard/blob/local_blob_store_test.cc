@@ -1,8 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <latch>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "trainyard/blob/blob_store.h"
 
@@ -71,6 +76,81 @@ TEST(LocalBlobStoreTest, ExistsReadIntoAndSyncDirectory) {
   EXPECT_TRUE(store->SyncDirectory("absent").ok());
   std::free(src);
   std::free(dst);
+  std::filesystem::remove_all(root);
+}
+
+// Every file under `root`, recursively: to see that no temporary file is left behind.
+std::vector<std::string> AllFiles(const std::string& root) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    if (e.is_regular_file()) out.push_back(e.path().lexically_relative(root).string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(LocalBlobStoreTest, PutIfAbsentWritesOnceAndNeverReplaces) {
+  std::string root = std::filesystem::temp_directory_path() / "ty-blob-test-ifabsent";
+  std::filesystem::remove_all(root);
+  auto store = std::move(OpenLocalBlobStore(root)).value();
+  ASSERT_TRUE(store->PutIfAbsent("t/_delta_log/00000000000000000000.json", "first").ok());
+  Status again = store->PutIfAbsent("t/_delta_log/00000000000000000000.json", "second");
+  EXPECT_TRUE(again.IsAlreadyExists()) << again.ToString();
+  EXPECT_NE(again.message().find("00000000000000000000.json"), std::string::npos);
+  EXPECT_EQ(again.message().find(root), std::string::npos) << again.message();
+  EXPECT_EQ(*store->GetBytes("t/_delta_log/00000000000000000000.json"), "first");
+  // An object PutBytes wrote counts as present too; an empty object is an object.
+  ASSERT_TRUE(store->PutBytes("t/plain", "p").ok());
+  EXPECT_TRUE(store->PutIfAbsent("t/plain", "q").IsAlreadyExists());
+  ASSERT_TRUE(store->PutIfAbsent("t/empty", "").ok());
+  EXPECT_TRUE(store->PutIfAbsent("t/empty", "").IsAlreadyExists());
+  EXPECT_EQ(*store->GetBytes("t/plain"), "p");
+  // Bad keys: a directory, a path beneath a file, escapes.
+  EXPECT_TRUE(store->PutIfAbsent("t/_delta_log", "x").IsInvalidArgument());
+  EXPECT_TRUE(store->PutIfAbsent("t/plain/sub", "x").IsInvalidArgument());
+  EXPECT_TRUE(store->PutIfAbsent("../escape", "x").IsInvalidArgument());
+  EXPECT_TRUE(store->PutIfAbsent("t/.tmp-x", "x").IsInvalidArgument());
+  // Nothing but the objects: no temporary file of a refused or failed write is left.
+  EXPECT_EQ(AllFiles(root), (std::vector<std::string>{"t/_delta_log/00000000000000000000.json",
+                                                      "t/empty", "t/plain"}));
+  std::filesystem::remove_all(root);
+}
+
+TEST(LocalBlobStoreTest, PutIfAbsentRaceHasExactlyOneWinnerPerKey) {
+  std::string root = std::filesystem::temp_directory_path() / "ty-blob-test-ifabsent-race";
+  std::filesystem::remove_all(root);
+  auto store = std::move(OpenLocalBlobStore(root)).value();
+  constexpr int kThreads = 8, kKeys = 40;
+  // wins[k][t]: whether thread t won key k; each thread writes its own bytes.
+  std::vector<std::vector<int>> wins(kKeys, std::vector<int>(kThreads, 0));
+  std::vector<std::string> errors(kThreads);
+  std::latch start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      for (int k = 0; k < kKeys; ++k) {
+        Status s = store->PutIfAbsent("log/" + std::to_string(k), "writer " + std::to_string(t));
+        if (s.ok()) {
+          wins[k][t] = 1;
+        } else if (!s.IsAlreadyExists()) {
+          errors[t] = s.ToString();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  for (int k = 0; k < kKeys; ++k) {
+    int winners = 0, winner = -1;
+    for (int t = 0; t < kThreads; ++t) {
+      winners += wins[k][t];
+      if (wins[k][t]) winner = t;
+    }
+    ASSERT_EQ(winners, 1) << "key " << k;
+    EXPECT_EQ(*store->GetBytes("log/" + std::to_string(k)), "writer " + std::to_string(winner));
+  }
+  EXPECT_EQ(AllFiles(root).size(), static_cast<size_t>(kKeys));
   std::filesystem::remove_all(root);
 }
 

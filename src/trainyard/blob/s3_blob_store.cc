@@ -407,6 +407,8 @@ struct ListPage {
 
 std::atomic<uint64_t> g_tmp_counter{0};
 
+// S3's limit on one PUT.
+constexpr size_t kMaxSinglePutBytes = size_t{5} << 30;
 // Idle connections kept per host for reuse.
 constexpr size_t kMaxIdleConnectionsPerHost = 32;
 // Cached downloads younger than this are never pruned (a response may be about to stream one).
@@ -466,6 +468,41 @@ class S3BlobStore : public BlobStore {
       });
     }
     return PutObject(full, data);
+  }
+
+  Status PutIfAbsent(std::string_view key, std::string_view data) override {
+    TY_RETURN_IF_ERROR(ValidateKey(key));
+    if (data.size() > kMaxSinglePutBytes) {
+      return Status::InvalidArgument("object '" + std::string(key) + "' has " +
+                                     std::to_string(data.size()) +
+                                     " bytes; a put-if-absent on S3 takes at most 5 GiB");
+    }
+    std::string full = FullKey(key);
+    bool maybe_applied = false;
+    for (int round = 1;; ++round) {
+      std::string body;
+      BodySink sink;
+      sink.str = &body;
+      Result<Response> r =
+          Call("PUT", full, {}, {{"If-None-Match", "*"}}, data, sink, &maybe_applied);
+      if (!r.ok()) {
+        if (!maybe_applied || r.status().code() != StatusCode::kUnavailable) return r.status();
+        return ResolveUnknownPut(key, full, data, r.status());
+      }
+      if (r->status >= 200 && r->status < 300) return Status::Ok();
+      std::string code = XmlText(r->body, "Code");
+      if (r->status == 412 || code == "PreconditionFailed") {
+        if (maybe_applied) return ResolveUnknownPut(key, full, data, Status::Ok());
+        return AlreadyExistsStatus(key, full);
+      }
+      // A concurrent conditional write to the same key is in progress: try again.
+      if ((r->status == 409 || code == "ConditionalRequestConflict") &&
+          round < std::max(config_.max_attempts, 1)) {
+        Backoff(round);
+        continue;
+      }
+      return ErrorStatus("PUT (If-None-Match: *)", ObjectName(full), *r);
+    }
   }
 
   Status PutFile(std::string_view key, const std::string& local_path) override {
@@ -653,6 +690,27 @@ class S3BlobStore : public BlobStore {
   }
   std::string EndpointName() const {
     return (endpoint_.tls ? "https://" : "http://") + endpoint_.host_header;
+  }
+
+  Status AlreadyExistsStatus(std::string_view key, const std::string& full) const {
+    return Status::AlreadyExists("artifact '" + std::string(key) + "' already exists (" +
+                                 ObjectName(full) + ")");
+  }
+
+  // A conditional PUT of ours may have been applied although its answer was lost. The object's
+  // bytes decide: ours mean it was (callers make their bytes unique, e.g. a commit id), others
+  // mean another writer won. With no object the write may still land: the outcome is unknown.
+  Status ResolveUnknownPut(std::string_view key, const std::string& full, std::string_view data,
+                           const Status& failure) {
+    std::string existing;
+    BodySink sink;
+    sink.str = &existing;
+    Status read = GetObject(key, full, sink);
+    if (read.ok()) return existing == data ? Status::Ok() : AlreadyExistsStatus(key, full);
+    std::string why = failure.ok() ? "S3 answered 412 to a retry" : failure.message();
+    return Status::Unavailable("the outcome of the conditional PUT of " + ObjectName(full) +
+                               " is unknown (" + why + "; reading it back: " + read.message() +
+                               "); read '" + std::string(key) + "' later and compare its bytes");
   }
 
   Status PutObject(const std::string& full, std::string_view data) {
@@ -864,9 +922,12 @@ class S3BlobStore : public BlobStore {
   // One signed request with retries. `key` is the full object key ("" for the bucket). The
   // answer is returned whatever its status (unless retries ran out on a transport error);
   // 2xx bodies go to `sink`.
+  // `maybe_applied`, when given, is set when an attempt may have reached the server without its
+  // answer reaching us (a lost connection, a 5xx): a retry then cannot tell what the first did.
   Result<Response> Call(const std::string& method, const std::string& key,
                         const std::vector<std::pair<std::string, std::string>>& query,
-                        const Headers& extra_headers, std::string_view body, BodySink& sink) {
+                        const Headers& extra_headers, std::string_view body, BodySink& sink,
+                        bool* maybe_applied = nullptr) {
     sigv4::Request sreq;
     sreq.method = method;
     std::string path = config_.path_style ? "/" + config_.bucket : "";
@@ -887,8 +948,12 @@ class S3BlobStore : public BlobStore {
       bool skip = std::exchange(skip_backoff, false);
       if (attempt > 0 && !skip) Backoff(attempt);
       sink.Reset();
+      bool drop_answer = false;
       if (config_.inject_failure_for_test) {
-        if (auto injected = config_.inject_failure_for_test(method, target)) {
+        auto injected = config_.inject_failure_for_test(method, target);
+        if (injected && injected->after_sending) {
+          drop_answer = true;
+        } else if (injected) {
           Response r;
           r.status = injected->http_status;
           r.body = "<Error><Code>" + injected->code + "</Code><Message>injected</Message></Error>";
@@ -896,6 +961,7 @@ class S3BlobStore : public BlobStore {
             last = Status::Unavailable("injected connection failure");
             continue;
           }
+          if (r.status >= 500 && maybe_applied) *maybe_applied = true;
           if (RetryableAnswer(r.status, injected->code) && attempt + 1 < config_.max_attempts) {
             last = Status::Unavailable("HTTP " + std::to_string(r.status) + " " + injected->code);
             continue;
@@ -930,8 +996,10 @@ class S3BlobStore : public BlobStore {
         }
       }
       Result<Response> r = conn->Exchange(method, target, headers, body, sink);
+      if (drop_answer && r.ok()) r = Status::Unavailable("injected loss of the answer");
       if (!r.ok()) {
         if (r.status().code() != StatusCode::kUnavailable) return r.status();
+        if (maybe_applied) *maybe_applied = true;
         last = r.status();
         if (reused && !stale_retried) {
           // The server may have closed an idle kept-alive connection: once per request, try
@@ -943,6 +1011,7 @@ class S3BlobStore : public BlobStore {
         continue;
       }
       if (conn->reusable()) ReturnConnection(connect_host, std::move(conn));
+      if (r->status >= 500 && maybe_applied) *maybe_applied = true;
       if (RetryableAnswer(r->status, XmlText(r->body, "Code")) &&
           attempt + 1 < config_.max_attempts) {
         last = Status::Unavailable("HTTP " + std::to_string(r->status) + " " +

@@ -6,6 +6,11 @@
 // are retried with exponential backoff and jitter; other 4xx answers are not. Errors name the
 // bucket, the key and S3's error code; a missing object is NotFound.
 //
+// PutIfAbsent is a PUT with `If-None-Match: *` (S3's conditional write, docs/decisions/0011):
+// 412 PreconditionFailed is AlreadyExists, 409 ConditionalRequestConflict is retried. When an
+// earlier attempt may have been applied (its answer was lost), a 412 is resolved by reading the
+// object back: our own bytes mean ok. Single PUTs only, so at most 5 GiB.
+//
 // Objects larger than `part_size` are uploaded with a multipart upload whose parts go up in
 // parallel; a failed upload is aborted, so no part is left behind and no object appears.
 // Directories are the '/'-separated prefixes of keys: List and IsDirectory mirror the local
@@ -33,6 +38,9 @@ namespace trainyard::blob {
 struct InjectedS3Failure {
   int http_status = 503;          // 0: a connection error instead of an answer
   std::string code = "SlowDown";  // S3's error <Code>
+  // Sends the request for real, then drops its answer as a lost connection would (with
+  // http_status 0): the caller cannot know whether it was applied.
+  bool after_sending = false;
 };
 
 struct S3Config {

@@ -19,6 +19,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <latch>
+#include <map>
+#include <thread>
 
 #include "trainyard/common/strings.h"
 
@@ -419,6 +422,152 @@ TEST_F(S3BlobStoreTest, RetriesTransientFailuresButNotClientErrors) {
   EXPECT_EQ(s.code(), StatusCode::kInternal) << s.ToString();
   EXPECT_NE(s.message().find("InvalidArgument"), std::string::npos) << s.message();
   EXPECT_FALSE(*store->Exists("r/bad.txt"));
+}
+
+TEST_F(S3BlobStoreTest, PutIfAbsentWritesOnceAndNeverReplaces) {
+  auto store = Open();
+  ASSERT_TRUE(store);
+  const std::string key = "t/_delta_log/00000000000000000000.json";
+  ASSERT_TRUE(store->PutIfAbsent(key, "first").ok());
+  Status again = store->PutIfAbsent(key, "second");
+  EXPECT_TRUE(again.IsAlreadyExists()) << again.ToString();
+  EXPECT_NE(again.message().find(key), std::string::npos) << again.message();
+  EXPECT_EQ(*store->GetBytes(key), "first");
+  ASSERT_TRUE(store->PutBytes("t/plain", "p").ok());
+  EXPECT_TRUE(store->PutIfAbsent("t/plain", "q").IsAlreadyExists());
+  EXPECT_EQ(*store->GetBytes("t/plain"), "p");
+  EXPECT_TRUE(store->PutIfAbsent("../escape", "x").IsInvalidArgument());
+  // After a delete the key is free again.
+  ASSERT_TRUE(store->Delete("t/plain").ok());
+  ASSERT_TRUE(store->PutIfAbsent("t/plain", "r").ok());
+  EXPECT_EQ(*store->GetBytes("t/plain"), "r");
+}
+
+// Writers race for the next entry of one log, as Delta writers do: each wants to commit
+// `kCommits` entries, tries the next free key and, when another writer took it, the one after.
+// Every key must be won by exactly one writer and every writer's every commit must land exactly
+// once (no lost and no doubled write), in contiguous keys. Each writer has its own store (its
+// own connections), as separate processes would.
+TEST_F(S3BlobStoreTest, RacingWritersEachKeyWonExactlyOnce) {
+  constexpr int kWriters = 6, kCommits = 8;
+  std::string prefix = TestPrefix();
+  std::vector<std::unique_ptr<BlobStore>> stores;
+  for (int w = 0; w < kWriters; ++w) {
+    stores.push_back(Open(MotoServer::Get().Config(prefix)));
+    ASSERT_TRUE(stores.back());
+  }
+  auto key = [](int v) {
+    std::string n = std::to_string(v);
+    return "_delta_log/" + std::string(20 - n.size(), '0') + n + ".json";
+  };
+  std::vector<std::vector<int>> won(kWriters);  // the versions each writer won
+  std::vector<std::string> errors(kWriters);
+  std::latch start(kWriters);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      start.arrive_and_wait();
+      int version = 0;
+      for (int c = 0; c < kCommits && errors[w].empty(); ++c) {
+        std::string entry = "{\"commitInfo\":{\"txnId\":\"w" + std::to_string(w) + "-c" +
+                            std::to_string(c) + "\"}}";
+        for (;; ++version) {
+          Status s = stores[w]->PutIfAbsent(key(version), entry);
+          if (s.ok()) break;
+          if (!s.IsAlreadyExists()) {
+            errors[w] = s.ToString();
+            return;
+          }
+        }
+        won[w].push_back(version++);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int w = 0; w < kWriters; ++w) ASSERT_EQ(errors[w], "") << "writer " << w;
+  std::map<int, std::string> expected;  // version -> the entry of the writer that won it
+  for (int w = 0; w < kWriters; ++w) {
+    ASSERT_EQ(won[w].size(), static_cast<size_t>(kCommits)) << "writer " << w;
+    for (int c = 0; c < kCommits; ++c) {
+      bool fresh = expected
+                       .emplace(won[w][c], "{\"commitInfo\":{\"txnId\":\"w" + std::to_string(w) +
+                                               "-c" + std::to_string(c) + "\"}}")
+                       .second;
+      EXPECT_TRUE(fresh) << "version " << won[w][c] << " was won twice";
+    }
+  }
+  auto listed = stores[0]->List("_delta_log");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), static_cast<size_t>(kWriters * kCommits));
+  for (int v = 0; v < kWriters * kCommits; ++v) {
+    ASSERT_EQ((*listed)[v].name, key(v).substr(11)) << "versions are not contiguous";
+    EXPECT_EQ(*stores[0]->GetBytes(key(v)), expected[v]) << "version " << v;
+  }
+}
+
+TEST_F(S3BlobStoreTest, PutIfAbsentRetriesConflictsAndResolvesLostAnswers) {
+  S3Config config = MotoServer::Get().Config(TestPrefix());
+  Mutex mu;
+  std::vector<InjectedS3Failure> script;   // answers for the next PUTs, in order
+  std::function<void()> before_first_put;  // runs once, at the first scripted PUT
+  int puts = 0;
+  config.max_attempts = 4;
+  config.inject_failure_for_test = [&](std::string_view method, std::string_view) {
+    MutexLock lock(mu);
+    if (method != "PUT") return std::optional<InjectedS3Failure>();
+    ++puts;
+    if (before_first_put) std::exchange(before_first_put, nullptr)();
+    if (script.empty()) return std::optional<InjectedS3Failure>();
+    InjectedS3Failure f = script.front();
+    script.erase(script.begin());
+    return std::optional<InjectedS3Failure>(f);
+  };
+  auto store = Open(config);
+  ASSERT_TRUE(store);
+  auto other = Open(MotoServer::Get().Config(TestPrefix()));  // another writer, no faults
+  ASSERT_TRUE(other);
+
+  // 409 ConditionalRequestConflict: another conditional write was in flight; retried.
+  script = {{409, "ConditionalRequestConflict"}, {409, "ConditionalRequestConflict"}};
+  ASSERT_TRUE(store->PutIfAbsent("c/conflict", "mine").ok());
+  EXPECT_EQ(puts, 3);
+  EXPECT_EQ(*store->GetBytes("c/conflict"), "mine");
+
+  // Our PUT lands but its answer is lost; the retry gets 412. Reading back finds our bytes: ok.
+  puts = 0;
+  script = {{0, "", /*after_sending=*/true}};
+  EXPECT_TRUE(store->PutIfAbsent("c/lost-answer", "mine").ok());
+  EXPECT_EQ(puts, 2);
+  EXPECT_EQ(*store->GetBytes("c/lost-answer"), "mine");
+
+  // A 500 that may have applied our write, but another writer won meanwhile: AlreadyExists.
+  puts = 0;
+  before_first_put = [&] { ASSERT_TRUE(other->PutBytes("c/other-won", "theirs").ok()); };
+  script = {{500, "InternalError"}};
+  Status s = store->PutIfAbsent("c/other-won", "mine");
+  EXPECT_TRUE(s.IsAlreadyExists()) << s.ToString();
+  EXPECT_EQ(*store->GetBytes("c/other-won"), "theirs");
+
+  // Sent, answer lost, then the server is unreachable for every retry: reading back finds our
+  // bytes, so the write is known to have landed.
+  script = {{0, "", true}, {0, ""}, {0, ""}, {0, ""}};
+  EXPECT_TRUE(store->PutIfAbsent("c/landed", "mine").ok());
+  EXPECT_EQ(*store->GetBytes("c/landed"), "mine");
+
+  // A 500 and then no answer at all: the object is absent, but the write may still land. The
+  // caller is told that the outcome is unknown, and what to do.
+  script = {{500, "InternalError"}, {0, ""}, {0, ""}, {0, ""}};
+  s = store->PutIfAbsent("c/unknown", "mine");
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("unknown"), std::string::npos) << s.message();
+
+  // A refusal that is not about the condition is a plain error, not AlreadyExists.
+  puts = 0;
+  script = {{403, "AccessDenied"}};
+  s = store->PutIfAbsent("c/denied", "mine");
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied) << s.ToString();
+  EXPECT_EQ(puts, 1);
+  EXPECT_FALSE(*store->Exists("c/denied"));
 }
 
 TEST_F(S3BlobStoreTest, HttpsVerifiesTheServerCertificate) {

@@ -1,13 +1,15 @@
 #include "trainyard/tables/arrow_util.h"
 
+#include <arrow/compute/initialize.h>
+
 #include <string>
 
 namespace trainyard::tables {
 
 Status FromArrow(const arrow::Status& status, std::string_view context) {
   if (status.ok()) return Status::Ok();
-  std::string message = context.empty() ? status.message()
-                                        : std::string(context) + ": " + status.message();
+  std::string message =
+      context.empty() ? status.message() : std::string(context) + ": " + status.message();
   switch (status.code()) {
     case arrow::StatusCode::Invalid:
     case arrow::StatusCode::TypeError:
@@ -24,6 +26,11 @@ Status FromArrow(const arrow::Status& status, std::string_view context) {
     default:
       return Status::Internal(std::move(message));
   }
+}
+
+void InitializeArrowCompute() {
+  static const bool initialized = arrow::compute::Initialize().ok();
+  (void)initialized;
 }
 
 }  // namespace trainyard::tables

@@ -37,25 +37,24 @@ TEST(ArrowUtilTest, ParquetRoundTripKeepsRowsAndStatistics) {
     ASSERT_TRUE(ids.Append(i * 3).ok());
     ASSERT_TRUE(texts.Append("ticket " + std::to_string(i)).ok());
   }
-  auto schema = arrow::schema({arrow::field("id", arrow::int64()),
-                               arrow::field("text", arrow::utf8())});
-  auto table = arrow::Table::Make(schema, {ids.Finish().ValueOrDie(),
-                                           texts.Finish().ValueOrDie()});
+  auto schema =
+      arrow::schema({arrow::field("id", arrow::int64()), arrow::field("text", arrow::utf8())});
+  auto table = arrow::Table::Make(schema, {ids.Finish().ValueOrDie(), texts.Finish().ValueOrDie()});
   std::string path = (std::filesystem::temp_directory_path() /
                       ("ty_arrow_util_test_" + std::to_string(::getpid()) + ".parquet"))
                          .string();
   {
     auto out = FromArrow(arrow::io::FileOutputStream::Open(path), "open");
     TY_ASSERT_OK(out.status());
-    TY_ASSERT_OK(FromArrow(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(),
-                                                      out.value(), 256),
-                           "write"));
+    TY_ASSERT_OK(FromArrow(
+        parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), out.value(), 256),
+        "write"));
     TY_ASSERT_OK(FromArrow(out.value()->Close(), "close"));
   }
   auto in = FromArrow(arrow::io::ReadableFile::Open(path), "open");
   TY_ASSERT_OK(in.status());
-  auto reader = FromArrow(parquet::arrow::OpenFile(in.value(), arrow::default_memory_pool()),
-                          "open parquet");
+  auto reader =
+      FromArrow(parquet::arrow::OpenFile(in.value(), arrow::default_memory_pool()), "open parquet");
   TY_ASSERT_OK(reader.status());
   auto metadata = reader.value()->parquet_reader()->metadata();
   EXPECT_EQ(metadata->num_rows(), 1000);

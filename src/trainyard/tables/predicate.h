@@ -35,6 +35,12 @@ namespace trainyard::tables {
 using Literal = std::variant<std::monostate, bool, int64_t, double, std::string>;
 std::string LiteralToString(const Literal& v);  // SQL-ish: 'it''s', 12, 1.5, TRUE, NULL
 
+// `value` as a scalar of `type` (what Update writes); InvalidArgument naming `column` when it
+// does not convert ('abc' into a long column, 1.5 into an integer one).
+Result<std::shared_ptr<arrow::Scalar>> LiteralAsScalar(const Literal& value,
+                                                       const std::shared_ptr<arrow::DataType>& type,
+                                                       const std::string& column);
+
 enum class CompareOp { kEq, kNe, kLt, kLe, kGt, kGe };
 
 // What a data file's statistics (or its partition values) say about one column. Absent
@@ -85,7 +91,6 @@ class Predicate {
   // with, may match.
   bool MayMatch(const FileStats& stats) const;
 
- private:
   struct Node {
     Kind kind = Kind::kTrue;
     std::string column;
@@ -93,9 +98,12 @@ class Predicate {
     std::vector<Literal> values;  // one for kCompare, several for kIn
     std::vector<Predicate> children;
   };
+
+ private:
   explicit Predicate(std::shared_ptr<const Node> node) : node_(std::move(node)) {}
   friend class PredicateEvaluator;
   friend class PredicateParser;
+  friend class PredicateStatsEvaluator;
 
   std::shared_ptr<const Node> node_;
 };
