@@ -164,7 +164,8 @@ Decision AccessIndex::Decide(const Subject& who, Privilege privilege, const std:
                                "; its owner, a MANAGE holder or an admin can grant it there or "
                                "on a parent"};
   }
-  for (size_t i = 0; i < chain.size(); ++i) {
+  // From the top down, so the first missing USE named is the outermost.
+  for (size_t i = chain.size(); i-- > 0;) {
     auto use = UsePrivilegeOf(chain[i]->node.type);
     if (!use || (i == 0 && *use == privilege)) continue;
     if (!held_at_or_above(*use, i)) {
