@@ -42,6 +42,11 @@
 
 namespace trainyard::identity {
 
+// What a principal name stands for. Users, service principals and groups share one
+// namespace: a name is at most one of them.
+enum class PrincipalKind { kUser, kServicePrincipal, kGroup };
+std::string_view PrincipalKindName(PrincipalKind k);  // "user", "service_principal", "group"
+
 struct User {
   std::string name;
   bool is_admin = false;
@@ -49,6 +54,19 @@ struct User {
   // The OS account this user's jobs run as in multi-user mode ("" = none mapped).
   std::string os_user;
   bool disabled = false;
+  // kServicePrincipal: an identity for workloads, created by admins, with tokens only.
+  PrincipalKind kind = PrincipalKind::kUser;
+};
+
+struct Group {
+  std::string name;
+  int64_t created_at = 0;
+  std::string created_by;
+};
+
+struct GroupMember {
+  std::string name;
+  PrincipalKind kind = PrincipalKind::kUser;
 };
 
 // The job id of a token scoped to a job ("job:j-1a2b" -> "j-1a2b"), or empty.
@@ -92,6 +110,20 @@ struct AuditRecord {
   int status = 0;
   std::string remote;
   std::string detail = {};  // e.g. why an authentication failed
+  // An access decision on a catalog object (empty for a request record): the securable
+  // ("table main.support.tickets"), the privilege, and "ALLOW" or "DENY" (`detail` says why).
+  std::string securable = {};
+  std::string privilege = {};
+  std::string outcome = {};
+};
+
+// ReadAudit's filters; empty strings match everything.
+struct AuditQuery {
+  int64_t before = 0;  // epoch ms; 0 = now
+  int64_t limit = 100;
+  std::string user = {};
+  std::string securable = {};  // exact ("table main.support.tickets")
+  std::string outcome = {};    // "ALLOW" or "DENY"
 };
 
 // The user name of audit records of failed authentications (not a valid user name).
@@ -141,6 +173,27 @@ class IdentityService : public Authorizer {
   void SetUserDeletedListener(UserDeletedListener listener) {
     user_deleted_listener_ = std::move(listener);
   }
+  // Service principals: identities for workloads (tokens, no password); admins only.
+  // Authorization treats them as users; their tokens may be scoped to a job.
+  Result<User> CreateServicePrincipal(const Principal& who, const std::string& name);
+
+  // Groups contain users, service principals and groups. Creating, deleting and changing
+  // membership is for admins only. Adding a member that would make a cycle is
+  // InvalidArgument naming the cycle ("a -> b -> a"). Deleting a group removes its
+  // memberships (in both directions).
+  Result<Group> CreateGroup(const Principal& who, const std::string& name);
+  Status DeleteGroup(const Principal& who, const std::string& name);
+  Result<std::vector<Group>> ListGroups();
+  Status AddGroupMember(const Principal& who, const std::string& group, const std::string& member);
+  Status RemoveGroupMember(const Principal& who, const std::string& group,
+                           const std::string& member);
+  Result<std::vector<GroupMember>> ListGroupMembers(const std::string& group);
+  // Every group `principal` is in, directly or through other groups (sorted). Cached; the
+  // cache is dropped on any membership change, so the next call sees it.
+  Result<std::shared_ptr<const std::vector<std::string>>> GroupsOf(const std::string& principal);
+  // NotFound when `name` is no user, service principal or group.
+  Result<PrincipalKind> GetPrincipalKind(const std::string& name);
+
   // Returns the new token's secret (shown once) and its info.
   Result<std::pair<std::string, TokenInfo>> CreateToken(const Principal& who,
                                                         const CreateTokenRequest& request);
@@ -166,6 +219,7 @@ class IdentityService : public Authorizer {
   // The newest audit records first, at or before `before` (epoch ms; 0 = now); admins only.
   Result<std::vector<AuditRecord>> ReadAudit(const Principal& who, int64_t before, int64_t limit,
                                              const std::string& user);
+  Result<std::vector<AuditRecord>> ReadAudit(const Principal& who, const AuditQuery& query);
   void FlushAuditForTest();
 
  private:

@@ -1,0 +1,175 @@
+// CatalogService: the Unity Catalog namespace and its grants, with one authorization
+// decision that every catalog operation goes through.
+//
+// The hierarchy is metastore (one, implicit) -> catalogs -> schemas -> tables, volumes,
+// functions, registered models. Every object has an owner (its creator, until ownership is
+// transferred), grants of privileges (permissions.h) to users, groups and service
+// principals, and inherits the grants of its ancestors.
+//
+// Authorize() applies UC's access rule: to exercise privilege P on object O the caller
+// needs P (or ALL PRIVILEGES; MANAGE only as itself) granted on O or an ancestor to them or
+// a group they are in (transitively), AND USE CATALOG on O's catalog and USE SCHEMA on O's
+// schema (where O lies inside them; for a catalog or schema itself too, except when P is
+// that USE privilege). Metastore admins, and the owner of O or of an ancestor, pass
+// without grants. A token with a scope (a job's) is never an admin and acts with its
+// user's grants only. Each decision, allow or deny, is queued to identity's audit log with
+// who, the securable's type and full name, the privilege and the outcome (and why, for a
+// deny); queuing does not wait for the store.
+//
+// What each operation needs:
+//   create catalog: CREATE CATALOG on the metastore; create schema: CREATE SCHEMA on the
+//   catalog; create table/volume/function/model: CREATE TABLE/VOLUME/FUNCTION/MODEL on
+//   the schema (an external table or volume also CREATE EXTERNAL TABLE/VOLUME on the
+//   metastore); get (and seeing an object in a list): USE CATALOG (catalog), USE SCHEMA
+//   (schema), SELECT or MODIFY (table), READ VOLUME (volume), EXECUTE (function,
+//   registered model); update of comment/properties/name and delete: owner or MANAGE;
+//   ownership transfer: owner or admin; grant/revoke: owner or MANAGE; reading grants:
+//   anyone who may get the object.
+//
+// Names follow names.h: stored lower-case; a duplicate is AlreadyExists; an unknown name is
+// NotFound; deleting a non-empty catalog or schema is FailedPrecondition unless `force`.
+//
+// Group membership comes from IdentityService::GroupsOf (cached there, invalidated on any
+// membership change); the tree and the grants are held in memory (AccessIndex) and updated
+// with each change, so a revocation takes effect on the next call.
+//
+// Thread-safe. The service keeps references to `db`, `identity`, `clock` and `random`,
+// which must outlive it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainyard/catalog/catalog_types.h"
+#include "trainyard/catalog/permissions.h"
+#include "trainyard/common/clock.h"
+#include "trainyard/common/status.h"
+#include "trainyard/identity/authorizer.h"
+#include "trainyard/store/database.h"
+
+namespace trainyard::identity {
+class IdentityService;
+}
+
+namespace trainyard::catalog {
+
+class AccessIndex;
+class CatalogStore;
+
+struct CatalogServiceOptions {
+  // The metastore's managed storage root: a local directory or an s3:// prefix. A catalog
+  // without its own root keeps managed data under `<root>/<catalog id>`.
+  std::string metastore_root;
+};
+
+class CatalogService {
+ public:
+  CatalogService(store::Database& db, identity::IdentityService& identity, Clock& clock,
+                 Random& random, CatalogServiceOptions options);
+  ~CatalogService();
+  CatalogService(const CatalogService&) = delete;
+  CatalogService& operator=(const CatalogService&) = delete;
+
+  // The catalog's tables (catalog_objects, catalog_grants), for ApplyMigrations.
+  static std::vector<store::Migration> Migrations();
+  // Loads the tree and the grants into memory; call once before serving requests.
+  Status Init();
+
+  // The one decision (see above). Ok, PermissionDenied saying what is missing and where to
+  // grant it, or NotFound when `full_name` names no object of `type`.
+  Status Authorize(const identity::Principal& who, Privilege privilege, SecurableType type,
+                   std::string_view full_name);
+
+  // Catalogs.
+  Result<CatalogInfo> CreateCatalog(const identity::Principal& who,
+                                    const CreateCatalogRequest& request);
+  Result<CatalogInfo> GetCatalog(const identity::Principal& who, std::string_view name);
+  Result<Page<CatalogInfo>> ListCatalogs(const identity::Principal& who, const PageRequest& page);
+  Result<CatalogInfo> UpdateCatalog(const identity::Principal& who, std::string_view name,
+                                    const UpdateObjectRequest& request);
+  Status DeleteCatalog(const identity::Principal& who, std::string_view name, bool force);
+
+  // Schemas, named "catalog.schema".
+  Result<SchemaInfo> CreateSchema(const identity::Principal& who,
+                                  const CreateSchemaRequest& request);
+  Result<SchemaInfo> GetSchema(const identity::Principal& who, std::string_view full_name);
+  Result<Page<SchemaInfo>> ListSchemas(const identity::Principal& who,
+                                       std::string_view catalog_name, const PageRequest& page);
+  Result<SchemaInfo> UpdateSchema(const identity::Principal& who, std::string_view full_name,
+                                  const UpdateObjectRequest& request);
+  Status DeleteSchema(const identity::Principal& who, std::string_view full_name, bool force);
+
+  // Tables, named "catalog.schema.table".
+  Result<TableInfo> CreateTable(const identity::Principal& who, const CreateTableRequest& request);
+  Result<TableInfo> GetTable(const identity::Principal& who, std::string_view full_name);
+  // For temporary credentials, which name a table by id; the same check as GetTable.
+  Result<TableInfo> GetTableById(const identity::Principal& who, std::string_view table_id);
+  Result<Page<TableInfo>> ListTables(const identity::Principal& who, std::string_view catalog_name,
+                                     std::string_view schema_name, const PageRequest& page);
+  Result<TableInfo> UpdateTable(const identity::Principal& who, std::string_view full_name,
+                                const UpdateObjectRequest& request);
+  Status DeleteTable(const identity::Principal& who, std::string_view full_name);
+
+  // Volumes, named "catalog.schema.volume".
+  Result<VolumeInfo> CreateVolume(const identity::Principal& who,
+                                  const CreateVolumeRequest& request);
+  Result<VolumeInfo> GetVolume(const identity::Principal& who, std::string_view full_name);
+  Result<VolumeInfo> GetVolumeById(const identity::Principal& who, std::string_view volume_id);
+  Result<Page<VolumeInfo>> ListVolumes(const identity::Principal& who,
+                                       std::string_view catalog_name, std::string_view schema_name,
+                                       const PageRequest& page);
+  Result<VolumeInfo> UpdateVolume(const identity::Principal& who, std::string_view full_name,
+                                  const UpdateObjectRequest& request);
+  Status DeleteVolume(const identity::Principal& who, std::string_view full_name);
+
+  // Functions (metadata only), named "catalog.schema.function".
+  Result<FunctionInfo> CreateFunction(const identity::Principal& who,
+                                      const CreateFunctionRequest& request);
+  Result<FunctionInfo> GetFunction(const identity::Principal& who, std::string_view full_name);
+  Result<Page<FunctionInfo>> ListFunctions(const identity::Principal& who,
+                                           std::string_view catalog_name,
+                                           std::string_view schema_name, const PageRequest& page);
+  Status DeleteFunction(const identity::Principal& who, std::string_view full_name);
+
+  // Registered models, named "catalog.schema.model". The seam for the model registry: a
+  // registered model's securable (owner, grants, storage_location) lives here; its versions
+  // live in registry/, keyed by this full name, and are authorized with Authorize() on it
+  // (EXECUTE to read/load, owner or MANAGE to change).
+  Result<RegisteredModelInfo> CreateRegisteredModel(const identity::Principal& who,
+                                                    const CreateRegisteredModelRequest& request);
+  Result<RegisteredModelInfo> GetRegisteredModel(const identity::Principal& who,
+                                                 std::string_view full_name);
+  Result<Page<RegisteredModelInfo>> ListRegisteredModels(const identity::Principal& who,
+                                                         std::string_view catalog_name,
+                                                         std::string_view schema_name,
+                                                         const PageRequest& page);
+  Result<RegisteredModelInfo> UpdateRegisteredModel(const identity::Principal& who,
+                                                    std::string_view full_name,
+                                                    const UpdateObjectRequest& request);
+  Status DeleteRegisteredModel(const identity::Principal& who, std::string_view full_name);
+
+  // Permissions. `full_name` is "" for the metastore. `principal` "" = every principal.
+  // Direct grants on the securable (UC's getPermissions).
+  Result<std::vector<PrivilegeAssignment>> GetPermissions(const identity::Principal& who,
+                                                          SecurableType type,
+                                                          std::string_view full_name,
+                                                          std::string_view principal = "");
+  // Applies the changes atomically (all or none) and returns the securable's grants after
+  // them. Each change's principal must be a user, group or service principal
+  // (InvalidArgument naming changes[i].principal otherwise).
+  Result<std::vector<PrivilegeAssignment>> UpdatePermissions(
+      const identity::Principal& who, SecurableType type, std::string_view full_name,
+      const std::vector<PermissionChange>& changes);
+  // Grants on the securable and its ancestors, each with where it comes from.
+  Result<std::vector<EffectivePrivilegeAssignment>> GetEffectivePermissions(
+      const identity::Principal& who, SecurableType type, std::string_view full_name,
+      std::string_view principal = "");
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainyard::catalog
