@@ -58,5 +58,58 @@ TEST(UcJsonTest, StringMapsNameTheBadField) {
   EXPECT_NE(bad.status().message().find("properties.a"), std::string::npos);
 }
 
+TEST(UcJsonTest, DecodesCreateTableWithColumns) {
+  TY_ASSERT_OK_AND_ASSIGN(auto body, ParseJsonObject(R"({
+      "name": "t", "catalog_name": "main", "schema_name": "s", "table_type": "external",
+      "data_source_format": "delta", "storage_location": "/data/t",
+      "properties": {"k": "v"},
+      "columns": [{"name": "id", "type_name": "LONG", "type_text": "bigint",
+                   "type_json": "{}", "position": 0, "nullable": false},
+                  {"name": "p", "type_name": "STRING", "partition_index": 0}]})"));
+  TY_ASSERT_OK_AND_ASSIGN(auto r, DecodeCreateTable(body));
+  EXPECT_EQ(r.table_type, catalog::TableType::kExternal);
+  EXPECT_EQ(r.data_source_format, "DELTA");
+  ASSERT_EQ(r.columns.size(), 2u);
+  EXPECT_FALSE(r.columns[0].nullable);
+  EXPECT_EQ(r.columns[1].position, 1);
+  EXPECT_EQ(r.columns[1].partition_index, 0);
+  EXPECT_EQ(r.properties.at("k"), "v");
+  catalog::TableInfo info;
+  info.name = "t";
+  info.columns = r.columns;
+  info.table_type = r.table_type;
+  json::object out = TableToJson(info);
+  EXPECT_EQ(out.at("table_type").as_string(), "EXTERNAL");
+  EXPECT_EQ(out.at("columns").as_array()[1].as_object().at("partition_index").as_int64(), 0);
+  EXPECT_FALSE(out.contains("comment"));
+}
+
+TEST(UcJsonTest, DecoderErrorsNameTheField) {
+  auto message = [](std::string_view text) {
+    auto body = ParseJsonObject(text);
+    if (!body.ok()) return body.status().message();
+    return DecodeCreateTable(*body).status().message();
+  };
+  EXPECT_NE(message(R"({"catalog_name": "c", "schema_name": "s"})").find("'name'"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"name": "t", "catalog_name": "c", "schema_name": "s",
+                        "table_type": "VIEWISH"})")
+                .find("table_type must be one of MANAGED, EXTERNAL"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"name": "t", "catalog_name": "c", "schema_name": "s",
+                        "columns": [{"name": "a"}, {"type_name": "INT"}]})")
+                .find("columns[1]"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"name": "t", "catalog_name": "c", "schema_name": "s",
+                        "columns": [{"name": "a", "position": -1}]})")
+                .find("columns[0].position"),
+            std::string::npos);
+  TY_ASSERT_OK_AND_ASSIGN(auto fn, ParseJsonObject(R"({"function_info": {"name": "f",
+      "catalog_name": "c", "schema_name": "s", "properties": "not json"}})"));
+  auto decoded = DecodeCreateFunction(fn);
+  EXPECT_THAT(decoded, StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_NE(decoded.status().message().find("function_info.properties"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainyard::api
