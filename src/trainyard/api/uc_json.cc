@@ -123,6 +123,9 @@ void PutParents(json::object& o, const ObjectInfo& info) {
 json::object ColumnToJson(const catalog::ColumnInfo& c) {
   json::object o{{"name", c.name},           {"type_text", c.type_text}, {"type_json", c.type_json},
                  {"type_name", c.type_name}, {"position", c.position},   {"nullable", c.nullable}};
+  // DuckDB's unity_catalog extension requires both; UC OSS sends 0 for non-decimals.
+  o["type_precision"] = 0;
+  o["type_scale"] = 0;
   PutIfSet(o, "comment", c.comment);
   if (c.partition_index) o["partition_index"] = *c.partition_index;
   return o;
