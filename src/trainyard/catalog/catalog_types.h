@@ -12,24 +12,27 @@
 
 namespace trainyard::catalog {
 
+// The securable id of the metastore (the one, implicit root; it has no row of its own).
+inline constexpr const char* kMetastoreId = "metastore";
+
 // The fields every securable has. Names are the stored (lower-case) form.
 struct ObjectInfo {
-  std::string id;  // a UUID
-  std::string name;
-  std::string full_name;     // "main", "main.support", "main.support.tickets"
-  std::string catalog_name;  // empty for a catalog itself
-  std::string schema_name;   // empty for catalogs and schemas
-  std::string owner;         // a user, group or service principal
-  std::string comment;
-  std::map<std::string, std::string> properties;
+  std::string id{};  // a UUID
+  std::string name{};
+  std::string full_name{};     // "main", "main.support", "main.support.tickets"
+  std::string catalog_name{};  // empty for a catalog itself
+  std::string schema_name{};   // empty for catalogs and schemas
+  std::string owner{};         // a user, group or service principal
+  std::string comment{};
+  std::map<std::string, std::string> properties{};
   // Catalog and schema: the managed storage root given at creation ("" = inherited).
   // Table and volume: where its data lies (managed: `<root>/tables/<id>`, `<root>/volumes/<id>`).
   // Registered model: `<root>/models/<id>`.
-  std::string storage_location;
+  std::string storage_location{};
   int64_t created_at = 0;  // epoch ms
-  std::string created_by;
+  std::string created_by{};
   int64_t updated_at = 0;
-  std::string updated_by;
+  std::string updated_by{};
 };
 
 struct CatalogInfo : ObjectInfo {};
@@ -43,20 +46,20 @@ inline constexpr const char* kDataSourceFormats[] = {"DELTA",   "CSV", "JSON", "
                                                      "PARQUET", "ORC", "TEXT"};
 
 struct ColumnInfo {
-  std::string name;
-  std::string type_text;  // "string", "array<int>"
-  std::string type_name;  // UC's ColumnTypeName: "STRING", "INT", "ARRAY", ...
-  std::string type_json;  // Spark's JSON of the field
+  std::string name{};
+  std::string type_text{};  // "string", "array<int>"
+  std::string type_name{};  // UC's ColumnTypeName: "STRING", "INT", "ARRAY", ...
+  std::string type_json{};  // Spark's JSON of the field
   int32_t position = 0;
   bool nullable = true;
-  std::string comment;
-  std::optional<int32_t> partition_index;
+  std::string comment{};
+  std::optional<int32_t> partition_index{};
 };
 
 struct TableInfo : ObjectInfo {
   TableType table_type = TableType::kManaged;
   std::string data_source_format = "DELTA";
-  std::vector<ColumnInfo> columns;
+  std::vector<ColumnInfo> columns{};
 };
 
 enum class VolumeType { kManaged, kExternal };
@@ -69,11 +72,11 @@ struct VolumeInfo : ObjectInfo {
 // A function's metadata (the catalog does not run functions). UC's FunctionInfo fields
 // that are not interpreted here travel as they came in `spec_json` (a JSON object).
 struct FunctionInfo : ObjectInfo {
-  std::string data_type;
-  std::string full_data_type;
-  std::string routine_body;  // "SQL" or "EXTERNAL"
-  std::string routine_definition;
-  std::string external_language;
+  std::string data_type{};
+  std::string full_data_type{};
+  std::string routine_body{};  // "SQL" or "EXTERNAL"
+  std::string routine_definition{};
+  std::string external_language{};
   std::string spec_json = "{}";
 };
 
@@ -85,94 +88,94 @@ struct RegisteredModelInfo : ObjectInfo {};
 inline constexpr int kDefaultMaxResults = 100;
 inline constexpr int kMaxMaxResults = 100;
 struct PageRequest {
-  int max_results = 0;     // negative is InvalidArgument (max_results)
-  std::string page_token;  // from the previous page's next_page_token
+  int max_results = 0;       // negative is InvalidArgument (max_results)
+  std::string page_token{};  // from the previous page's next_page_token
 };
 template <typename T>
 struct Page {
-  std::vector<T> items;
-  std::string next_page_token;  // empty on the last page
+  std::vector<T> items{};
+  std::string next_page_token{};  // empty on the last page
 };
 
 // Create requests. `name` is one level; parents are named by their levels.
 struct CreateCatalogRequest {
-  std::string name;
-  std::string comment;
-  std::map<std::string, std::string> properties;
-  std::string storage_root;  // "" = under the metastore's root
+  std::string name{};
+  std::string comment{};
+  std::map<std::string, std::string> properties{};
+  std::string storage_root{};  // "" = under the metastore's root
 };
 struct CreateSchemaRequest {
-  std::string catalog_name;
-  std::string name;
-  std::string comment;
-  std::map<std::string, std::string> properties;
-  std::string storage_root;  // "" = under the catalog's root
+  std::string catalog_name{};
+  std::string name{};
+  std::string comment{};
+  std::map<std::string, std::string> properties{};
+  std::string storage_root{};  // "" = under the catalog's root
 };
 struct CreateTableRequest {
-  std::string catalog_name;
-  std::string schema_name;
-  std::string name;
+  std::string catalog_name{};
+  std::string schema_name{};
+  std::string name{};
   TableType table_type = TableType::kManaged;
   std::string data_source_format = "DELTA";
-  std::vector<ColumnInfo> columns;
-  std::string storage_location;  // required for EXTERNAL, must be empty for MANAGED
-  std::string comment;
-  std::map<std::string, std::string> properties;
+  std::vector<ColumnInfo> columns{};
+  std::string storage_location{};  // required for EXTERNAL, must be empty for MANAGED
+  std::string comment{};
+  std::map<std::string, std::string> properties{};
 };
 struct CreateVolumeRequest {
-  std::string catalog_name;
-  std::string schema_name;
-  std::string name;
+  std::string catalog_name{};
+  std::string schema_name{};
+  std::string name{};
   VolumeType volume_type = VolumeType::kManaged;
-  std::string storage_location;  // required for EXTERNAL, must be empty for MANAGED
-  std::string comment;
+  std::string storage_location{};  // required for EXTERNAL, must be empty for MANAGED
+  std::string comment{};
 };
 struct CreateFunctionRequest {
-  std::string catalog_name;
-  std::string schema_name;
-  std::string name;
-  std::string data_type;
-  std::string full_data_type;
+  std::string catalog_name{};
+  std::string schema_name{};
+  std::string name{};
+  std::string data_type{};
+  std::string full_data_type{};
   std::string routine_body = "EXTERNAL";
-  std::string routine_definition;
-  std::string external_language;
-  std::string comment;
-  std::map<std::string, std::string> properties;
+  std::string routine_definition{};
+  std::string external_language{};
+  std::string comment{};
+  std::map<std::string, std::string> properties{};
   std::string spec_json = "{}";
 };
 struct CreateRegisteredModelRequest {
-  std::string catalog_name;
-  std::string schema_name;
-  std::string name;
-  std::string comment;
+  std::string catalog_name{};
+  std::string schema_name{};
+  std::string name{};
+  std::string comment{};
 };
 
 // A change of a securable's mutable fields; unset fields stay as they are.
 // `new_name` renames (one level); `owner` transfers ownership (owner or admin only).
 struct UpdateObjectRequest {
-  std::optional<std::string> new_name;
-  std::optional<std::string> comment;
-  std::optional<std::map<std::string, std::string>> properties;
-  std::optional<std::string> owner;
+  std::optional<std::string> new_name{};
+  std::optional<std::string> comment{};
+  std::optional<std::map<std::string, std::string>> properties{};
+  std::optional<std::string> owner{};
 };
 
 // Direct grants on one securable: UC's PrivilegeAssignment.
 struct PrivilegeAssignment {
-  std::string principal;
-  std::vector<Privilege> privileges;
+  std::string principal{};
+  std::vector<Privilege> privileges{};
 };
 
 // A privilege a principal holds on a securable, and where it is granted (the securable
 // itself or an ancestor): Databricks' EffectivePrivilege.
 struct EffectivePrivilege {
-  Privilege privilege;
+  Privilege privilege{};
   SecurableType inherited_from_type = SecurableType::kMetastore;
-  std::string inherited_from_name;  // "" when granted on the securable itself
+  std::string inherited_from_name{};  // "" when granted on the securable itself
   bool inherited = false;
 };
 struct EffectivePrivilegeAssignment {
-  std::string principal;
-  std::vector<EffectivePrivilege> privileges;
+  std::string principal{};
+  std::vector<EffectivePrivilege> privileges{};
 };
 
 }  // namespace trainyard::catalog

@@ -87,8 +87,20 @@ std::string_view ActionName(Action a) {
   return "READ";
 }
 
+std::string_view PrincipalKindName(PrincipalKind k) {
+  switch (k) {
+    case PrincipalKind::kUser:
+      return "user";
+    case PrincipalKind::kServicePrincipal:
+      return "service_principal";
+    case PrincipalKind::kGroup:
+      return "group";
+  }
+  return "user";
+}
+
 IdentityService::IdentityService(store::Database& db, Clock& clock, Random& random)
-    : db_(db), clock_(clock), random_(random) {
+    : db_(db), clock_(clock), random_(random), group_store_(db) {
   audit_thread_ = std::thread([this] { AuditLoop(); });
 }
 
@@ -122,7 +134,21 @@ std::vector<store::Migration> IdentityService::Migrations() {
           {"identity", 2, {"ALTER TABLE tokens ADD COLUMN scope TEXT"}},
           {"identity", 3, {"ALTER TABLE users ADD COLUMN os_user TEXT"}},
           {"identity", 4, {"ALTER TABLE users ADD COLUMN disabled_at BIGINT"}},
-          {"identity", 5, {"ALTER TABLE audit_log ADD COLUMN detail TEXT"}}};
+          {"identity", 5, {"ALTER TABLE audit_log ADD COLUMN detail TEXT"}},
+          // Service principals, groups (issue 16).
+          {"identity", 6,
+           [] {
+             auto statements = GroupStore::CreateStatements();
+             statements.insert(statements.begin(), "ALTER TABLE users ADD COLUMN kind TEXT");
+             return statements;
+           }()},
+          // Access decisions on catalog objects (issue 16).
+          {"identity",
+           7,
+           {"ALTER TABLE audit_log ADD COLUMN securable TEXT",
+            "ALTER TABLE audit_log ADD COLUMN privilege TEXT",
+            "ALTER TABLE audit_log ADD COLUMN outcome TEXT",
+            "CREATE INDEX audit_log_by_securable ON audit_log (securable, timestamp)"}}};
 }
 
 Status IdentityService::Bootstrap(const std::string& data_dir) {
@@ -260,6 +286,8 @@ Result<User> IdentityService::CreateUser(const Principal& who, const CreateUserR
   if (!os_user.empty()) TY_RETURN_IF_ERROR(ValidateJobAccount(os_user).status());
   User u{name, is_admin, clock_.NowMillis(), os_user};
   Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(bool is_group, GroupStore::Exists(tx, name));
+    if (is_group) return Status::AlreadyExists("'" + name + "' is a group's name already");
     auto r = tx.Exec("INSERT INTO users (name, is_admin, created_at, os_user) VALUES (?, ?, ?, ?)",
                      {name, int64_t{is_admin ? 1 : 0}, u.created_at, store::NullIfEmpty(os_user)});
     if (!r.ok() && r.status().IsAlreadyExists()) {
@@ -271,10 +299,13 @@ Result<User> IdentityService::CreateUser(const Principal& who, const CreateUserR
   return u;
 }
 
-// Reads a row of (name, is_admin, created_at, os_user, disabled_at).
+// Reads a row of (name, is_admin, created_at, os_user, disabled_at, kind).
 static User UserFromRow(const store::Row& r) {
   User u{r.Text(0), r.Int(1) != 0, r.Int(2), r.IsNull(3) ? "" : r.Text(3)};
   u.disabled = !r.IsNull(4);
+  if (!r.IsNull(5) && r.Text(5) == PrincipalKindName(PrincipalKind::kServicePrincipal)) {
+    u.kind = PrincipalKind::kServicePrincipal;
+  }
   return u;
 }
 
@@ -282,7 +313,7 @@ Result<std::vector<User>> IdentityService::ListUsers() {
   std::vector<User> out;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT name, is_admin, created_at, os_user, "
-                                            "disabled_at FROM users ORDER BY name"));
+                                            "disabled_at, kind FROM users ORDER BY name"));
     for (const auto& r : rows) out.push_back(UserFromRow(r));
     return Status::Ok();
   });
@@ -294,7 +325,7 @@ Result<User> IdentityService::GetUser(const std::string& name) {
   User u;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT name, is_admin, created_at, os_user, "
-                                            "disabled_at FROM users WHERE name = ?",
+                                            "disabled_at, kind FROM users WHERE name = ?",
                                             {name}));
     if (rows.empty()) return Status::NotFound("user '" + name + "' does not exist");
     u = UserFromRow(rows[0]);
@@ -367,10 +398,12 @@ Status IdentityService::DeleteUser(const Principal& who, const std::string& name
                                "revoked_at IS NULL",
                                {clock_.NowMillis(), name})
                            .status());
+    TY_RETURN_IF_ERROR(GroupStore::RemoveMemberEverywhere(tx, name));
     return tx.Exec("DELETE FROM grants WHERE principal = ?", {name}).status();
   });
   if (!s.ok()) return s;
   InvalidateCache();
+  InvalidateGroups();
   if (user_deleted_listener_) {
     return user_deleted_listener_(name).WithContext("user '" + name +
                                                     "' was deleted, but dropping what they held");
@@ -534,10 +567,11 @@ void IdentityService::WriteQueuedAuditLocked() {
     for (const auto& p : batch) {
       const AuditRecord& r = p.record;
       auto e = tx.Exec(
-          "INSERT INTO audit_log (timestamp, user_name, method, path, status, remote, detail) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?)",
+          "INSERT INTO audit_log (timestamp, user_name, method, path, status, remote, detail, "
+          "securable, privilege, outcome) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
           {r.timestamp, r.user, r.method, r.path, int64_t{r.status}, r.remote,
-           store::NullIfEmpty(r.detail)});
+           store::NullIfEmpty(r.detail), store::NullIfEmpty(r.securable),
+           store::NullIfEmpty(r.privilege), store::NullIfEmpty(r.outcome)});
       if (!e.ok()) return e.status();
     }
     return Status::Ok();
@@ -608,28 +642,42 @@ void IdentityService::QueueFailedAuthSummariesLocked(int64_t now, bool all) {
 Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who, int64_t before,
                                                             int64_t limit,
                                                             const std::string& user) {
+  return ReadAudit(who, AuditQuery{.before = before, .limit = limit, .user = user});
+}
+
+Result<std::vector<AuditRecord>> IdentityService::ReadAudit(const Principal& who,
+                                                            const AuditQuery& query) {
   if (!who.is_admin) return Status::PermissionDenied("only admins may read the audit log");
-  if (limit <= 0 || limit > kMaxAuditRecordsPerRead) {
+  if (query.limit <= 0 || query.limit > kMaxAuditRecordsPerRead) {
     return Status::InvalidArgument("max_results must be between 1 and " +
                                    std::to_string(kMaxAuditRecordsPerRead));
   }
+  if (!query.outcome.empty() && query.outcome != "ALLOW" && query.outcome != "DENY") {
+    return Status::InvalidArgument("outcome must be ALLOW or DENY (got '" +
+                                   Abbreviate(query.outcome) + "')");
+  }
+  std::string sql =
+      "SELECT timestamp, user_name, method, path, status, remote, detail, securable, privilege, "
+      "outcome FROM audit_log WHERE timestamp <= ?";
+  std::vector<store::Value> params{query.before > 0 ? query.before : INT64_MAX};
+  auto filter = [&](const char* column, const std::string& value) {
+    if (value.empty()) return;
+    sql += std::string(" AND ") + column + " = ?";
+    params.emplace_back(value);
+  };
+  filter("user_name", query.user);
+  filter("securable", query.securable);
+  filter("outcome", query.outcome);
+  sql += " ORDER BY timestamp DESC LIMIT ?";
+  params.emplace_back(query.limit);
   std::vector<AuditRecord> out;
   Status s = db_.Read([&](store::Transaction& tx) -> Status {
-    std::string sql =
-        "SELECT timestamp, user_name, method, path, status, remote, detail FROM audit_log WHERE "
-        "timestamp <= ?";
-    std::vector<store::Value> params{before > 0 ? before : INT64_MAX};
-    if (!user.empty()) {
-      sql += " AND user_name = ?";
-      params.emplace_back(user);
-    }
-    sql += " ORDER BY timestamp DESC LIMIT ?";
-    params.emplace_back(limit);
     TY_ASSIGN_OR_RETURN(auto rows, tx.Query(sql, params));
+    auto text = [](const store::Row& r, size_t i) { return r.IsNull(i) ? "" : r.Text(i); };
     for (const auto& r : rows) {
       out.push_back(AuditRecord{r.Int(0), r.Text(1), r.Text(2), r.Text(3),
-                                static_cast<int>(r.Int(4)), r.Text(5),
-                                r.IsNull(6) ? "" : r.Text(6)});
+                                static_cast<int>(r.Int(4)), r.Text(5), text(r, 6), text(r, 7),
+                                text(r, 8), text(r, 9)});
     }
     return Status::Ok();
   });

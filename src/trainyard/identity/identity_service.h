@@ -38,6 +38,7 @@
 #include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 #include "trainyard/identity/authorizer.h"
+#include "trainyard/identity/group_store.h"
 #include "trainyard/store/database.h"
 
 namespace trainyard::identity {
@@ -251,6 +252,9 @@ class IdentityService : public Authorizer {
   // Queues summaries of suppressed failed authentications that are due (all when `all`).
   void QueueFailedAuthSummariesLocked(int64_t now, bool all) TY_REQUIRES(audit_mu_);
   void InvalidateCache() TY_EXCLUDES(cache_mu_);
+  void InvalidateGroups() TY_EXCLUDES(groups_mu_);
+  Status CheckGroupAdministration(const Principal& who, std::string_view verb);
+  Result<PrincipalKind> PrincipalKindIn(store::Transaction& tx, const std::string& name);
 
   store::Database& db_;
   Clock& clock_;
@@ -260,6 +264,16 @@ class IdentityService : public Authorizer {
 
   Mutex cache_mu_;
   std::unordered_map<std::string, CachedPrincipal> cache_ TY_GUARDED_BY(cache_mu_);  // by hash
+
+  GroupStore group_store_;
+  // GroupsOf's cache: the membership graph and the closures computed from it. Dropped
+  // (and the generation bumped) on any membership change; a load that raced a change is
+  // not kept.
+  Mutex groups_mu_;
+  uint64_t groups_generation_ TY_GUARDED_BY(groups_mu_) = 0;
+  std::shared_ptr<const MembershipGraph> groups_graph_ TY_GUARDED_BY(groups_mu_);
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<std::string>>> groups_of_
+      TY_GUARDED_BY(groups_mu_);
 
   Mutex audit_mu_;
   CondVar audit_cv_;
