@@ -215,7 +215,9 @@ bool ScopedTokenMayCall(http::Method method, std::string_view path) {
 }
 
 http::Response Api::Serve(http::Request& request, const RawHandler& handler, bool authenticate,
-                          const RawFastHandler* fast, bool scoped_may_call) {
+                          const RawFastHandler* fast, bool scoped_may_call,
+                          ErrorRenderer render_error) {
+  if (render_error == nullptr) render_error = ErrorResponse;
   identity::Principal principal;
   if (authenticate) {
     auto p = identity_.Authenticate(BearerToken(request));
@@ -223,7 +225,7 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
     principal = std::move(p).value();
   }
   if (!principal.scope.empty() && !scoped_may_call) {
-    http::Response denied = ErrorResponse(Status::PermissionDenied(
+    http::Response denied = render_error(Status::PermissionDenied(
         "a token scoped to " + principal.scope + " may not call " +
         std::string(http::MethodName(request.method)) + " " + request.path +
         "; a job's token may only log to its run, heartbeat and save its checkpoints (use the "
@@ -245,7 +247,7 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
   if (!result) {
     if (parse_body) {
       auto parsed = ParseJsonObject(request.body);
-      if (!parsed.ok()) return ErrorResponse(parsed.status());
+      if (!parsed.ok()) return render_error(parsed.status());
       body = std::move(parsed).value();
     } else {
       body = QueryToObject(request);
@@ -254,7 +256,7 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
     result = handler(call);
   }
   http::Response response =
-      result->ok() ? std::move(*result).value() : ErrorResponse(result->status());
+      result->ok() ? std::move(*result).value() : render_error(result->status());
   bool mutating = request.method != http::Method::kGet && request.method != http::Method::kHead;
   if (authenticate && mutating) {
     identity::AuditRecord record{
@@ -264,7 +266,7 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
       identity_.Audit(std::move(record));  // nothing changed: no need to wait
     } else if (Status audited = identity_.AuditDurably(std::move(record)); !audited.ok()) {
       // Acknowledging a change whose audit record is lost would break the audit's promise.
-      return ErrorResponse(Status::Internal(
+      return render_error(Status::Internal(
           "the request was carried out, but its audit record could not be written (" +
           audited.message() + "); see the server's log"));
     }
@@ -310,6 +312,18 @@ void Api::Route(http::Method method, const std::vector<std::string>& prefixes,
   for (const auto& prefix : prefixes) {
     router_.Add(method, prefix + path, [this, raw, raw_fast, scoped](http::Request& r) {
       return Serve(r, *raw, true, raw_fast.get(), scoped);
+    });
+  }
+}
+
+void Api::RouteRenderingErrors(http::Method method, const std::vector<std::string>& prefixes,
+                               const std::string& path, JsonHandler handler,
+                               ErrorRenderer render_error) {
+  auto shared = std::make_shared<RawHandler>(WrapJson(std::move(handler)));
+  bool scoped = ScopedTokenMayCall(method, path);
+  for (const auto& prefix : prefixes) {
+    router_.Add(method, prefix + path, [this, shared, scoped, render_error](http::Request& r) {
+      return Serve(r, *shared, true, nullptr, scoped, render_error);
     });
   }
 }

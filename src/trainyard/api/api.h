@@ -64,6 +64,13 @@ class Api {
              JsonHandler handler, FastJsonHandler fast);
   void RawRoute(http::Method method, const std::vector<std::string>& prefixes,
                 const std::string& path, RawHandler handler);
+  // Renders a handler's error (or a body that is not JSON) for APIs whose error table
+  // differs from MLflow's (the Unity Catalog API: UcErrorResponse in uc_api.h).
+  using ErrorRenderer = http::Response (*)(const Status&);
+  // The same as Route, with the route's errors rendered by `render_error`.
+  void RouteRenderingErrors(http::Method method, const std::vector<std::string>& prefixes,
+                            const std::string& path, JsonHandler handler,
+                            ErrorRenderer render_error);
   // Routes reachable without a token (health checks).
   void PublicRoute(http::Method method, const std::string& path, JsonHandler handler);
 
@@ -76,7 +83,8 @@ class Api {
   using RawFastHandler = std::function<std::optional<Result<http::Response>>(Call&)>;
   // `scoped_may_call`: whether a job's scoped token may call this route (ScopedTokenMayCall).
   http::Response Serve(http::Request& request, const RawHandler& handler, bool authenticate,
-                       const RawFastHandler* fast = nullptr, bool scoped_may_call = true);
+                       const RawFastHandler* fast = nullptr, bool scoped_may_call = true,
+                       ErrorRenderer render_error = nullptr);
   http::Response Unauthenticated(const http::Request& request, const Status& status);
 
   http::Router& router_;

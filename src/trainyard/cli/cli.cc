@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "trainyard/cli/catalog_commands.h"
 #include "trainyard/cli/checkpoint_commands.h"
 #include "trainyard/cli/client.h"
 #include "trainyard/cli/jobs_commands.h"
@@ -651,6 +652,7 @@ int Main(int argc, char** argv) {
   auto run_jobs = AddJobCommands(app, add_client_options);
   auto run_checkpoints = AddCheckpointCommands(app, add_client_options);
   auto run_security = AddSecurityCommands(app, *users, add_client_options);
+  auto run_catalog = AddCatalogCommands(app, add_client_options);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -659,6 +661,7 @@ int Main(int argc, char** argv) {
   if (auto rc = run_jobs(client)) return *rc;
   if (auto rc = run_checkpoints(client)) return *rc;
   if (auto rc = run_security(client)) return *rc;
+  if (auto rc = run_catalog(client)) return *rc;
   if (auto rc = run_tracking(client)) return *rc;
   if (auto rc = run_tokens(client)) return *rc;
   if (auto rc = run_users(client)) return *rc;

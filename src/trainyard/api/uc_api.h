@@ -1,0 +1,25 @@
+// The Unity Catalog REST API (/api/2.1/unity-catalog/...), as the UC OSS server speaks it
+// (its api/all.yaml): catalogs, schemas, tables, volumes and functions (create, list, get,
+// update where UC has it, delete) and permissions (GET and PATCH
+// /permissions/{securable_type}/{full_name}). Request and response shapes are UC's
+// (uc_json.h), lists page with max_results (at most 100) and next_page_token, and errors
+// are UC's bodies and codes (UcErrorResponse: ALREADY_EXISTS is 409 here).
+//
+// Callers authenticate with Trainyard's bearer tokens (api.h); CatalogService authorizes
+// every call with the caller's Principal. Handlers only decode, call and encode.
+//
+// Not here yet (a later session): registered models and model versions (the seam is
+// CatalogService's registered-model methods and registry/), and temporary credentials.
+#pragma once
+
+#include "trainyard/api/api.h"
+#include "trainyard/catalog/catalog_service.h"
+
+namespace trainyard::api {
+
+extern const std::vector<std::string> kUnityCatalogPrefixes;  // /api/2.1/unity-catalog
+
+// Registers the routes; `catalog` must outlive `api`.
+void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog);
+
+}  // namespace trainyard::api
