@@ -428,6 +428,7 @@ Result<CommitResult> CheckpointService::Commit(const identity::Principal& who,
 
 void CheckpointService::AfterCommit(const identity::Principal& who, const jobs::JobInfo& job,
                                     const CheckpointRef& ref, CommitResult& out) {
+  if (complete_listener_) complete_listener_(who, ref.job, ref.step, out.uri);
   if (!jobs::IsTerminal(job.state)) {
     Status reported = jobs_.ReportCheckpoint(who, ref.job, ref.step, out.uri);
     if (reported.ok()) {

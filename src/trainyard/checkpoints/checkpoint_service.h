@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -127,6 +128,13 @@ class CheckpointService {
   CheckpointService& operator=(const CheckpointService&) = delete;
 
   static std::vector<store::Migration> Migrations();
+  // Called after a checkpoint becomes complete (every rank committed) with the committing
+  // caller, its job, step and URI (the server records lineage from it). Set once, before
+  // serving; it must be cheap and must not call back into this service.
+  using CompleteListener =
+      std::function<void(const identity::Principal& who, const std::string& job_id, int64_t step,
+                         const std::string& uri)>;
+  void SetCompleteListener(CompleteListener listener) { complete_listener_ = std::move(listener); }
 
   // --- the upload path (one upload per rank)
   Result<UploadInfo> BeginUpload(const identity::Principal& who, const UploadRequest& request);
@@ -185,6 +193,7 @@ class CheckpointService {
   jobs::JobService& jobs_;
   const std::shared_ptr<CheckpointStore> store_;
   const std::string staging_dir_;
+  CompleteListener complete_listener_;
 
   Mutex mu_;
   std::set<std::string> committing_ TY_GUARDED_BY(mu_);  // uploads whose commit runs

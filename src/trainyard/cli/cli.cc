@@ -19,6 +19,7 @@
 #include "trainyard/cli/checkpoint_commands.h"
 #include "trainyard/cli/client.h"
 #include "trainyard/cli/jobs_commands.h"
+#include "trainyard/cli/lineage_commands.h"
 #include "trainyard/cli/security_commands.h"
 #include "trainyard/cli/table.h"
 #include "trainyard/common/json.h"
@@ -651,6 +652,7 @@ int Main(int argc, char** argv) {
   auto run_users = AddUserCommands(*users, add_client_options);
   auto run_jobs = AddJobCommands(app, add_client_options);
   auto run_checkpoints = AddCheckpointCommands(app, add_client_options);
+  auto run_lineage = AddLineageCommands(app, add_client_options);
   auto run_security = AddSecurityCommands(app, *users, add_client_options);
   auto run_catalog = AddCatalogCommands(app, add_client_options);
 
@@ -660,6 +662,7 @@ int Main(int argc, char** argv) {
   Client client(client_options);
   if (auto rc = run_jobs(client)) return *rc;
   if (auto rc = run_checkpoints(client)) return *rc;
+  if (auto rc = run_lineage(client)) return *rc;
   if (auto rc = run_security(client)) return *rc;
   if (auto rc = run_catalog(client)) return *rc;
   if (auto rc = run_tracking(client)) return *rc;

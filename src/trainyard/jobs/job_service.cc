@@ -490,6 +490,7 @@ Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec)
   Event(*rec, "submitted by " + who.user, now);
   run_to_job_[j.run_id] = j.job_id;
   JobInfo out = j;
+  if (submit_listener_) submit_listener_(who, out);
   active_[j.job_id] = std::move(rec);
   Wake();
   return out;

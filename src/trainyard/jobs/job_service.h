@@ -99,6 +99,11 @@ class JobService {
   using SecretResolver =
       std::function<Result<std::string>(const std::string& owner, const std::string& name)>;
   void SetSecretResolver(SecretResolver resolver) { secret_resolver_ = std::move(resolver); }
+  // Called after every successful Submit with the caller and the new job (its run_id is the
+  // run its attempts log to; the server records lineage from it). Set once, before Start;
+  // it runs with the jobs lock held, so it must be cheap and must not call into JobService.
+  using SubmitListener = std::function<void(const identity::Principal& who, const JobInfo& job)>;
+  void SetSubmitListener(SubmitListener listener) { submit_listener_ = std::move(listener); }
 
   // What workloads use to reach the API (MLFLOW_TRACKING_URI, TRAINYARD_URL). Before Start.
   void SetServerUrl(std::string url) { server_url_ = std::move(url); }
@@ -234,6 +239,7 @@ class JobService {
   Scheduler scheduler_;
   std::string server_url_;
   SecretResolver secret_resolver_;
+  SubmitListener submit_listener_;
 
   Mutex inbox_mu_;
   CondVar inbox_cv_;

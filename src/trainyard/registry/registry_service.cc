@@ -959,6 +959,7 @@ Result<ModelVersion> RegistryService::CreateModelVersion(const identity::Princip
     return Status::Ok();
   });
   if (!s.ok()) return s;
+  if (version_listener_) version_listener_(who, out);
   return out;
 }
 

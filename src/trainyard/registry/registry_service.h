@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -138,6 +139,12 @@ class RegistryService {
   Result<ModelVersion> CreateModelVersion(const identity::Principal& who,
                                           const CreateModelVersionRequest& request);
   Result<ModelVersion> GetModelVersion(const std::string& name, int64_t version);
+  // Called after every successful CreateModelVersion with the caller and the new version
+  // (the server records lineage from its run). Set once, before serving; it must be cheap
+  // and must not call back into this service.
+  using VersionListener =
+      std::function<void(const identity::Principal& who, const ModelVersion& version)>;
+  void SetVersionListener(VersionListener listener) { version_listener_ = std::move(listener); }
   // Order: name, version_number, creation_timestamp, last_updated_timestamp (alias
   // "timestamp") with ASC/DESC; name ASC, version_number DESC break ties and are the default.
   Result<Page<ModelVersion>> SearchModelVersions(const RegistrySearchRequest& request);
@@ -187,6 +194,7 @@ class RegistryService {
   identity::Authorizer& authz_;
   tracking::TrackingService& tracking_;
   const RegistryLimits limits_;
+  VersionListener version_listener_;
 
   Mutex cache_mu_;
   std::unordered_map<std::string, std::string> owner_ TY_GUARDED_BY(cache_mu_);  // by name

@@ -11,6 +11,7 @@
 #include "trainyard/api/checkpoints_api.h"
 #include "trainyard/api/identity_api.h"
 #include "trainyard/api/jobs_api.h"
+#include "trainyard/api/lineage_api.h"
 #include "trainyard/api/mlflow_artifacts_api.h"
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
@@ -21,6 +22,7 @@
 #include "trainyard/executors/slurm_executor.h"
 #include "trainyard/jobs/job_service.h"
 #include "trainyard/registry/registry_service.h"
+#include "trainyard/server/lineage_wiring.h"
 
 namespace trainyard::server {
 namespace {
@@ -120,6 +122,7 @@ Status Server::InitStore() {
   for (auto& m : checkpoints::CheckpointService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : jobs::ProjectService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : jobs::SecretService::Migrations()) migrations.push_back(std::move(m));
+  for (auto& m : lineage::LineageService::Migrations()) migrations.push_back(std::move(m));
   TY_RETURN_IF_ERROR(store::ApplyMigrations(*db_, migrations));
   spdlog::info("metadata store: {} ({})", db_->Backend(),
                db_->Backend() == "sqlite" ? options.url : "postgresql");
@@ -295,6 +298,12 @@ Status Server::InitCheckpoints() {
   return Status::Ok();
 }
 
+void Server::InitLineage() {
+  lineage_ = std::make_unique<LineageWiring>(
+      *db_, clock_, *identity_, LineageSources{*tracking_, *registry_, *jobs_, *checkpoints_});
+  lineage_->Connect();
+}
+
 void Server::InitApi() {
   api_ = std::make_unique<api::Api>(router_, *identity_, clock_);
   router_.SetErrorRenderer(api::TransportErrorResponse);
@@ -306,6 +315,7 @@ void Server::InitApi() {
   api::RegisterProjectRoutes(*api_, *projects_);
   api::RegisterSecretRoutes(*api_, *secrets_);
   api::RegisterCheckpointRoutes(*api_, *checkpoints_);
+  api::RegisterLineageRoutes(*api_, lineage_->service());
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
@@ -331,6 +341,7 @@ Status Server::Start() {
   TY_RETURN_IF_ERROR(InitServices());
   TY_RETURN_IF_ERROR(InitJobs());
   TY_RETURN_IF_ERROR(InitCheckpoints());
+  InitLineage();
   InitApi();
   http::ServerOptions options;
   options.host = config_.host;

@@ -32,6 +32,9 @@ class SecretService;
 namespace trainyard::checkpoints {
 class CheckpointService;
 }
+namespace trainyard::server {
+class LineageWiring;
+}
 
 namespace trainyard::server {
 
@@ -104,6 +107,7 @@ class Server {
   Status InitJobs();
   Status InitIdentityMode(jobs::JobServiceOptions& options);
   Status InitCheckpoints();
+  void InitLineage();
   void InitApi();
 
   ServerConfig config_;
@@ -111,6 +115,8 @@ class Server {
   SystemClock clock_;
   SecureRandom random_;
   std::unique_ptr<store::Database> db_;
+  // Before the services whose listeners record into it, so it is destroyed after them.
+  std::unique_ptr<LineageWiring> lineage_;
   std::unique_ptr<blob::BlobStore> blobs_;
   std::unique_ptr<identity::IdentityService> identity_;
   std::unique_ptr<tracking::TrackingService> tracking_;

@@ -753,7 +753,7 @@ Status TrackingService::LogInputs(const identity::Principal& who, const std::str
       return Status::InvalidArgument("dataset schema/profile/source is too large");
     }
   }
-  return db_.Write([&](Transaction& tx) -> Status {
+  Status written = db_.Write([&](Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(EnsureRunActive(tx, run_id));
     TY_ASSIGN_OR_RETURN(Rows run,
                         tx.Query("SELECT experiment_id FROM runs WHERE run_uuid = ?", {run_id}));
@@ -797,6 +797,8 @@ Status TrackingService::LogInputs(const identity::Principal& who, const std::str
     }
     return Status::Ok();
   });
+  if (written.ok() && inputs_listener_) inputs_listener_(who, run_id, datasets);
+  return written;
 }
 
 Status TrackingService::LogOutputs(const identity::Principal& who, const std::string& run_id,

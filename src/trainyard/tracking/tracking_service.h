@@ -137,6 +137,12 @@ class TrackingService {
   void SetRunActivityListener(std::function<void(const std::string& run_id)> listener) {
     activity_listener_ = std::move(listener);
   }
+  // Called after every successful LogInputs with the caller, the run and its datasets (the
+  // server records lineage from them). Set once, before serving; the same rules apply.
+  using InputsListener =
+      std::function<void(const identity::Principal& who, const std::string& run_id,
+                         const std::vector<DatasetInput>& datasets)>;
+  void SetInputsListener(InputsListener listener) { inputs_listener_ = std::move(listener); }
 
   // --- metrics
   using MetricPoint = tracking::MetricPoint;
@@ -250,6 +256,7 @@ class TrackingService {
   const TrackingLimits limits_;
 
   std::function<void(const std::string&)> activity_listener_;
+  InputsListener inputs_listener_;
   MetricStore metrics_;
 
   Mutex cache_mu_;
