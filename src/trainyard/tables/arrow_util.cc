@@ -1,5 +1,7 @@
 #include "trainyard/tables/arrow_util.h"
 
+#include <arrow/compute/initialize.h>
+
 #include <string>
 
 namespace trainyard::tables {
@@ -24,6 +26,11 @@ Status FromArrow(const arrow::Status& status, std::string_view context) {
     default:
       return Status::Internal(std::move(message));
   }
+}
+
+void InitializeArrowCompute() {
+  static const bool initialized = arrow::compute::Initialize().ok();
+  (void)initialized;
 }
 
 }  // namespace trainyard::tables

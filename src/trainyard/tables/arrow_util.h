@@ -17,6 +17,10 @@ namespace trainyard::tables {
 // Internal.
 Status FromArrow(const arrow::Status& status, std::string_view context);
 
+// Registers Arrow's compute kernels (Arrow >= 21 keeps them in libarrow_compute, registered
+// on demand). Idempotent and thread-safe; every tables/ entry point that computes calls it.
+void InitializeArrowCompute();
+
 template <typename T>
 Result<T> FromArrow(arrow::Result<T> result, std::string_view context) {
   if (!result.ok()) return FromArrow(result.status(), context);

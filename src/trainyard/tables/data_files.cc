@@ -1,0 +1,687 @@
+#include "trainyard/tables/data_files.h"
+
+#include <arrow/compute/api.h>
+#include <arrow/io/file.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
+#include <parquet/arrow/writer.h>
+#include <parquet/statistics.h>
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "trainyard/common/json.h"
+#include "trainyard/common/strings.h"
+#include "trainyard/tables/arrow_util.h"
+
+namespace trainyard::tables {
+
+namespace cp = arrow::compute;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kStatsStringPrefix = 32;  // code points, as Spark truncates string stats
+constexpr char kNullPartition[] = "__HIVE_DEFAULT_PARTITION__";
+
+// ---------------------------------------------------------------------------------------------
+// Statistics of written files.
+
+struct ColumnAcc {
+  std::shared_ptr<arrow::DataType> type;
+  int64_t nulls = 0;
+  std::optional<Literal> min, max;
+  std::map<std::string, ColumnAcc> children;  // struct fields
+};
+
+bool MinMaxType(const arrow::DataType& t) {
+  return arrow::is_integer(t.id()) || arrow::is_floating(t.id()) || t.id() == arrow::Type::STRING ||
+         t.id() == arrow::Type::DATE32;
+}
+
+std::optional<Literal> ScalarLiteral(const arrow::Scalar& s) {
+  if (!s.is_valid) return std::nullopt;
+  switch (s.type->id()) {
+    case arrow::Type::INT8:
+      return Literal(int64_t{static_cast<const arrow::Int8Scalar&>(s).value});
+    case arrow::Type::INT16:
+      return Literal(int64_t{static_cast<const arrow::Int16Scalar&>(s).value});
+    case arrow::Type::INT32:
+      return Literal(int64_t{static_cast<const arrow::Int32Scalar&>(s).value});
+    case arrow::Type::INT64:
+      return Literal(static_cast<const arrow::Int64Scalar&>(s).value);
+    case arrow::Type::DATE32:
+      return Literal(int64_t{static_cast<const arrow::Date32Scalar&>(s).value});
+    case arrow::Type::FLOAT: {
+      double d = static_cast<const arrow::FloatScalar&>(s).value;
+      return std::isfinite(d) ? std::optional<Literal>(d) : std::nullopt;
+    }
+    case arrow::Type::DOUBLE: {
+      double d = static_cast<const arrow::DoubleScalar&>(s).value;
+      return std::isfinite(d) ? std::optional<Literal>(d) : std::nullopt;
+    }
+    case arrow::Type::STRING:
+      return Literal(std::string(static_cast<const arrow::StringScalar&>(s).view()));
+    default:
+      return std::nullopt;
+  }
+}
+
+bool Less(const Literal& a, const Literal& b) {
+  if (a.index() != b.index()) return false;
+  if (const auto* x = std::get_if<int64_t>(&a)) return *x < std::get<int64_t>(b);
+  if (const auto* x = std::get_if<double>(&a)) return *x < std::get<double>(b);
+  if (const auto* x = std::get_if<std::string>(&a)) return *x < std::get<std::string>(b);
+  return false;
+}
+
+Status Accumulate(ColumnAcc& acc, const std::shared_ptr<arrow::Array>& array) {
+  acc.nulls += array->null_count();
+  if (array->type_id() == arrow::Type::STRUCT) {
+    const auto& s = static_cast<const arrow::StructArray&>(*array);
+    for (int i = 0; i < s.num_fields(); ++i) {
+      TY_ASSIGN_OR_RETURN(auto child, FromArrow(s.GetFlattenedField(i), "statistics"));
+      ColumnAcc& c = acc.children[s.struct_type()->field(i)->name()];
+      c.type = child->type();
+      TY_RETURN_IF_ERROR(Accumulate(c, child));
+    }
+    return Status::Ok();
+  }
+  if (!MinMaxType(*array->type()) || array->null_count() == array->length()) return Status::Ok();
+  TY_ASSIGN_OR_RETURN(auto datum, FromArrow(cp::MinMax(array), "statistics"));
+  const auto& pair = static_cast<const arrow::StructScalar&>(*datum.scalar());
+  auto lo = ScalarLiteral(*pair.value[0]);
+  auto hi = ScalarLiteral(*pair.value[1]);
+  if (lo && (!acc.min || Less(*lo, *acc.min))) acc.min = lo;
+  if (hi && (!acc.max || Less(*acc.max, *hi))) acc.max = hi;
+  return Status::Ok();
+}
+
+std::string FormatDate(int64_t days) {
+  std::time_t secs = static_cast<std::time_t>(days * 86400);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02d", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+  return buf;
+}
+
+// The byte length of the first `n` UTF-8 code points of `s` (all of it when shorter).
+size_t Utf8Prefix(const std::string& s, size_t n) {
+  size_t i = 0, points = 0;
+  while (i < s.size() && points < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    i += c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    ++points;
+  }
+  return std::min(i, s.size());
+}
+
+json::value StatJson(const Literal& v, const arrow::DataType& type, bool is_max) {
+  if (type.id() == arrow::Type::DATE32) return json::value(FormatDate(std::get<int64_t>(v)));
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  const std::string& s = std::get<std::string>(v);
+  size_t cut = Utf8Prefix(s, kStatsStringPrefix);
+  if (cut == s.size()) return json::value(s);
+  // A truncated max stays an upper bound: the prefix followed by the largest code point.
+  return json::value(is_max ? s.substr(0, cut) + "\xF4\x8F\xBF\xBF" : s.substr(0, cut));
+}
+
+void StatsJson(const std::map<std::string, ColumnAcc>& columns, json::object& mins,
+               json::object& maxes, json::object& nulls) {
+  for (const auto& [name, acc] : columns) {
+    if (!acc.children.empty()) {
+      json::object cmin, cmax, cnull;
+      StatsJson(acc.children, cmin, cmax, cnull);
+      if (!cmin.empty()) mins[name] = std::move(cmin);
+      if (!cmax.empty()) maxes[name] = std::move(cmax);
+      nulls[name] = std::move(cnull);
+      continue;
+    }
+    nulls[name] = acc.nulls;
+    if (acc.min) mins[name] = StatJson(*acc.min, *acc.type, false);
+    if (acc.max) maxes[name] = StatJson(*acc.max, *acc.type, true);
+  }
+}
+
+std::string NewUuid(Random& random) {
+  std::string h = random.Hex(16);
+  h[12] = '4';
+  h[16] = "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3];
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20, 12);
+}
+
+std::optional<Literal> JsonLiteral(const json::value& v, const arrow::DataType& type) {
+  if (arrow::is_integer(type.id()) && (v.is_int64() || v.is_uint64())) {
+    return Literal(v.is_int64() ? v.as_int64() : static_cast<int64_t>(v.as_uint64()));
+  }
+  if (arrow::is_floating(type.id()) && v.is_number()) return Literal(v.to_number<double>());
+  if ((type.id() == arrow::Type::STRING || type.id() == arrow::Type::DATE32) && v.is_string()) {
+    return Literal(std::string(v.as_string()));
+  }
+  return std::nullopt;
+}
+
+std::optional<Literal> PartitionLiteral(const std::string& v, const arrow::DataType& type) {
+  if (arrow::is_integer(type.id())) {
+    if (auto i = ParseInt64(v)) return Literal(*i);
+    return std::nullopt;
+  }
+  if (arrow::is_floating(type.id())) {
+    if (auto d = ParseDouble(v)) return Literal(*d);
+    return std::nullopt;
+  }
+  if (type.id() == arrow::Type::BOOL) return Literal(v == "true");
+  if (type.id() == arrow::Type::STRING || type.id() == arrow::Type::DATE32) return Literal(v);
+  return std::nullopt;
+}
+
+}  // namespace
+
+FileStats StatsOfFile(const AddAction& add, const arrow::Schema& schema) {
+  FileStats stats;
+  if (add.stats) {
+    Result<json::object> parsed = ParseJsonObject(*add.stats);
+    if (parsed.ok()) {
+      if (auto n = OptionalInt64(*parsed, "numRecords"); n.ok()) stats.num_records = *n;
+      auto section = [&](const char* name) -> const json::object* {
+        auto r = OptionalObject(*parsed, name);
+        return r.ok() ? *r : nullptr;
+      };
+      const json::object* mins = section("minValues");
+      const json::object* maxes = section("maxValues");
+      const json::object* nulls = section("nullCount");
+      for (const auto& field : schema.fields()) {
+        ColumnStats c;
+        const std::string& name = field->name();
+        if (mins && mins->contains(name)) c.min = JsonLiteral(mins->at(name), *field->type());
+        if (maxes && maxes->contains(name)) c.max = JsonLiteral(maxes->at(name), *field->type());
+        if (nulls && nulls->contains(name) && nulls->at(name).is_int64()) {
+          c.null_count = nulls->at(name).as_int64();
+        }
+        if (c.min || c.max || c.null_count) stats.columns[name] = std::move(c);
+      }
+    }
+  }
+  for (const auto& [name, value] : add.partition_values) {
+    auto field = schema.GetFieldByName(name);
+    if (field == nullptr) continue;
+    ColumnStats c;
+    if (!value) {
+      if (!stats.num_records) stats.num_records = 1;
+      c.null_count = *stats.num_records;
+    } else {
+      c.min = c.max = PartitionLiteral(*value, *field->type());
+      c.null_count = 0;
+      if (!c.min) continue;
+    }
+    stats.columns[name] = std::move(c);
+  }
+  return stats;
+}
+
+Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(const arrow::RecordBatch& batch,
+                                                         const arrow::Schema& schema) {
+  for (const auto& field : batch.schema()->fields()) {
+    if (schema.GetFieldIndex(field->name()) < 0) {
+      return Status::InvalidArgument("column '" + field->name() +
+                                     "' is not in the table's schema (add it with AddColumns)");
+    }
+  }
+  arrow::ArrayVector columns;
+  for (const auto& field : schema.fields()) {
+    auto column = batch.GetColumnByName(field->name());
+    if (column == nullptr) {
+      if (!field->nullable()) {
+        return Status::InvalidArgument("column '" + field->name() +
+                                       "' is missing and is not nullable");
+      }
+      TY_ASSIGN_OR_RETURN(column, FromArrow(arrow::MakeArrayOfNull(field->type(), batch.num_rows()),
+                                            "column " + field->name()));
+    } else if (!column->type()->Equals(*field->type())) {
+      auto cast = cp::Cast(*column, field->type());
+      if (!cast.ok()) {
+        return Status::InvalidArgument("column '" + field->name() + "': cannot convert " +
+                                       column->type()->ToString() + " to the table's " +
+                                       field->type()->ToString() + ": " + cast.status().message());
+      }
+      column = *cast;
+    }
+    if (!field->nullable() && column->null_count() > 0) {
+      return Status::InvalidArgument("column '" + field->name() + "' is not nullable but has " +
+                                     std::to_string(column->null_count()) + " null value(s)");
+    }
+    columns.push_back(std::move(column));
+  }
+  return arrow::RecordBatch::Make(arrow::schema(schema.fields()), batch.num_rows(), columns);
+}
+
+// ---------------------------------------------------------------------------------------------
+// DataFileWriter
+
+struct DataFileWriter::OpenFile {
+  std::string relative_path;  // decoded, under the table root
+  std::string temp_path;
+  std::shared_ptr<arrow::io::FileOutputStream> sink;
+  std::unique_ptr<parquet::arrow::FileWriter> writer;
+  std::map<std::string, std::optional<std::string>> partition_values;
+  std::map<std::string, ColumnAcc> stats;
+  int64_t rows = 0;
+};
+
+DataFileWriter::DataFileWriter(blob::BlobStore& store, const DeltaLog& log,
+                               std::shared_ptr<arrow::Schema> schema,
+                               std::vector<std::string> partition_columns,
+                               const TableOptions& options, Clock& clock, Random& random)
+    : store_(store),
+      log_(log),
+      schema_(std::move(schema)),
+      partition_columns_(std::move(partition_columns)),
+      options_(options),
+      clock_(clock),
+      random_(random) {
+  InitializeArrowCompute();
+  arrow::FieldVector fields;
+  for (const auto& f : schema_->fields()) {
+    if (std::find(partition_columns_.begin(), partition_columns_.end(), f->name()) ==
+        partition_columns_.end()) {
+      fields.push_back(f);
+    }
+  }
+  file_schema_ = arrow::schema(fields);
+}
+
+DataFileWriter::~DataFileWriter() {
+  for (auto& [key, file] : open_) {
+    if (file->writer) (void)file->writer->Close();
+    std::error_code ec;
+    fs::remove(file->temp_path, ec);
+  }
+}
+
+Status DataFileWriter::Write(const arrow::RecordBatch& batch) {
+  rows_ += batch.num_rows();
+  if (batch.num_rows() == 0) return Status::Ok();
+  // The rows of each partition: keys from the partition values as text.
+  std::vector<std::shared_ptr<arrow::Array>> texts;
+  for (const auto& name : partition_columns_) {
+    auto column = batch.GetColumnByName(name);
+    TY_ASSIGN_OR_RETURN(auto text,
+                        FromArrow(cp::Cast(*column, arrow::utf8()), "partition " + name));
+    texts.push_back(text);
+  }
+  std::map<std::string, std::vector<int64_t>> groups;
+  std::map<std::string, std::map<std::string, std::optional<std::string>>> group_values;
+  for (int64_t row = 0; row < batch.num_rows(); ++row) {
+    std::string key;
+    for (const auto& t : texts) {
+      key += t->IsNull(row)
+                 ? std::string("\x01")
+                 : "\x02" + std::string(static_cast<const arrow::StringArray&>(*t).GetView(row));
+      key += '\0';
+    }
+    auto& indices = groups[key];
+    if (indices.empty()) {
+      auto& values = group_values[key];
+      for (size_t c = 0; c < texts.size(); ++c) {
+        values[partition_columns_[c]] =
+            texts[c]->IsNull(row)
+                ? std::nullopt
+                : std::optional<std::string>(
+                      static_cast<const arrow::StringArray&>(*texts[c]).GetView(row));
+      }
+    }
+    indices.push_back(row);
+  }
+  arrow::ArrayVector data;
+  for (const auto& f : file_schema_->fields()) data.push_back(batch.GetColumnByName(f->name()));
+  auto data_batch = arrow::RecordBatch::Make(file_schema_, batch.num_rows(), data);
+  for (auto& [key, indices] : groups) {
+    std::shared_ptr<arrow::RecordBatch> rows = data_batch;
+    if (groups.size() > 1) {
+      arrow::Int64Builder b;
+      TY_RETURN_IF_ERROR(FromArrow(b.AppendValues(indices), "partition"));
+      TY_ASSIGN_OR_RETURN(auto idx, FromArrow(b.Finish(), "partition"));
+      TY_ASSIGN_OR_RETURN(auto taken, FromArrow(cp::Take(data_batch, idx), "partition"));
+      rows = taken.record_batch();
+    }
+    TY_RETURN_IF_ERROR(WriteGroup(key, *rows, group_values[key]));
+  }
+  return Status::Ok();
+}
+
+Status DataFileWriter::WriteGroup(const std::string& key, const arrow::RecordBatch& rows,
+                                  const std::map<std::string, std::optional<std::string>>& values) {
+  int64_t offset = 0;
+  while (offset < rows.num_rows()) {
+    auto& slot = open_[key];
+    if (!slot) {
+      slot = std::make_unique<OpenFile>();
+      std::string dir;
+      for (const auto& name : partition_columns_) {
+        const auto& v = values.at(name);
+        dir += name + "=" + (v ? EscapePartitionValue(*v) : kNullPartition) + "/";
+      }
+      char prefix[32];
+      std::snprintf(prefix, sizeof prefix, "part-%05lld-", static_cast<long long>(files_++));
+      std::string uuid = NewUuid(random_);
+      slot->relative_path =
+          dir + prefix + uuid + ".c000." + (options_.zstd ? "zstd" : "snappy") + ".parquet";
+      slot->temp_path =
+          (fs::temp_directory_path() / ("trainyard-table-" + uuid + ".parquet")).string();
+      slot->partition_values = values;
+      TY_ASSIGN_OR_RETURN(slot->sink, FromArrow(arrow::io::FileOutputStream::Open(slot->temp_path),
+                                                "creating a data file"));
+      auto props =
+          parquet::WriterProperties::Builder()
+              .compression(options_.zstd ? arrow::Compression::ZSTD : arrow::Compression::SNAPPY)
+              ->max_row_group_length(options_.row_group_rows)
+              ->build();
+      TY_ASSIGN_OR_RETURN(slot->writer, FromArrow(parquet::arrow::FileWriter::Open(
+                                                      *file_schema_, arrow::default_memory_pool(),
+                                                      slot->sink, props),
+                                                  "creating a data file"));
+    }
+    int64_t n = std::min(rows.num_rows() - offset, options_.target_file_rows - slot->rows);
+    auto part = rows.Slice(offset, n);
+    TY_RETURN_IF_ERROR(FromArrow(slot->writer->WriteRecordBatch(*part), "writing a data file"));
+    for (int c = 0; c < part->num_columns(); ++c) {
+      ColumnAcc& acc = slot->stats[part->schema()->field(c)->name()];
+      acc.type = part->column(c)->type();
+      TY_RETURN_IF_ERROR(Accumulate(acc, part->column(c)));
+    }
+    slot->rows += n;
+    offset += n;
+    if (slot->rows >= options_.target_file_rows) {
+      TY_RETURN_IF_ERROR(Close(*slot));
+      open_.erase(key);
+    }
+  }
+  return Status::Ok();
+}
+
+Status DataFileWriter::Close(OpenFile& file) {
+  TY_RETURN_IF_ERROR(FromArrow(file.writer->Close(), "closing a data file"));
+  file.writer.reset();
+  TY_RETURN_IF_ERROR(FromArrow(file.sink->Close(), "closing a data file"));
+  std::error_code ec;
+  int64_t size = static_cast<int64_t>(fs::file_size(file.temp_path, ec));
+  if (ec) return Status::IOError("data file " + file.temp_path + ": " + ec.message());
+  TY_RETURN_IF_ERROR(store_.PutFile(log_.Key(file.relative_path), file.temp_path));
+  fs::remove(file.temp_path, ec);
+  json::object mins, maxes, nulls;
+  StatsJson(file.stats, mins, maxes, nulls);
+  json::object stats{{"numRecords", file.rows},
+                     {"minValues", std::move(mins)},
+                     {"maxValues", std::move(maxes)},
+                     {"nullCount", std::move(nulls)}};
+  AddAction add;
+  add.path = EncodePathUri(file.relative_path);
+  add.partition_values = file.partition_values;
+  add.size = size;
+  add.modification_time = clock_.NowMillis();
+  add.data_change = true;
+  add.stats = json::serialize(stats);
+  done_.push_back(std::move(add));
+  return Status::Ok();
+}
+
+Result<std::vector<AddAction>> DataFileWriter::Finish() {
+  for (auto& [key, file] : open_) TY_RETURN_IF_ERROR(Close(*file));
+  open_.clear();
+  return std::move(done_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scanning
+
+namespace {
+
+void CollectLeafIndices(const parquet::arrow::SchemaField& field, std::vector<int>& out) {
+  if (field.column_index >= 0) out.push_back(field.column_index);
+  for (const auto& child : field.children) CollectLeafIndices(child, out);
+}
+
+std::optional<Literal> ParquetStat(const parquet::Statistics& s, bool is_min) {
+  const parquet::ColumnDescriptor* d = s.descr();
+  auto logical = d->logical_type();
+  bool plain_int = logical == nullptr || logical->is_none() || logical->is_int();
+  switch (s.physical_type()) {
+    case parquet::Type::INT32: {
+      if (!plain_int) return std::nullopt;
+      const auto& t = static_cast<const parquet::Int32Statistics&>(s);
+      return Literal(int64_t{is_min ? t.min() : t.max()});
+    }
+    case parquet::Type::INT64: {
+      if (!plain_int) return std::nullopt;
+      const auto& t = static_cast<const parquet::Int64Statistics&>(s);
+      return Literal(is_min ? t.min() : t.max());
+    }
+    case parquet::Type::DOUBLE: {
+      const auto& t = static_cast<const parquet::DoubleStatistics&>(s);
+      double v = is_min ? t.min() : t.max();
+      return std::isfinite(v) ? std::optional<Literal>(v) : std::nullopt;
+    }
+    case parquet::Type::FLOAT: {
+      const auto& t = static_cast<const parquet::FloatStatistics&>(s);
+      double v = is_min ? t.min() : t.max();
+      return std::isfinite(v) ? std::optional<Literal>(v) : std::nullopt;
+    }
+    case parquet::Type::BYTE_ARRAY: {
+      if (logical == nullptr || !logical->is_string()) return std::nullopt;
+      const auto& t = static_cast<const parquet::ByteArrayStatistics&>(s);
+      parquet::ByteArray v = is_min ? t.min() : t.max();
+      return Literal(std::string(reinterpret_cast<const char*>(v.ptr), v.len));
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+class ScanReader : public arrow::RecordBatchReader {
+ public:
+  ScanReader(blob::BlobStore& store, std::shared_ptr<const DeltaLog> log,
+             std::shared_ptr<const Snapshot> snapshot, std::vector<AddAction> files,
+             std::shared_ptr<arrow::Schema> output, std::optional<Predicate> filter,
+             int64_t batch_rows)
+      : store_(store),
+        log_(std::move(log)),
+        snapshot_(std::move(snapshot)),
+        files_(std::move(files)),
+        output_(std::move(output)),
+        filter_(std::move(filter)),
+        batch_rows_(std::max<int64_t>(1, batch_rows)) {
+    arrow::FieldVector fields = output_->fields();
+    if (filter_) {
+      for (const auto& c : filter_->Columns()) {
+        if (output_->GetFieldIndex(c) < 0) {
+          if (auto f = snapshot_->schema->GetFieldByName(c)) fields.push_back(f);
+        }
+      }
+    }
+    read_schema_ = arrow::schema(fields);
+  }
+
+  std::shared_ptr<arrow::Schema> schema() const override { return output_; }
+
+  arrow::Status ReadNext(std::shared_ptr<arrow::RecordBatch>* out) override {
+    Status s = Next(out);
+    if (s.ok()) return arrow::Status::OK();
+    if (s.code() == StatusCode::kInvalidArgument) return arrow::Status::Invalid(s.message());
+    if (s.code() == StatusCode::kIOError) return arrow::Status::IOError(s.message());
+    return arrow::Status::UnknownError(std::string(StatusCodeName(s.code())) + ": " + s.message());
+  }
+
+ private:
+  Status Next(std::shared_ptr<arrow::RecordBatch>* out) {
+    while (true) {
+      if (!batches_) {
+        if (next_file_ >= files_.size()) {
+          *out = nullptr;
+          return Status::Ok();
+        }
+        TY_RETURN_IF_ERROR(OpenNext());
+        continue;
+      }
+      std::shared_ptr<arrow::RecordBatch> raw;
+      TY_RETURN_IF_ERROR(FromArrow(batches_->ReadNext(&raw), "reading " + current_->path));
+      if (raw == nullptr) {
+        batches_.reset();
+        reader_.reset();
+        continue;
+      }
+      TY_ASSIGN_OR_RETURN(auto batch, Shape(*raw));
+      if (filter_) {
+        TY_ASSIGN_OR_RETURN(auto mask, filter_->Evaluate(*batch));
+        TY_ASSIGN_OR_RETURN(auto filtered, FromArrow(cp::Filter(batch, mask), "filter"));
+        batch = filtered.record_batch();
+      }
+      if (batch->num_rows() == 0) continue;
+      arrow::ArrayVector columns(batch->columns().begin(),
+                                 batch->columns().begin() + output_->num_fields());
+      *out = arrow::RecordBatch::Make(output_, batch->num_rows(), columns);
+      return Status::Ok();
+    }
+  }
+
+  Status OpenNext() {
+    current_ = &files_[next_file_++];
+    if (filter_ && !filter_->MayMatch(StatsOfFile(*current_, *snapshot_->schema))) {
+      return Status::Ok();
+    }
+    TY_ASSIGN_OR_RETURN(std::string relative, DecodePathUri(current_->path));
+    if (relative.find("://") != std::string::npos || StartsWith(relative, "/")) {
+      return Status::NotImplemented("data file " + current_->path +
+                                    " has an absolute path; only relative paths are supported");
+    }
+    TY_ASSIGN_OR_RETURN(std::string local, store_.LocalPathForRead(log_->Key(relative)));
+    parquet::arrow::FileReaderBuilder builder;
+    std::string context = "reading data file " + relative;
+    TY_RETURN_IF_ERROR(FromArrow(builder.OpenFile(local), context));
+    parquet::ArrowReaderProperties props;
+    props.set_batch_size(batch_rows_);
+    TY_ASSIGN_OR_RETURN(reader_, FromArrow(builder.properties(props)->Build(), context));
+    std::shared_ptr<arrow::Schema> file_schema;
+    TY_RETURN_IF_ERROR(FromArrow(reader_->GetSchema(&file_schema), context));
+    std::vector<int> leaves;
+    const auto& manifest = reader_->manifest();
+    for (const auto& f : read_schema_->fields()) {
+      int i = file_schema->GetFieldIndex(f->name());
+      if (i >= 0) CollectLeafIndices(manifest.schema_fields[i], leaves);
+    }
+    if (leaves.empty() && !manifest.schema_fields.empty()) {
+      CollectLeafIndices(manifest.schema_fields[0], leaves);  // for the row count only
+    }
+    TY_ASSIGN_OR_RETURN(std::vector<int> groups, RowGroups(*file_schema));
+    TY_ASSIGN_OR_RETURN(batches_,
+                        FromArrow(reader_->GetRecordBatchReader(groups, leaves), context));
+    return PartitionColumns();
+  }
+
+  Result<std::vector<int>> RowGroups(const arrow::Schema& file_schema) {
+    auto metadata = reader_->parquet_reader()->metadata();
+    std::vector<int> groups;
+    for (int g = 0; g < metadata->num_row_groups(); ++g) {
+      if (!filter_) {
+        groups.push_back(g);
+        continue;
+      }
+      auto rg = metadata->RowGroup(g);
+      FileStats stats;
+      stats.num_records = rg->num_rows();
+      for (int c = 0; c < rg->num_columns(); ++c) {
+        auto chunk = rg->ColumnChunk(c);
+        auto s = chunk->statistics();
+        std::string name = metadata->schema()->Column(c)->path()->ToDotString();
+        if (s == nullptr || file_schema.GetFieldIndex(name) < 0) continue;
+        ColumnStats cs;
+        if (s->HasNullCount()) cs.null_count = s->null_count();
+        if (s->HasMinMax()) {
+          cs.min = ParquetStat(*s, true);
+          cs.max = ParquetStat(*s, false);
+        }
+        stats.columns[name] = std::move(cs);
+      }
+      if (filter_->MayMatch(stats)) groups.push_back(g);
+    }
+    return groups;
+  }
+
+  Status PartitionColumns() {
+    partition_scalars_.clear();
+    for (const auto& [name, value] : current_->partition_values) {
+      auto field = read_schema_->GetFieldByName(name);
+      if (field == nullptr) continue;
+      if (!value) {
+        partition_scalars_[name] = arrow::MakeNullScalar(field->type());
+        continue;
+      }
+      auto text = arrow::MakeScalar(*value);
+      auto cast = text->CastTo(field->type());
+      if (!cast.ok()) {
+        return Status::InvalidArgument("data file " + current_->path + ": partition value '" +
+                                       *value + "' of column " + name + " is not a " +
+                                       field->type()->ToString());
+      }
+      partition_scalars_[name] = *cast;
+    }
+    return Status::Ok();
+  }
+
+  Result<std::shared_ptr<arrow::RecordBatch>> Shape(const arrow::RecordBatch& raw) {
+    arrow::ArrayVector columns;
+    int64_t n = raw.num_rows();
+    for (const auto& f : read_schema_->fields()) {
+      std::shared_ptr<arrow::Array> column;
+      if (auto p = partition_scalars_.find(f->name()); p != partition_scalars_.end()) {
+        TY_ASSIGN_OR_RETURN(column,
+                            FromArrow(arrow::MakeArrayFromScalar(*p->second, n), f->name()));
+      } else if (auto c = raw.GetColumnByName(f->name())) {
+        column = c;
+        if (!c->type()->Equals(*f->type())) {
+          TY_ASSIGN_OR_RETURN(column,
+                              FromArrow(cp::Cast(*c, f->type()),
+                                        "reading column " + f->name() + " of " + current_->path));
+        }
+      } else {
+        TY_ASSIGN_OR_RETURN(column, FromArrow(arrow::MakeArrayOfNull(f->type(), n), f->name()));
+      }
+      columns.push_back(std::move(column));
+    }
+    return arrow::RecordBatch::Make(read_schema_, n, columns);
+  }
+
+  blob::BlobStore& store_;
+  std::shared_ptr<const DeltaLog> log_;
+  std::shared_ptr<const Snapshot> snapshot_;
+  std::vector<AddAction> files_;
+  std::shared_ptr<arrow::Schema> output_;
+  std::shared_ptr<arrow::Schema> read_schema_;  // output + the filter's other columns
+  std::optional<Predicate> filter_;
+  int64_t batch_rows_;
+  size_t next_file_ = 0;
+  const AddAction* current_ = nullptr;
+  std::unique_ptr<parquet::arrow::FileReader> reader_;
+  std::unique_ptr<arrow::RecordBatchReader> batches_;
+  std::map<std::string, std::shared_ptr<arrow::Scalar>> partition_scalars_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<arrow::RecordBatchReader>> ScanFiles(
+    blob::BlobStore& store, std::shared_ptr<const DeltaLog> log,
+    std::shared_ptr<const Snapshot> snapshot, std::vector<AddAction> files,
+    std::shared_ptr<arrow::Schema> output_schema, std::optional<Predicate> filter,
+    int64_t batch_rows) {
+  InitializeArrowCompute();
+  if (filter) TY_RETURN_IF_ERROR(filter->Validate(*snapshot->schema));
+  return std::unique_ptr<arrow::RecordBatchReader>(
+      std::make_unique<ScanReader>(store, std::move(log), std::move(snapshot), std::move(files),
+                                   std::move(output_schema), std::move(filter), batch_rows));
+}
+
+}  // namespace trainyard::tables

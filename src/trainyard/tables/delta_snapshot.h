@@ -1,0 +1,89 @@
+// Snapshot and DeltaLog: the state of a Delta table at one version, and reading/writing the
+// `_delta_log` directory that defines it (JSON commits, classic Parquet checkpoints,
+// `_last_checkpoint`). Internal to tables/; DeltaTable is the public face.
+//
+// A Snapshot is immutable once built and shared between readers (shared_ptr<const Snapshot>).
+// DeltaLog holds no mutable state: its methods may be called from several threads.
+#pragma once
+
+#include <arrow/api.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainyard/blob/blob_store.h"
+#include "trainyard/common/status.h"
+#include "trainyard/tables/delta_log.h"
+
+namespace trainyard::tables {
+
+struct Snapshot {
+  int64_t version = -1;
+  int64_t timestamp_ms = 0;  // the commit's timestamp (0 when it has none)
+  ProtocolAction protocol;
+  MetadataAction metadata;
+  std::shared_ptr<arrow::Schema> schema;   // from metadata.schema_string
+  std::map<std::string, AddAction> files;  // active files by (URI) path
+  std::map<std::string, RemoveAction> tombstones;
+  std::map<std::string, TxnAction> txns;
+  std::map<std::string, DomainMetadataAction> domains;
+};
+
+// FailedPrecondition naming the feature when this library cannot read (or write) the table.
+Status CheckReadable(const Snapshot& snapshot);
+Status CheckWritable(const Snapshot& snapshot);
+
+// The table property `key` as milliseconds ("interval 7 days", "168 hours"...), or nullopt.
+Result<std::optional<int64_t>> IntervalProperty(const Snapshot& snapshot, const std::string& key);
+
+class DeltaLog {
+ public:
+  DeltaLog(blob::BlobStore& store, std::string root);
+
+  // The key of `relative` under the table root.
+  std::string Key(std::string_view relative) const;
+  std::string LogKey(std::string_view name) const { return Key("_delta_log/" + std::string(name)); }
+  const std::string& root() const { return root_; }
+
+  // The latest snapshot: from `_last_checkpoint` (or the newest checkpoint found by listing)
+  // plus the JSON commits after it. NotFound when there is no table at the root.
+  Result<std::shared_ptr<const Snapshot>> LoadLatest() const;
+  // The snapshot at `version`. NotFound "version 12 does not exist; latest is 9".
+  Result<std::shared_ptr<const Snapshot>> LoadVersion(int64_t version) const;
+  // `base` advanced by every commit after it (base itself when there is none).
+  Result<std::shared_ptr<const Snapshot>> Advance(std::shared_ptr<const Snapshot> base) const;
+  // The latest version committed at or before `timestamp_ms`; InvalidArgument naming the first
+  // commit's time when the timestamp is before it.
+  Result<int64_t> VersionAtTimestamp(int64_t timestamp_ms, int64_t latest) const;
+
+  // The actions of commit `version`; nullopt when it does not exist. Errors name the file.
+  Result<std::optional<std::vector<Action>>> ReadCommit(int64_t version) const;
+  // The commit's timestamp (inCommitTimestamp, commitInfo.timestamp, else the file's mtime).
+  Result<int64_t> CommitTimestamp(int64_t version) const;
+  // Sorted versions of the JSON commits present.
+  Result<std::vector<int64_t>> ListCommitVersions() const;
+
+  // Writes `_delta_log/<v>.checkpoint.parquet` for `snapshot` and then `_last_checkpoint`.
+  // Tombstones deleted before `tombstone_cutoff_ms` are left out.
+  Status WriteCheckpoint(const Snapshot& snapshot, int64_t tombstone_cutoff_ms) const;
+
+  // Applies one commit's (or checkpoint's) actions to `snapshot`.
+  static Status Apply(Snapshot& snapshot, std::vector<Action> actions);
+
+ private:
+  Result<std::shared_ptr<Snapshot>> LoadFromCheckpoint(int64_t version, int parts) const;
+  Result<std::vector<Action>> ReadCheckpointFile(const std::string& name) const;
+  Result<std::shared_ptr<const Snapshot>> Replay(std::shared_ptr<Snapshot> base, int64_t from,
+                                                 std::optional<int64_t> until) const;
+  Status Finish(Snapshot& snapshot) const;
+  std::string Describe(int64_t version) const;
+
+  blob::BlobStore& store_;
+  std::string root_;
+};
+
+}  // namespace trainyard::tables
