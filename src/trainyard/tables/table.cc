@@ -242,7 +242,10 @@ class DeltaTable::Impl {
                       {"operationParameters", txn.parameters}};
     if (read_version >= 0) info["readVersion"] = read_version;
     info["isolationLevel"] = "Serializable";
-    info["isBlindAppend"] = txn.blind_append && txn.removed.empty();
+    bool changes_metadata = std::any_of(
+        txn.actions.begin(), txn.actions.end(),
+        [](const Action& a) { return a.metadata.has_value() || a.protocol.has_value(); });
+    info["isBlindAppend"] = txn.blind_append && txn.removed.empty() && !changes_metadata;
     info["operationMetrics"] = txn.metrics;
     info["engineInfo"] = kEngineInfo;
     Action commit_info;
