@@ -435,6 +435,14 @@ Status DataFileWriter::Close(OpenFile& file) {
   return Status::Ok();
 }
 
+void DataFileWriter::Abandon() {
+  for (const AddAction& add : done_) {
+    Result<std::string> path = DecodePathUri(add.path);
+    if (path.ok()) (void)store_.Delete(log_.Key(*path));  // best effort; Vacuum also would
+  }
+  done_.clear();
+}
+
 Result<std::vector<AddAction>> DataFileWriter::Finish() {
   for (auto& [key, file] : open_) TY_RETURN_IF_ERROR(Close(*file));
   open_.clear();

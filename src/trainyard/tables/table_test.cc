@@ -229,8 +229,23 @@ TEST_F(TableTest, BadInputNamesTheField) {
   auto nulls = arrow::Table::Make(arrow::schema({arrow::field("id", arrow::int64())}),
                                   {Json(arrow::int64(), "[1, null]")});
   TY_EXPECT_ERROR(table->Append(*nulls).status(), StatusCode::kInvalidArgument, "not nullable");
+  // A bad batch after good ones: the files of the good ones are removed too.
+  options_.target_file_rows = 2;
+  auto small = DeltaTable::Open(*store_, "t", clock_, options_);
+  ASSERT_TRUE(small.ok());
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches = {
+      Tickets(0, 5)->CombineChunksToBatch().ValueOrDie(),
+      arrow::RecordBatch::Make(
+          TicketSchema(), 2,
+          {Json(arrow::int64(), "[1, null]"), Json(arrow::utf8(), R"(["en", "de"])"),
+           Json(arrow::utf8(), R"(["a", "b"])")})};
+  auto reader = arrow::RecordBatchReader::Make(batches).ValueOrDie();
+  TY_EXPECT_ERROR((*small)->Append(*reader).status(), StatusCode::kInvalidArgument, "rows 5..6");
   TY_ASSERT_OK_AND_ASSIGN(int64_t version, table->LatestVersion());
   EXPECT_EQ(version, 0);  // nothing half-written
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "t")) {
+    EXPECT_FALSE(EndsWith(e.path().string(), ".parquet")) << e.path();
+  }
 }
 
 TEST_F(TableTest, PartitionedWritesAndPruning) {
