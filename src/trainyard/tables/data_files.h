@@ -44,6 +44,8 @@ class DataFileWriter {
   Status Write(const arrow::RecordBatch& batch);
   // Closes every open file and returns their add actions.
   Result<std::vector<AddAction>> Finish();
+  // Deletes the files written so far (after an error: nothing half-written stays behind).
+  void Abandon();
   int64_t rows() const { return rows_; }
 
  private:

@@ -242,7 +242,10 @@ class DeltaTable::Impl {
                       {"operationParameters", txn.parameters}};
     if (read_version >= 0) info["readVersion"] = read_version;
     info["isolationLevel"] = "Serializable";
-    info["isBlindAppend"] = txn.blind_append && txn.removed.empty();
+    bool changes_metadata = std::any_of(
+        txn.actions.begin(), txn.actions.end(),
+        [](const Action& a) { return a.metadata.has_value() || a.protocol.has_value(); });
+    info["isBlindAppend"] = txn.blind_append && txn.removed.empty() && !changes_metadata;
     info["operationMetrics"] = txn.metrics;
     info["engineInfo"] = kEngineInfo;
     Action commit_info;
@@ -330,22 +333,40 @@ class DeltaTable::Impl {
                                            const std::optional<Predicate>& must_match,
                                            int64_t* row_count) {
     DataFileWriter writer = NewWriter(snapshot);
+    Status written = WriteAll(snapshot, rows, must_match, writer);
+    Result<std::vector<AddAction>> adds =
+        written.ok() ? writer.Finish() : Result<std::vector<AddAction>>(written);
+    if (!adds.ok()) {
+      writer.Abandon();
+      return adds.status();
+    }
+    *row_count = writer.rows();
+    return adds;
+  }
+
+  Status WriteAll(const Snapshot& snapshot, arrow::RecordBatchReader& rows,
+                  const std::optional<Predicate>& must_match, DataFileWriter& writer) {
+    int64_t row = 0;
     while (true) {
       std::shared_ptr<arrow::RecordBatch> batch;
       TY_RETURN_IF_ERROR(FromArrow(rows.ReadNext(&batch), "reading the rows to write"));
-      if (batch == nullptr) break;
-      TY_ASSIGN_OR_RETURN(auto conformed, ConformBatch(*batch, *snapshot.schema));
+      if (batch == nullptr) return Status::Ok();
+      Result<std::shared_ptr<arrow::RecordBatch>> conformed =
+          ConformBatch(*batch, *snapshot.schema);
+      if (!conformed.ok()) {
+        return conformed.status().WithContext("rows " + std::to_string(row) + ".." +
+                                              std::to_string(row + batch->num_rows() - 1));
+      }
       if (must_match) {
-        TY_ASSIGN_OR_RETURN(auto mask, must_match->Evaluate(*conformed));
-        if (mask->true_count() != conformed->num_rows()) {
+        TY_ASSIGN_OR_RETURN(auto mask, must_match->Evaluate(**conformed));
+        if (mask->true_count() != (*conformed)->num_rows()) {
           return Status::InvalidArgument("replace_where: the new rows must all match '" +
                                          must_match->ToString() + "'");
         }
       }
-      TY_RETURN_IF_ERROR(writer.Write(*conformed));
+      TY_RETURN_IF_ERROR(writer.Write(**conformed));
+      row += batch->num_rows();
     }
-    *row_count = writer.rows();
-    return writer.Finish();
   }
 
   // Copy-on-write: the files where `where` may match are read; rows where it is TRUE are
