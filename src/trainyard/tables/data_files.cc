@@ -306,6 +306,11 @@ DataFileWriter::~DataFileWriter() {
 Status DataFileWriter::Write(const arrow::RecordBatch& batch) {
   rows_ += batch.num_rows();
   if (batch.num_rows() == 0) return Status::Ok();
+  if (partition_columns_.empty()) {
+    arrow::ArrayVector all;
+    for (const auto& f : file_schema_->fields()) all.push_back(batch.GetColumnByName(f->name()));
+    return WriteGroup("", *arrow::RecordBatch::Make(file_schema_, batch.num_rows(), all), {});
+  }
   // The rows of each partition: keys from the partition values as text.
   std::vector<std::shared_ptr<arrow::Array>> texts;
   for (const auto& name : partition_columns_) {

@@ -24,18 +24,16 @@ namespace {
 constexpr char kEngineInfo[] = "Trainyard/0.1.0";
 constexpr int64_t kDefaultRetentionMs = 7 * 86'400'000LL;
 
-// The next log entry, created only if absent. Until every BlobStore has PutIfAbsent (part B
-// adds it), a store without it gets an exists-then-put that is not safe against a racing
-// writer in another process.
-template <typename Store>
-Status PutIfAbsent(Store& store, std::string_view key, std::string_view data) {
-  if constexpr (requires { store.PutIfAbsent(key, data); }) {
-    return store.PutIfAbsent(key, data);
-  } else {
-    TY_ASSIGN_OR_RETURN(bool exists, store.Exists(key));
-    if (exists) return Status::AlreadyExists(std::string(key) + " already exists");
-    return store.PutBytes(key, data);
+// The next log entry, created only if absent (decision 0011). When the store cannot tell
+// whether the write landed (Unavailable), the key is read back: our bytes there mean it did.
+Status PutLogEntry(blob::BlobStore& store, const std::string& key, const std::string& body) {
+  Status put = store.PutIfAbsent(key, body);
+  if (put.code() != StatusCode::kUnavailable) return put;
+  Result<std::string> landed = store.GetBytes(key);
+  if (landed.ok()) {
+    return *landed == body ? Status::Ok() : Status::AlreadyExists(key + " already exists");
   }
+  return put;
 }
 
 std::string JsonText(const json::value& v) {
@@ -244,7 +242,10 @@ class DeltaTable::Impl {
                       {"operationParameters", txn.parameters}};
     if (read_version >= 0) info["readVersion"] = read_version;
     info["isolationLevel"] = "Serializable";
-    info["isBlindAppend"] = txn.blind_append && txn.removed.empty();
+    bool changes_metadata = std::any_of(
+        txn.actions.begin(), txn.actions.end(),
+        [](const Action& a) { return a.metadata.has_value() || a.protocol.has_value(); });
+    info["isBlindAppend"] = txn.blind_append && txn.removed.empty() && !changes_metadata;
     info["operationMetrics"] = txn.metrics;
     info["engineInfo"] = kEngineInfo;
     Action commit_info;
@@ -268,7 +269,7 @@ class DeltaTable::Impl {
     for (int attempt = 1; attempt <= options_.max_commit_attempts; ++attempt) {
       int64_t ts = std::max(clock_.NowMillis(), last_ts + 1);
       std::string body = CommitBody(txn, ts, version - 1);
-      Status put = PutIfAbsent(store_, log_->LogKey(CommitFileName(version)), body);
+      Status put = PutLogEntry(store_, log_->LogKey(CommitFileName(version)), body);
       if (put.ok()) {
         txn.result.version = version;
         txn.result.timestamp_ms = ts;

@@ -36,12 +36,6 @@ class HookedStore : public blob::BlobStore {
 
   Status PutBytes(std::string_view key, std::string_view data) override {
     if (dead) return Status::IOError("writer died");
-    if (key.find("_delta_log/") != std::string_view::npos && EndsWith(key, ".json")) {
-      if (dead_on_log_write) {
-        dead = true;
-        return Status::IOError("writer died");
-      }
-    }
     return inner_->PutBytes(key, data);
   }
   Status PutFile(std::string_view key, const std::string& local_path) override {
@@ -64,15 +58,21 @@ class HookedStore : public blob::BlobStore {
     return inner_->Delete(key);
   }
   Result<bool> IsDirectory(std::string_view key) override { return inner_->IsDirectory(key); }
-  // The commit's put-if-absent starts here (until BlobStore::PutIfAbsent lands).
-  Result<bool> Exists(std::string_view key) override {
+  Status PutIfAbsent(std::string_view key, std::string_view data) override {
     if (dead) return Status::IOError("writer died");
-    if (key.find("_delta_log/") != std::string_view::npos && EndsWith(key, ".json") &&
-        before_log_write) {
+    if (dead_on_log_write) {
+      dead = true;
+      return Status::IOError("writer died");
+    }
+    if (before_log_write) {
       auto hook = std::move(before_log_write);
       before_log_write = nullptr;
       hook();
     }
+    return inner_->PutIfAbsent(key, data);
+  }
+  Result<bool> Exists(std::string_view key) override {
+    if (dead) return Status::IOError("writer died");
     return inner_->Exists(key);
   }
 
