@@ -136,14 +136,17 @@ struct Inferred {
   Kind kind = Kind::kNull;
   int64_t first_line = 0;  // where `kind` was first seen
   std::unique_ptr<Inferred> element;
-  std::vector<std::pair<std::string, Inferred>> fields;
+  // A struct's fields in the order first seen (two vectors: Inferred is incomplete here).
+  std::vector<std::string> field_names;
+  std::vector<Inferred> field_types;
 
   Inferred* Field(const std::string& name) {
-    for (auto& [n, t] : fields) {
-      if (n == name) return &t;
+    for (size_t i = 0; i < field_names.size(); ++i) {
+      if (field_names[i] == name) return &field_types[i];
     }
-    fields.emplace_back(name, Inferred{});
-    return &fields.back().second;
+    field_names.push_back(name);
+    field_types.emplace_back();
+    return &field_types.back();
   }
 };
 
@@ -161,8 +164,9 @@ std::shared_ptr<arrow::DataType> ToArrowType(const Inferred& t) {
       return arrow::list(ToArrowType(*t.element));
     case Kind::kStruct: {
       arrow::FieldVector fields;
-      for (const auto& [name, sub] : t.fields)
-        fields.push_back(arrow::field(name, ToArrowType(sub)));
+      for (size_t i = 0; i < t.field_names.size(); ++i) {
+        fields.push_back(arrow::field(t.field_names[i], ToArrowType(t.field_types[i])));
+      }
       return arrow::struct_(std::move(fields));
     }
     case Kind::kNull:
@@ -876,7 +880,9 @@ class JsonlImporter : public TextImporter {
       sample_.emplace_back(line_no_, std::move(record_));
     }
     std::vector<std::pair<std::string, std::shared_ptr<arrow::DataType>>> fields;
-    for (const auto& [name, t] : top.fields) fields.emplace_back(name, ToArrowType(t));
+    for (size_t i = 0; i < top.field_names.size(); ++i) {
+      fields.emplace_back(top.field_names[i], ToArrowType(top.field_types[i]));
+    }
     TY_ASSIGN_OR_RETURN(schema_, SchemaWithNewColumns(options_, fields));
     return InitBuilders();
   }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -578,8 +579,13 @@ TEST_F(TableTest, OpensATableWithTenThousandCommitsFromItsCheckpoint) {
   TY_ASSERT_OK(OpenTickets()->Checkpoint());
   TY_ASSERT_OK(OpenTickets()->Append(*Tickets(5, 5)).status());  // version 10002, after it
   store_->reads = 0;
+  auto started = std::chrono::steady_clock::now();
   auto opened = OpenTickets();
   ASSERT_NE(opened, nullptr);
+  // Reported, not asserted (the machine may be loaded): the target is < 100 ms.
+  RecordProperty("open_ms", std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::steady_clock::now() - started)
+                                               .count()));
   // _last_checkpoint, the checkpoint, its commit's timestamp, 10002 and the probe for 10003.
   EXPECT_LE(store_->reads, 6);
   TY_ASSERT_OK_AND_ASSIGN(TableInfo now, opened->Describe());
