@@ -68,6 +68,8 @@ def start_spark(app_name: str = "trainyard-tests", memory: str = "1g"):
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", memory)
                .config("spark.sql.shuffle.partitions", "2")
+               # Delta's log replay runs in 50 partitions by default: seconds per read on 2 cores.
+               .config("spark.databricks.delta.snapshotPartitions", "2")
                .config("spark.default.parallelism", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")

@@ -20,8 +20,9 @@
 //
 // SPEC is "name:type[!],..." with type one of int32 int64 float32 float64 string bool date32
 // timestamp (microseconds, UTC) timestamp_ntz; "!" marks a non-nullable column. FILE is JSON
-// lines (*.jsonl/*.json, read with the table's schema), an Arrow IPC stream (*.arrows) or file
-// (*.arrow), or Parquet (*.parquet). PRED is the grammar of tables/predicate.h.
+// lines (*.jsonl/*.json) or CSV (*.csv), read with tables/import.h against the table's schema,
+// an Arrow IPC stream (*.arrows) or file (*.arrow), or Parquet (*.parquet). PRED is the grammar of
+// tables/predicate.h.
 //
 // --crash-before-commit writes the input as a Parquet data file into the table directory, the
 // way a writer does before its log commit, then kills this process with SIGKILL: what a writer
@@ -30,7 +31,6 @@
 #include <arrow/api.h>
 #include <arrow/io/api.h>
 #include <arrow/ipc/api.h>
-#include <arrow/json/api.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/writer.h>
 #include <unistd.h>
@@ -51,6 +51,7 @@
 #include "trainyard/common/status.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/tables/arrow_util.h"
+#include "trainyard/tables/import.h"
 #include "trainyard/tables/predicate.h"
 #include "trainyard/tables/table.h"
 
@@ -166,19 +167,32 @@ Literal ParseLiteral(const std::string& text) {
 
 // ---- input rows
 
-Result<std::shared_ptr<arrow::RecordBatchReader>> ReadJsonLines(
-    const std::string& path, const std::shared_ptr<arrow::Schema>& schema) {
-  TY_ASSIGN_OR_RETURN(auto file, tables::FromArrow(arrow::io::ReadableFile::Open(path), path));
-  auto parse = arrow::json::ParseOptions::Defaults();
-  parse.explicit_schema = schema;
-  parse.unexpected_field_behavior = arrow::json::UnexpectedFieldBehavior::Error;
-  TY_ASSIGN_OR_RETURN(
-      auto reader,
-      tables::FromArrow(arrow::json::TableReader::Make(arrow::default_memory_pool(), file,
-                                                       arrow::json::ReadOptions::Defaults(), parse),
-                        path));
-  TY_ASSIGN_OR_RETURN(auto table, tables::FromArrow(reader->Read(), path));
-  return std::make_shared<arrow::TableBatchReader>(table);
+// Part B's importer (tables/import.h) as an Arrow stream: JSON lines and CSV checked against
+// the table's schema, a batch at a time; its errors name the line.
+class ImporterReader : public arrow::RecordBatchReader {
+ public:
+  explicit ImporterReader(std::unique_ptr<tables::RecordImporter> importer)
+      : importer_(std::move(importer)) {}
+  std::shared_ptr<arrow::Schema> schema() const override { return importer_->schema(); }
+  arrow::Status ReadNext(std::shared_ptr<arrow::RecordBatch>* batch) override {
+    auto next = importer_->Next();
+    if (!next.ok()) return arrow::Status::Invalid(next.status().ToString());
+    *batch = *next;
+    return arrow::Status::OK();
+  }
+
+ private:
+  std::unique_ptr<tables::RecordImporter> importer_;
+};
+
+Result<std::shared_ptr<arrow::RecordBatchReader>> ImportText(
+    const std::string& path, tables::ImportFormat format,
+    const std::shared_ptr<arrow::Schema>& schema) {
+  tables::ImportOptions options;
+  options.format = format;
+  options.expected_schema = schema;
+  TY_ASSIGN_OR_RETURN(auto importer, tables::OpenImportFile(path, options));
+  return std::make_shared<ImporterReader>(std::move(importer));
 }
 
 Result<std::shared_ptr<arrow::RecordBatchReader>> ReadParquet(const std::string& path) {
@@ -197,7 +211,10 @@ Result<std::shared_ptr<arrow::RecordBatchReader>> OpenRows(
     return path.size() >= suffix.size() &&
            path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  if (ends_with(".jsonl") || ends_with(".json")) return ReadJsonLines(path, schema);
+  if (ends_with(".jsonl") || ends_with(".json")) {
+    return ImportText(path, tables::ImportFormat::kJsonl, schema);
+  }
+  if (ends_with(".csv")) return ImportText(path, tables::ImportFormat::kCsv, schema);
   if (ends_with(".parquet")) return ReadParquet(path);
   TY_ASSIGN_OR_RETURN(auto file, tables::FromArrow(arrow::io::ReadableFile::Open(path), path));
   if (ends_with(".arrows")) {
@@ -212,7 +229,7 @@ Result<std::shared_ptr<arrow::RecordBatchReader>> OpenRows(
     return std::make_shared<arrow::TableBatchReader>(table);
   }
   return Status::InvalidArgument(
-      "FILE must end in .jsonl, .json, .arrows, .arrow or .parquet (got '" + path + "')");
+      "FILE must end in .jsonl, .json, .csv, .arrows, .arrow or .parquet (got '" + path + "')");
 }
 
 // ---- output
