@@ -185,8 +185,9 @@ std::vector<EffectivePrivilegeAssignment> AccessIndex::Effective(const std::stri
   for (size_t i = 0; i < chain.size(); ++i) {
     for (const auto& [grantee, set] : chain[i]->grants) {
       if (!principal.empty() && grantee != principal) continue;
-      auto it = std::find_if(out.begin(), out.end(),
-                             [&](const auto& a) { return a.principal == grantee; });
+      const std::string& name = grantee;  // a structured binding cannot be captured (clang 14)
+      auto it =
+          std::find_if(out.begin(), out.end(), [&](const auto& a) { return a.principal == name; });
       if (it == out.end()) it = out.insert(out.end(), EffectivePrivilegeAssignment{grantee, {}});
       for (Privilege p : set.ToVector()) {
         EffectivePrivilege e{p, chain[i]->node.type, i == 0 ? "" : chain[i]->node.full_name,
