@@ -44,8 +44,13 @@ Result<std::string> RequiredQuery(const json::object& body, std::string_view fie
   return **v;
 }
 
-Result<bool> Force(const json::object& body) {
-  TY_ASSIGN_OR_RETURN(auto force, OptionalBool(body, "force"));
+// UC sends `force` in the query string; a client that also sends a body ("{}") still means it.
+Result<bool> Force(Call& c) {
+  json::object query;
+  if (auto it = c.request.query.find("force"); it != c.request.query.end() && !it->second.empty()) {
+    query["force"] = it->second.back();
+  }
+  TY_ASSIGN_OR_RETURN(auto force, OptionalBool(query.empty() ? c.body : query, "force"));
   return force.value_or(false);
 }
 
@@ -70,7 +75,7 @@ void RegisterCatalogs(Api& api, CatalogService& cs) {
     return CatalogToJson(info);
   });
   UcRoute(api, Method::kDelete, "/catalogs/{name}", [&cs](Call& c) -> Result<json::value> {
-    TY_ASSIGN_OR_RETURN(bool force, Force(c.body));
+    TY_ASSIGN_OR_RETURN(bool force, Force(c));
     TY_RETURN_IF_ERROR(cs.DeleteCatalog(c.principal, PathParam(c, "name"), force));
     return json::object();
   });
@@ -99,7 +104,7 @@ void RegisterSchemas(Api& api, CatalogService& cs) {
     return SchemaToJson(info);
   });
   UcRoute(api, Method::kDelete, "/schemas/{full_name}", [&cs](Call& c) -> Result<json::value> {
-    TY_ASSIGN_OR_RETURN(bool force, Force(c.body));
+    TY_ASSIGN_OR_RETURN(bool force, Force(c));
     TY_RETURN_IF_ERROR(cs.DeleteSchema(c.principal, PathParam(c, "full_name"), force));
     return json::object();
   });

@@ -32,6 +32,9 @@ class SecretService;
 namespace trainyard::checkpoints {
 class CheckpointService;
 }
+namespace trainyard::catalog {
+class CatalogService;
+}
 
 namespace trainyard::server {
 
@@ -113,6 +116,7 @@ class Server {
   std::unique_ptr<store::Database> db_;
   std::unique_ptr<blob::BlobStore> blobs_;
   std::unique_ptr<identity::IdentityService> identity_;
+  std::unique_ptr<catalog::CatalogService> catalog_;
   std::unique_ptr<tracking::TrackingService> tracking_;
   std::unique_ptr<registry::RegistryService> registry_;
   std::unique_ptr<executors::Executor> executor_;
