@@ -481,3 +481,48 @@ def test_duckdb_attaches_our_catalog_and_selects_a_delta_table(server, tmp_path)
             con.execute(f"SELECT id FROM uc.{sch}.tickets").fetchall()
     finally:
         con.close()
+
+
+def test_temporary_table_credentials_for_local_tables(server, tmp_path):
+    from unitycatalog.client import (GenerateTemporaryTableCredential, TableOperation,
+                                     TemporaryCredentialsApi)
+    from unitycatalog.client.exceptions import ApiException
+
+    cat, sch = name("cat"), name("sch")
+    make_schema(server, cat, sch)
+    location = f"file://{tmp_path / 'creds'}"
+    r = raw(server, "POST", "/tables", json={
+        "name": "t", "catalog_name": cat, "schema_name": sch, "table_type": "EXTERNAL",
+        "data_source_format": "DELTA", "storage_location": location,
+        "columns": [{"name": "id", "type_name": "LONG", "type_text": "bigint",
+                     "type_json": "{}", "position": 0}]})
+    assert r.status_code == 200, r.text
+    table_id = r.json()["table_id"]
+    reader = name("reader")
+    token = server.create_user(reader)
+
+    def ask(operation, who=None):
+        async def body():
+            async with uc_client(server, who) as client:
+                return await TemporaryCredentialsApi(client).generate_temporary_table_credentials(
+                    GenerateTemporaryTableCredential(table_id=table_id, operation=operation))
+        return run(body())
+
+    creds = ask(TableOperation.READ)
+    assert creds.url.rstrip("/") == location.rstrip("/")
+    assert creds.expiration_time > 1_600_000_000_000
+    with pytest.raises(ApiException) as denied:
+        ask(TableOperation.READ, token)
+    assert denied.value.status == 403
+    r = raw(server, "PATCH", f"/permissions/catalog/{cat}", json={"changes": [
+        {"principal": reader, "add": ["USE CATALOG", "USE SCHEMA", "SELECT"]}]})
+    assert r.status_code == 200, r.text
+    assert ask(TableOperation.READ, token).url.rstrip("/") == location.rstrip("/")
+    with pytest.raises(ApiException) as write_denied:
+        ask(TableOperation.READ_WRITE, token)
+    assert write_denied.value.status == 403
+    assert_error(raw(server, "POST", "/temporary-table-credentials",
+                     json={"table_id": "no-such-id", "operation": "READ"}), 404, "NOT_FOUND")
+    assert_error(raw(server, "POST", "/temporary-table-credentials",
+                     json={"table_id": table_id, "operation": "DELETE"}), 400,
+                 "INVALID_ARGUMENT", "operation")

@@ -316,7 +316,7 @@ void Server::InitApi() {
   api::RegisterProjectRoutes(*api_, *projects_);
   api::RegisterSecretRoutes(*api_, *secrets_);
   api::RegisterCheckpointRoutes(*api_, *checkpoints_);
-  api::RegisterUnityCatalogRoutes(*api_, *catalog_);
+  api::RegisterUnityCatalogRoutes(*api_, *catalog_, clock_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
