@@ -164,7 +164,8 @@ Decision AccessIndex::Decide(const Subject& who, Privilege privilege, const std:
                                "; its owner, a MANAGE holder or an admin can grant it there or "
                                "on a parent"};
   }
-  for (size_t i = 0; i < chain.size(); ++i) {
+  // From the top down, so the first missing USE named is the outermost.
+  for (size_t i = chain.size(); i-- > 0;) {
     auto use = UsePrivilegeOf(chain[i]->node.type);
     if (!use || (i == 0 && *use == privilege)) continue;
     if (!held_at_or_above(*use, i)) {
@@ -184,8 +185,9 @@ std::vector<EffectivePrivilegeAssignment> AccessIndex::Effective(const std::stri
   for (size_t i = 0; i < chain.size(); ++i) {
     for (const auto& [grantee, set] : chain[i]->grants) {
       if (!principal.empty() && grantee != principal) continue;
-      auto it = std::find_if(out.begin(), out.end(),
-                             [&](const auto& a) { return a.principal == grantee; });
+      const std::string& name = grantee;  // a structured binding cannot be captured (clang 14)
+      auto it =
+          std::find_if(out.begin(), out.end(), [&](const auto& a) { return a.principal == name; });
       if (it == out.end()) it = out.insert(out.end(), EffectivePrivilegeAssignment{grantee, {}});
       for (Privilege p : set.ToVector()) {
         EffectivePrivilege e{p, chain[i]->node.type, i == 0 ? "" : chain[i]->node.full_name,

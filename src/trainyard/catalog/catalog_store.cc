@@ -61,7 +61,7 @@ Result<std::optional<ObjectRow>> OneRow(Result<store::Rows> rows) {
 }
 
 // The condition "full_name lies under `prefix`" without LIKE (names may hold '_').
-std::string UnderPrefixSql() { return "SUBSTR(full_name, 1, ?) = ?"; }
+std::string UnderPrefixSql() { return "SUBSTR(full_name, 1, CAST(? AS INTEGER)) = ?"; }
 
 Result<std::vector<GrantRow>> GrantsIn(store::Transaction& tx, const std::string& securable_id) {
   TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT principal, privilege FROM catalog_grants WHERE "
@@ -206,7 +206,8 @@ Status CatalogStore::Rename(const ObjectRow& row, const std::string& new_name,
     // Descendants: their full names, and the catalog/schema name columns.
     const char* name_column = is_catalog ? "catalog_name" : "schema_name";
     return tx
-        .Exec(std::string("UPDATE catalog_objects SET full_name = ? || SUBSTR(full_name, ?), ") +
+        .Exec(std::string("UPDATE catalog_objects SET full_name = ? || SUBSTR(full_name, CAST(? AS "
+                          "INTEGER)), ") +
                   name_column + " = ? WHERE " + UnderPrefixSql(),
               {new_prefix, static_cast<int64_t>(old_prefix.size() + 1), new_name,
                static_cast<int64_t>(old_prefix.size()), old_prefix})
