@@ -15,6 +15,7 @@
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
 #include "trainyard/api/uc_api.h"
+#include "trainyard/catalog/catalog_authorizer.h"
 #include "trainyard/catalog/catalog_service.h"
 #include "trainyard/checkpoints/checkpoint_service.h"
 #include "trainyard/common/strings.h"
@@ -151,10 +152,12 @@ Status Server::InitServices() {
   catalog_ =
       std::make_unique<catalog::CatalogService>(*db_, *identity_, clock_, random_, catalog_options);
   TY_RETURN_IF_ERROR(catalog_->Init());
-  tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *identity_,
+  // Securables that live in the catalog go to its grants, the rest to identity's rules.
+  authorizer_ = std::make_unique<catalog::CatalogAuthorizer>(*catalog_, *identity_);
+  tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *authorizer_,
                                                           "mlflow-artifacts:");
   TY_RETURN_IF_ERROR(tracking_->Init("admin"));
-  registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *identity_, *tracking_);
+  registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *authorizer_, *tracking_);
   return Status::Ok();
 }
 

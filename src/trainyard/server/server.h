@@ -34,7 +34,8 @@ class CheckpointService;
 }
 namespace trainyard::catalog {
 class CatalogService;
-}
+class CatalogAuthorizer;
+}  // namespace trainyard::catalog
 
 namespace trainyard::server {
 
@@ -117,6 +118,7 @@ class Server {
   std::unique_ptr<blob::BlobStore> blobs_;
   std::unique_ptr<identity::IdentityService> identity_;
   std::unique_ptr<catalog::CatalogService> catalog_;
+  std::unique_ptr<catalog::CatalogAuthorizer> authorizer_;  // catalog grants, then identity's
   std::unique_ptr<tracking::TrackingService> tracking_;
   std::unique_ptr<registry::RegistryService> registry_;
   std::unique_ptr<executors::Executor> executor_;
