@@ -23,7 +23,10 @@ def main() -> int:
     if not BENCH.exists():
         subprocess.run(["ninja", "-C", str(ROOT / "build"), "catalog_authz_bench"], check=True)
     args = [str(BENCH)] + (["--quick"] if "--quick" in sys.argv[1:] else [])
-    return subprocess.run(args).returncode
+    rc = subprocess.run(args).returncode
+    # Then the UC API's p99 of GET /tables/{full_name} with 10,000 tables (uc_api.py).
+    uc_api = [sys.executable, str(Path(__file__).with_name("uc_api.py")), *sys.argv[1:]]
+    return rc or subprocess.run(uc_api).returncode
 
 
 if __name__ == "__main__":

@@ -197,6 +197,7 @@ bool ScopedTokenMayCall(http::Method method, std::string_view path) {
       {http::Method::kPost, "/registered-models/search"},
       {http::Method::kPost, "/registered-models/get-latest-versions"},
       {http::Method::kPost, "/model-versions/search"},
+      {http::Method::kPost, "/temporary-table-credentials"},  // UC: a table the job may read
       // The job's own sign of life and checkpoints.
       {http::Method::kPost, "/jobs/{job_id}/heartbeat"},
       {http::Method::kPost, "/jobs/{job_id}/checkpoints"},

@@ -1,5 +1,7 @@
 #include "trainyard/api/identity_api.h"
 
+#include "trainyard/common/strings.h"
+
 namespace trainyard::api {
 namespace {
 
@@ -118,6 +120,50 @@ Result<json::value> ReadAudit(identity::IdentityService& ids, Call& c) {
   return json::object{{"records", std::move(out)}};
 }
 
+// Access decisions on catalog objects: GET /catalog/audit?user=&securable=&outcome=allow|deny
+// (securable: "table main.support.tickets"), newest first; admins only.
+Result<json::value> ReadCatalogAudit(identity::IdentityService& ids, Call& c) {
+  identity::AuditQuery query;
+  TY_ASSIGN_OR_RETURN(auto before, OptionalInt64(c.body, "before"));
+  TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+  TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
+  TY_ASSIGN_OR_RETURN(auto securable, OptionalString(c.body, "securable"));
+  TY_ASSIGN_OR_RETURN(auto outcome, OptionalString(c.body, "outcome"));
+  query.before = before.value_or(0);
+  query.limit = max_results.value_or(kDefaultAuditRecordsPerPage);
+  query.user = user.value_or("");
+  if (securable && !securable->empty()) {
+    size_t space = securable->find(' ');
+    if (space == std::string::npos) {
+      return Status::InvalidArgument(
+          "securable must be '<type> <full name>', e.g. 'table main.support.tickets' (got '" +
+          Abbreviate(*securable) + "')");
+    }
+    query.securable = ToLower(securable->substr(0, space)) + securable->substr(space);
+  }
+  std::string wanted = ToLower(outcome.value_or(""));
+  if (!wanted.empty() && wanted != "allow" && wanted != "deny") {
+    return Status::InvalidArgument("outcome must be allow or deny (got '" + Abbreviate(wanted) +
+                                   "')");
+  }
+  query.outcome = wanted == "allow" ? "ALLOW" : wanted == "deny" ? "DENY" : "";
+  TY_ASSIGN_OR_RETURN(auto records, ids.ReadAudit(c.principal, query));
+  json::array out;
+  for (const auto& r : records) {
+    if (r.outcome.empty()) continue;  // a request record, not an access decision
+    size_t space = r.securable.find(' ');
+    out.emplace_back(json::object{
+        {"timestamp", r.timestamp},
+        {"user", r.user},
+        {"securable_type", space == std::string::npos ? "" : r.securable.substr(0, space)},
+        {"securable", space == std::string::npos ? r.securable : r.securable.substr(space + 1)},
+        {"privilege", r.privilege},
+        {"outcome", r.outcome},
+        {"reason", r.detail}});
+  }
+  return json::object{{"events", std::move(out)}};
+}
+
 // The audit route sits between the token routes to keep the registration order unchanged.
 void RegisterTokenAndAuditRoutes(Api& api, identity::IdentityService& ids) {
   api.Route(Method::kPost, kTrainyardPrefixes, "/tokens",
@@ -137,6 +183,77 @@ void RegisterTokenAndAuditRoutes(Api& api, identity::IdentityService& ids) {
             });
 }
 
+json::object GroupToJson(const identity::Group& g,
+                         const std::vector<identity::GroupMember>& members) {
+  json::array names, kinds;
+  for (const auto& m : members) {
+    names.emplace_back(m.name);
+    kinds.emplace_back(
+        json::object{{"name", m.name}, {"kind", identity::PrincipalKindName(m.kind)}});
+  }
+  return json::object{{"name", g.name},
+                      {"created_at", g.created_at},
+                      {"created_by", g.created_by},
+                      {"members", std::move(names)},
+                      {"member_kinds", std::move(kinds)}};
+}
+
+Result<json::value> ListGroups(identity::IdentityService& ids) {
+  TY_ASSIGN_OR_RETURN(auto groups, ids.ListGroups());
+  json::array out;
+  for (const auto& g : groups) {
+    TY_ASSIGN_OR_RETURN(auto members, ids.ListGroupMembers(g.name));
+    out.emplace_back(GroupToJson(g, members));
+  }
+  return json::object{{"groups", std::move(out)}};
+}
+
+// Groups (of users, service principals and groups) and service principals, for the
+// catalog's grants. Changes are for admins (IdentityService checks).
+void RegisterGroupRoutes(Api& api, identity::IdentityService& ids) {
+  api.Route(Method::kPost, kTrainyardPrefixes, "/groups", [&ids](Call& c) -> Result<json::value> {
+    TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+    TY_ASSIGN_OR_RETURN(auto group, ids.CreateGroup(c.principal, name));
+    return json::object{{"group", GroupToJson(group, {})}};
+  });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/groups", [&ids](Call&) { return ListGroups(ids); });
+  api.Route(Method::kDelete, kTrainyardPrefixes, "/groups/{name}",
+            [&ids](Call& c) -> Result<json::value> {
+              TY_RETURN_IF_ERROR(ids.DeleteGroup(c.principal, c.request.path_params["name"]));
+              return json::object();
+            });
+  api.Route(
+      Method::kPost, kTrainyardPrefixes, "/groups/{name}/members",
+      [&ids](Call& c) -> Result<json::value> {
+        TY_ASSIGN_OR_RETURN(std::string member, RequiredString(c.body, "member"));
+        TY_RETURN_IF_ERROR(ids.AddGroupMember(c.principal, c.request.path_params["name"], member));
+        return json::object();
+      });
+  api.Route(Method::kDelete, kTrainyardPrefixes, "/groups/{name}/members/{member}",
+            [&ids](Call& c) -> Result<json::value> {
+              TY_RETURN_IF_ERROR(ids.RemoveGroupMember(c.principal, c.request.path_params["name"],
+                                                       c.request.path_params["member"]));
+              return json::object();
+            });
+  api.Route(Method::kPost, kTrainyardPrefixes, "/service-principals",
+            [&ids](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+              TY_ASSIGN_OR_RETURN(auto sp, ids.CreateServicePrincipal(c.principal, name));
+              return json::object{{"service_principal", UserToJson(sp)}};
+            });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/service-principals",
+            [&ids](Call&) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(auto users, ids.ListUsers());
+              json::array out;
+              for (const auto& u : users) {
+                if (u.kind == identity::PrincipalKind::kServicePrincipal) {
+                  out.emplace_back(UserToJson(u));
+                }
+              }
+              return json::object{{"service_principals", std::move(out)}};
+            });
+}
+
 }  // namespace
 
 void RegisterIdentityRoutes(Api& api) {
@@ -149,6 +266,9 @@ void RegisterIdentityRoutes(Api& api) {
   });
   RegisterUserRoutes(api, ids);
   RegisterTokenAndAuditRoutes(api, ids);
+  RegisterGroupRoutes(api, ids);
+  api.Route(Method::kGet, kTrainyardPrefixes, "/catalog/audit",
+            [&ids](Call& c) { return ReadCatalogAudit(ids, c); });
 }
 
 // Grants need the securable's owner, which the owning service knows; they are

@@ -44,8 +44,13 @@ Result<std::string> RequiredQuery(const json::object& body, std::string_view fie
   return **v;
 }
 
-Result<bool> Force(const json::object& body) {
-  TY_ASSIGN_OR_RETURN(auto force, OptionalBool(body, "force"));
+// UC sends `force` in the query string; a client that also sends a body ("{}") still means it.
+Result<bool> Force(Call& c) {
+  json::object query;
+  if (auto it = c.request.query.find("force"); it != c.request.query.end() && !it->second.empty()) {
+    query["force"] = it->second.back();
+  }
+  TY_ASSIGN_OR_RETURN(auto force, OptionalBool(query.empty() ? c.body : query, "force"));
   return force.value_or(false);
 }
 
@@ -70,7 +75,7 @@ void RegisterCatalogs(Api& api, CatalogService& cs) {
     return CatalogToJson(info);
   });
   UcRoute(api, Method::kDelete, "/catalogs/{name}", [&cs](Call& c) -> Result<json::value> {
-    TY_ASSIGN_OR_RETURN(bool force, Force(c.body));
+    TY_ASSIGN_OR_RETURN(bool force, Force(c));
     TY_RETURN_IF_ERROR(cs.DeleteCatalog(c.principal, PathParam(c, "name"), force));
     return json::object();
   });
@@ -99,7 +104,7 @@ void RegisterSchemas(Api& api, CatalogService& cs) {
     return SchemaToJson(info);
   });
   UcRoute(api, Method::kDelete, "/schemas/{full_name}", [&cs](Call& c) -> Result<json::value> {
-    TY_ASSIGN_OR_RETURN(bool force, Force(c.body));
+    TY_ASSIGN_OR_RETURN(bool force, Force(c));
     TY_RETURN_IF_ERROR(cs.DeleteSchema(c.principal, PathParam(c, "full_name"), force));
     return json::object();
   });
@@ -218,9 +223,41 @@ void RegisterPermissions(Api& api, CatalogService& cs) {
   });
 }
 
+// How long a temporary credential is good for.
+constexpr int64_t kTemporaryCredentialMillis = 60 * 60 * 1000;
+
+bool IsLocalLocation(std::string_view location) {
+  return location.rfind("file:", 0) == 0 || (!location.empty() && location[0] == '/');
+}
+
+// POST /temporary-table-credentials {table_id, operation: READ | READ_WRITE}. For a table on
+// local storage the credential is the location itself, valid for an hour, handed out only to
+// a caller who may read it (SELECT) or, for READ_WRITE, change it (MODIFY). Tables with row
+// filters or column masks will be refused here (issue 16, item 4), as Databricks does.
+Result<json::value> TemporaryTableCredential(CatalogService& cs, Clock& clock, Call& c) {
+  TY_ASSIGN_OR_RETURN(std::string table_id, RequiredString(c.body, "table_id"));
+  TY_ASSIGN_OR_RETURN(auto operation, OptionalString(c.body, "operation"));
+  std::string op = operation.value_or("");
+  if (op != "READ" && op != "READ_WRITE") {
+    return Status::InvalidArgument("operation must be READ or READ_WRITE (got '" + op + "')");
+  }
+  TY_ASSIGN_OR_RETURN(catalog::TableInfo table, cs.GetTableById(c.principal, table_id));
+  TY_RETURN_IF_ERROR(cs.Authorize(
+      c.principal, op == "READ" ? catalog::Privilege::kSelect : catalog::Privilege::kModify,
+      catalog::SecurableType::kTable, table.full_name));
+  if (!IsLocalLocation(table.storage_location)) {
+    return Status::NotImplemented("temporary credentials for " + table.storage_location +
+                                  " are not served yet: only tables on local storage have them");
+  }
+  return json::object{{"url", table.storage_location},
+                      {"expiration_time", clock.NowMillis() + kTemporaryCredentialMillis}};
+}
+
 }  // namespace
 
-void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog) {
+void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog, Clock& clock) {
+  UcRoute(api, Method::kPost, "/temporary-table-credentials",
+          [&catalog, &clock](Call& c) { return TemporaryTableCredential(catalog, clock, c); });
   RegisterCatalogs(api, catalog);
   RegisterSchemas(api, catalog);
   RegisterTables(api, catalog);

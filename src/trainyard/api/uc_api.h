@@ -8,8 +8,12 @@
 // Callers authenticate with Trainyard's bearer tokens (api.h); CatalogService authorizes
 // every call with the caller's Principal. Handlers only decode, call and encode.
 //
+// Temporary table credentials (POST /temporary-table-credentials) for tables on local
+// storage: the location, for an hour, to callers with SELECT (READ) or MODIFY (READ_WRITE).
+//
 // Not here yet (a later session): registered models and model versions (the seam is
-// CatalogService's registered-model methods and registry/), and temporary credentials.
+// CatalogService's registered-model methods and registry/), and temporary credentials for
+// S3 locations, volumes, paths and model versions.
 #pragma once
 
 #include "trainyard/api/api.h"
@@ -19,7 +23,7 @@ namespace trainyard::api {
 
 extern const std::vector<std::string> kUnityCatalogPrefixes;  // /api/2.1/unity-catalog
 
-// Registers the routes; `catalog` must outlive `api`.
-void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog);
+// Registers the routes; `catalog` and `clock` (credentials' expiry) must outlive `api`.
+void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog, Clock& clock);
 
 }  // namespace trainyard::api

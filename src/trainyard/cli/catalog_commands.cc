@@ -84,7 +84,7 @@ int ShowGrants(Client& client, const GrantStatement& s) {
               << (s.principal.empty() ? "" : " for " + s.principal) << ".\n";
     return 0;
   }
-  PrintTable(std::cout, {"PRINCIPAL", "PRIVILEGE", "OBJECT TYPE", "OBJECT"}, rows);
+  PrintTable(std::cout, {"PRINCIPAL", "PRIVILEGE", "TYPE", "OBJECT"}, rows);
   return 0;
 }
 

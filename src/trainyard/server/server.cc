@@ -15,6 +15,9 @@
 #include "trainyard/api/mlflow_artifacts_api.h"
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
+#include "trainyard/api/uc_api.h"
+#include "trainyard/catalog/catalog_authorizer.h"
+#include "trainyard/catalog/catalog_service.h"
 #include "trainyard/checkpoints/checkpoint_service.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/host_resources.h"
@@ -123,6 +126,7 @@ Status Server::InitStore() {
   for (auto& m : jobs::ProjectService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : jobs::SecretService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : lineage::LineageService::Migrations()) migrations.push_back(std::move(m));
+  for (auto& m : catalog::CatalogService::Migrations()) migrations.push_back(std::move(m));
   TY_RETURN_IF_ERROR(store::ApplyMigrations(*db_, migrations));
   spdlog::info("metadata store: {} ({})", db_->Backend(),
                db_->Backend() == "sqlite" ? options.url : "postgresql");
@@ -144,10 +148,19 @@ Status Server::InitBlobs() {
 Status Server::InitServices() {
   identity_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
   TY_RETURN_IF_ERROR(identity_->Bootstrap(config_.data_dir));
-  tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *identity_,
+  // Managed tables and volumes live under the metastore's root in the data directory.
+  catalog::CatalogServiceOptions catalog_options;
+  catalog_options.metastore_root =
+      std::filesystem::absolute(config_.data_dir + "/catalog").lexically_normal().string();
+  catalog_ =
+      std::make_unique<catalog::CatalogService>(*db_, *identity_, clock_, random_, catalog_options);
+  TY_RETURN_IF_ERROR(catalog_->Init());
+  // Securables that live in the catalog go to its grants, the rest to identity's rules.
+  authorizer_ = std::make_unique<catalog::CatalogAuthorizer>(*catalog_, *identity_);
+  tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *authorizer_,
                                                           "mlflow-artifacts:");
   TY_RETURN_IF_ERROR(tracking_->Init("admin"));
-  registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *identity_, *tracking_);
+  registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *authorizer_, *tracking_);
   return Status::Ok();
 }
 
@@ -316,6 +329,7 @@ void Server::InitApi() {
   api::RegisterSecretRoutes(*api_, *secrets_);
   api::RegisterCheckpointRoutes(*api_, *checkpoints_);
   api::RegisterLineageRoutes(*api_, lineage_->service());
+  api::RegisterUnityCatalogRoutes(*api_, *catalog_, clock_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);

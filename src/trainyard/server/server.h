@@ -35,6 +35,10 @@ class CheckpointService;
 namespace trainyard::server {
 class LineageWiring;
 }
+namespace trainyard::catalog {
+class CatalogService;
+class CatalogAuthorizer;
+}  // namespace trainyard::catalog
 
 namespace trainyard::server {
 
@@ -119,6 +123,8 @@ class Server {
   std::unique_ptr<LineageWiring> lineage_;
   std::unique_ptr<blob::BlobStore> blobs_;
   std::unique_ptr<identity::IdentityService> identity_;
+  std::unique_ptr<catalog::CatalogService> catalog_;
+  std::unique_ptr<catalog::CatalogAuthorizer> authorizer_;  // catalog grants, then identity's
   std::unique_ptr<tracking::TrackingService> tracking_;
   std::unique_ptr<registry::RegistryService> registry_;
   std::unique_ptr<executors::Executor> executor_;

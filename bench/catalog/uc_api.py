@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""bench/catalog (UC API half): p99 latency of `GET /api/2.1/unity-catalog/tables/{full_name}`
+with 10,000 tables in the catalog (1,000 with --quick), through one keep-alive connection as
+an ordinary user whose access comes from grants (the authorization path, not the admin bypass).
+
+The anchor would be the Unity Catalog OSS server on the same data; its Java server is not on
+the package registries this machine reaches, so the figure is compared with issue 16's target
+(p99 < 2 ms). Ends with one JSON line per figure.
+
+Usage: bench/run catalog [--quick]   (run.py runs this after the authorization bench)
+       .venv/bin/python bench/catalog/uc_api.py [--quick] [--keep]
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BINARY = ROOT / "build" / "trainyard"
+UC = "/api/2.1/unity-catalog"
+VERBOSE = sys.stderr.isatty()
+
+
+def say(msg: str) -> None:
+    if VERBOSE:
+        print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class Client:
+    """One keep-alive connection; not thread-safe."""
+
+    def __init__(self, port: int, token: str):
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.conn.connect()
+        self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+        data = json.dumps(body).encode() if body is not None else None
+        self.conn.request(method, path, body=data, headers=self.headers)
+        r = self.conn.getresponse()
+        payload = r.read()
+        if r.status != 200:
+            raise RuntimeError(f"{method} {path}: {r.status} {payload[:300]!r}")
+        return json.loads(payload) if payload else {}
+
+
+def start_server(data_dir: Path) -> tuple[subprocess.Popen, int, str]:
+    port_file = data_dir.parent / "port"
+    log = open(data_dir.parent / "server.log", "wb")
+    proc = subprocess.Popen([str(BINARY), "server", "--data-dir", str(data_dir), "--port", "0",
+                             "--port-file", str(port_file), "--single-user",
+                             "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not (port_file.exists() and port_file.read_text().strip()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("server did not start; see " + str(data_dir.parent / "server.log"))
+        time.sleep(0.05)  # polling for the port file, bounded by the deadline
+    return proc, int(port_file.read_text()), (data_dir / "admin.token").read_text().strip()
+
+
+def seed(admin: Client, tables: int, schemas: int) -> list[str]:
+    admin.call("POST", f"{UC}/catalogs", {"name": "main"})
+    names = []
+    columns = [{"name": f"c{i}", "type_name": "STRING", "type_text": "string",
+                "type_json": json.dumps({"name": f"c{i}", "type": "string", "nullable": True,
+                                         "metadata": {}}), "position": i} for i in range(8)]
+    for s in range(schemas):
+        admin.call("POST", f"{UC}/schemas", {"name": f"s{s}", "catalog_name": "main"})
+    start = time.monotonic()
+    for t in range(tables):
+        schema = f"s{t % schemas}"
+        admin.call("POST", f"{UC}/tables", {"name": f"t{t}", "catalog_name": "main",
+                                            "schema_name": schema, "table_type": "MANAGED",
+                                            "data_source_format": "DELTA", "columns": columns})
+        names.append(f"main.{schema}.t{t}")
+        if VERBOSE and t and t % 1000 == 0:
+            say(f"created {t} tables ({t / (time.monotonic() - start):.0f}/s)")
+    return names
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    tables = 1000 if args.quick else 10000
+    gets = 2000 if args.quick else 20000
+    work = Path(tempfile.mkdtemp(prefix="bench-catalog-"))
+    proc = None
+    try:
+        proc, port, token = start_server(work / "data")
+        admin = Client(port, token)
+        say(f"seeding {tables} tables")
+        names = seed(admin, tables, schemas=10)
+        admin.call("POST", "/api/trainyard/v1/users", {"name": "reader"})
+        reader_token = admin.call("POST", "/api/trainyard/v1/tokens", {"user": "reader"})["token"]
+        admin.call("PATCH", f"{UC}/permissions/catalog/main", {"changes": [
+            {"principal": "reader", "add": ["USE CATALOG", "USE SCHEMA", "SELECT"]}]})
+        reader = Client(port, reader_token)
+        rng = random.Random(7)
+        for name in rng.sample(names, min(200, len(names))):  # warm up
+            reader.call("GET", f"{UC}/tables/{name}")
+        latencies = []
+        for _ in range(gets):
+            name = names[rng.randrange(len(names))]
+            t0 = time.perf_counter()
+            reader.call("GET", f"{UC}/tables/{name}")
+            latencies.append((time.perf_counter() - t0) * 1000)
+        latencies.sort()
+        p50 = statistics.median(latencies)
+        p99 = latencies[int(len(latencies) * 0.99) - 1]
+        say(f"GET /tables/{{full_name}}: p50 {p50:.3f} ms, p99 {p99:.3f} ms over {gets} calls")
+        print(json.dumps({"bench": "uc_get_table_p99", "value": round(p99, 3), "unit": "ms",
+                          "tables": tables, "p50_ms": round(p50, 3),
+                          "anchor": "issue 16 target (UC OSS server not runnable here)",
+                          "anchor_value": 2.0, "ratio": round(2.0 / p99, 2),
+                          "target": "< 2 ms"}))
+        return 0
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
