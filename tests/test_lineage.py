@@ -101,6 +101,9 @@ def test_upstream_of_the_model_version_is_run_job_and_table_version(server, trai
     assert nodes[mv]["depth"] == 0 and nodes[run]["depth"] == 1 and nodes[job]["depth"] == 2
     assert all(not n["redacted"] for n in g["nodes"])
     assert all(e["recorded_by"] == "admin" for e in g["edges"])
+    # The table was read in the job's run: the edge carries both as its context.
+    read = next(e for e in g["edges"] if e["kind"] == "read")
+    assert read["job_id"] == trained["job"] and read["run_id"] == trained["run"]
     # The file dataset is not a table: no lineage node for it.
     assert not any("eval" in i for i in ids(g))
     # Depth 1 stops at the run and says there is more.

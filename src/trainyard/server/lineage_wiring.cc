@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <string>
 
 #include "trainyard/checkpoints/checkpoint_service.h"
@@ -62,6 +63,16 @@ void Warn(const Status& s, const std::string& what) {
   if (!s.ok()) spdlog::warn("lineage of {} was not recorded: {}", what, s.ToString());
 }
 
+// The job a run belongs to (its trainyard.job_id tag), "" when none.
+std::string JobOfRun(tracking::TrackingService& tracking, const std::string& run_id) {
+  auto run = tracking.GetRun(run_id);
+  if (!run.ok()) return "";
+  for (const auto& t : run->tags) {
+    if (t.key == "trainyard.job_id") return t.value;
+  }
+  return "";
+}
+
 }  // namespace
 
 LineageWiring::LineageWiring(store::Database& db, Clock& clock, identity::Authorizer& authz,
@@ -74,15 +85,18 @@ LineageWiring::~LineageWiring() = default;
 
 void LineageWiring::Connect() {
   lineage::LineageService* lineage = service_.get();
-  sources_.tracking.SetInputsListener([lineage](
+  tracking::TrackingService* tracking = &sources_.tracking;
+  sources_.tracking.SetInputsListener([lineage, tracking](
                                           const identity::Principal& who, const std::string& run_id,
                                           const std::vector<tracking::DatasetInput>& datasets) {
+    std::optional<std::string> job_id;  // looked up once, when a dataset names a table
     for (const auto& d : datasets) {
       auto table =
           lineage::TableVersionOfDataset(d.dataset.source_type, d.dataset.source, d.dataset.digest);
       if (!table) continue;
+      if (!job_id) job_id = JobOfRun(*tracking, run_id);
       lineage::TableReadRecord read{
-          table->key, *table->version, {NodeType::kRun, run_id, std::nullopt}, "", run_id};
+          table->key, *table->version, {NodeType::kRun, run_id, std::nullopt}, *job_id, run_id};
       Warn(lineage->RecordTableRead(who, read), "run " + run_id + "'s dataset input");
     }
   });

@@ -138,7 +138,8 @@ class TrackingService {
     activity_listener_ = std::move(listener);
   }
   // Called after every successful LogInputs with the caller, the run and its datasets (the
-  // server records lineage from them). Set once, before serving; the same rules apply.
+  // server records lineage from them). Set once, before serving; it runs after the write
+  // committed, outside any lock, so it may read from this service.
   using InputsListener =
       std::function<void(const identity::Principal& who, const std::string& run_id,
                          const std::vector<DatasetInput>& datasets)>;
