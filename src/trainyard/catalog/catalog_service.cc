@@ -134,6 +134,12 @@ Status CatalogService::Authorize(const identity::Principal& who, Privilege privi
   return impl_->Check(who, privilege, id);
 }
 
+Status CatalogService::DropGrantsOf(const std::string& principal) {
+  TY_ASSIGN_OR_RETURN(auto ids, impl_->store.DeleteGrantsOf(principal));
+  for (const auto& id : ids) impl_->index.SetGrants(id, principal, PrivilegeSet());
+  return Status::Ok();
+}
+
 // ---- Impl: decisions -------------------------------------------------------------------
 
 Result<Subject> CatalogService::Impl::SubjectOf(const identity::Principal& who) {

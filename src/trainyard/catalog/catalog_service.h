@@ -167,6 +167,12 @@ class CatalogService {
       const identity::Principal& who, SecurableType type, std::string_view full_name,
       std::string_view principal = "");
 
+  // Drops every grant to `principal` (a user, service principal or group that was deleted),
+  // so a later principal of the same name does not inherit them. The server calls it from
+  // IdentityService's user-deleted listener and after DeleteGroup. Objects it owns keep it
+  // as their owner's name (as identity does).
+  Status DropGrantsOf(const std::string& principal);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

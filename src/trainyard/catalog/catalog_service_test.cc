@@ -288,8 +288,19 @@ TEST_P(CatalogServiceTest, NestedGroupsGrantAndMembershipChangesTakeEffectAtOnce
   TY_ASSERT_OK(ids_->RemoveGroupMember(admin_, "data-scientists", "carol"));
   EXPECT_THAT(catalog_->GetTable(carol, "main.support.tickets"),
               StatusIs(StatusCode::kPermissionDenied));
-  // A group may own an object: its members are owners.
+  // A deleted group's grants go with it: a new group of the same name starts with none.
+  TY_ASSERT_OK(ids_->AddGroupMember(admin_, "data-scientists", "carol"));
+  TY_EXPECT_OK(catalog_->GetTable(carol, "main.support.tickets"));
+  TY_ASSERT_OK(ids_->DeleteGroup(admin_, "analysts"));
+  TY_ASSERT_OK(catalog_->DropGrantsOf("analysts"));
+  TY_ASSERT_OK(ids_->CreateGroup(admin_, "analysts"));
   TY_ASSERT_OK(ids_->AddGroupMember(admin_, "analysts", "carol"));
+  EXPECT_THAT(catalog_->GetTable(carol, "main.support.tickets"),
+              StatusIs(StatusCode::kPermissionDenied));
+  TY_ASSERT_OK_AND_ASSIGN(
+      auto left, catalog_->GetPermissions(admin_, SecurableType::kCatalog, "main", "analysts"));
+  EXPECT_TRUE(left.empty());
+  // A group may own an object: its members are owners.
   TY_ASSERT_OK(catalog_->UpdateTable(admin_, "main.support.tickets", {.owner = "analysts"}));
   TY_EXPECT_OK(catalog_->DeleteTable(carol, "main.support.tickets"));
 }

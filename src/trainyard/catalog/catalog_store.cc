@@ -271,6 +271,19 @@ Result<std::vector<GrantRow>> CatalogStore::ListGrants(const std::string& secura
   return out;
 }
 
+Result<std::vector<std::string>> CatalogStore::DeleteGrantsOf(const std::string& principal) {
+  std::vector<std::string> ids;
+  Status s = db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT DISTINCT securable_id FROM catalog_grants "
+                                            "WHERE principal = ?",
+                                            {principal}));
+    for (const auto& r : rows) ids.push_back(r.Text(0));
+    return tx.Exec("DELETE FROM catalog_grants WHERE principal = ?", {principal}).status();
+  });
+  if (!s.ok()) return s;
+  return ids;
+}
+
 Status CatalogStore::LoadAll(std::vector<ObjectRow>& objects, std::vector<GrantRow>& grants) {
   return db_.Read([&](store::Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(

@@ -60,6 +60,8 @@ class CatalogStore {
   Result<std::vector<GrantRow>> ApplyGrantChanges(const std::string& securable_id,
                                                   const std::vector<PermissionChange>& changes);
   Result<std::vector<GrantRow>> ListGrants(const std::string& securable_id);
+  // Removes every grant to `principal`; returns the securables it had grants on.
+  Result<std::vector<std::string>> DeleteGrantsOf(const std::string& principal);
 
   // Everything, for the in-memory index: rows without details, and all grants.
   Status LoadAll(std::vector<ObjectRow>& objects, std::vector<GrantRow>& grants);
