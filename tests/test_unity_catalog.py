@@ -381,12 +381,18 @@ def test_grants_inheritance_groups_and_revocation(server):
     change("schema", f"{cat}.{sch}", alice, add=["USE SCHEMA"])
     assert status(alice_token) == 200
     assert status(bob_token) == 403
-    # Lists show only what the caller may see.
-    r = raw(server, "GET", "/tables", token=bob_token,
-            params={"catalog_name": cat, "schema_name": sch})
-    assert r.status_code in (200, 403), r.text
-    if r.status_code == 200:
-        assert r.json().get("tables", []) == []
+    # Listing needs USE CATALOG and USE SCHEMA; a list shows only what the caller may read.
+    listing = {"catalog_name": cat, "schema_name": sch}
+    assert_error(raw(server, "GET", "/tables", token=bob_token, params=listing), 403,
+                 "PERMISSION_DENIED")
+    r = raw(server, "GET", "/tables", token=alice_token, params=listing)
+    assert [t["name"] for t in r.json()["tables"]] == ["tickets"], r.text
+    change("schema", f"{cat}.{sch}", bob, add=["USE SCHEMA"])
+    change("catalog", cat, bob, add=["USE CATALOG"])
+    r = raw(server, "GET", "/tables", token=bob_token, params=listing)
+    assert r.status_code == 200 and r.json().get("tables", []) == [], r.text
+    change("schema", f"{cat}.{sch}", bob, remove=["USE SCHEMA"])
+    change("catalog", cat, bob, remove=["USE CATALOG"])
     # A group's grants reach its members.
     group = name("readers")
     with server.session() as s:

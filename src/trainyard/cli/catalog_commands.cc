@@ -290,34 +290,38 @@ int ShowAudit(Client& client, const AuditArgs& a) {
   return 0;
 }
 
-}  // namespace
-
 // `name` as registered by another command group (the tables commands of issue 15 share
 // `trainyard tables`), or a new subcommand.
-static CLI::App* ExistingOrNew(CLI::App& app, const std::string& name, const std::string& help) {
+CLI::App* ExistingOrNew(CLI::App& app, const std::string& name, const std::string& help) {
   auto found = app.get_subcommands([&name](CLI::App* c) { return c->get_name() == name; });
   CLI::App* group = found.empty() ? app.add_subcommand(name, help) : found.front();
   group->require_subcommand(1);
   return group;
 }
 
-std::function<std::optional<int>(Client&)> AddCatalogCommands(
-    CLI::App& app, const std::function<void(CLI::App*)>& add_client_options) {
-  struct Args {
-    std::vector<std::string> words;
-    CreateArgs create;
-    std::string name, member;
-    bool force = false;
-    AuditArgs audit;
-  };
-  auto a = std::make_shared<Args>();
-  using Runner = std::function<std::optional<int>(Client&)>;
+struct Args {
+  std::vector<std::string> words;
+  CreateArgs create;
+  std::string name, member;
+  bool force = false;
+  AuditArgs audit;
+};
+using Runner = std::function<std::optional<int>(Client&)>;
+
+// Registers commands and remembers how to run each.
+struct Registrar {
+  std::shared_ptr<Args> a;
+  const std::function<void(CLI::App*)>& add_client_options;
   std::vector<std::pair<CLI::App*, Runner>> commands;
-  auto add = [&](CLI::App* cmd, Runner run) {
+
+  void Add(CLI::App* cmd, Runner run) {
     add_client_options(cmd);
     commands.emplace_back(cmd, std::move(run));
-  };
+  }
+};
 
+void AddStatementCommands(CLI::App& app, Registrar& reg) {
+  auto a = reg.a;
   for (std::string verb : {"grant", "revoke", "show"}) {
     std::string help = verb == "grant"    ? "grant privileges: trainyard grant SELECT ON TABLE "
                                             "main.support.tickets TO data-scientists"
@@ -327,13 +331,16 @@ std::function<std::optional<int>(Client&)> AddCatalogCommands(
                                             "grants ON TABLE main.support.tickets";
     auto* cmd = app.add_subcommand(verb, help);
     cmd->add_option("statement", a->words, "the rest of the statement")->required();
-    add(cmd, [a, verb](Client& c) -> std::optional<int> {
+    reg.Add(cmd, [a, verb](Client& c) -> std::optional<int> {
       std::vector<std::string> words = {verb};
       words.insert(words.end(), a->words.begin(), a->words.end());
       return RunStatement(c, words);
     });
   }
+}
 
+void AddNamespaceCommands(CLI::App& app, Registrar& reg) {
+  auto a = reg.a;
   for (std::string kind : {"catalogs", "schemas", "tables"}) {
     std::string one = kind.substr(0, kind.size() - 1);
     std::string example = kind == "catalogs"  ? "main"
@@ -345,11 +352,11 @@ std::function<std::optional<int>(Client&)> AddCatalogCommands(
       list->add_option("parent", a->name, kind == "schemas" ? "catalog" : "catalog.schema")
           ->required();
     }
-    add(list,
-        [a, kind](Client& c) -> std::optional<int> { return ListNamespace(c, kind, a->name); });
+    reg.Add(list,
+            [a, kind](Client& c) -> std::optional<int> { return ListNamespace(c, kind, a->name); });
     auto* get = group->add_subcommand("get", "show a " + one + " as JSON");
     get->add_option("name", a->name, "full name, e.g. " + example)->required();
-    add(get, [a, kind](Client& c) -> std::optional<int> {
+    reg.Add(get, [a, kind](Client& c) -> std::optional<int> {
       auto r = c.Call("GET", kUc + "/" + kind + "/" + UrlEncode(a->name));
       return r.ok() ? PrintObject(*r) : Fail(r.status());
     });
@@ -362,39 +369,43 @@ std::function<std::optional<int>(Client&)> AddCatalogCommands(
                          "an EXTERNAL table's storage location (default: MANAGED)");
       create->add_option("--format", a->create.format, "data source format")->capture_default_str();
     }
-    add(create,
-        [a, kind](Client& c) -> std::optional<int> { return CreateNamespace(c, kind, a->create); });
+    reg.Add(create, [a, kind](Client& c) -> std::optional<int> {
+      return CreateNamespace(c, kind, a->create);
+    });
     auto* del = group->add_subcommand("delete", "delete a " + one);
     del->add_option("name", a->name, "full name, e.g. " + example)->required();
     if (kind != "tables") del->add_flag("--force", a->force, "also delete what it contains");
-    add(del, [a, kind, one](Client& c) -> std::optional<int> {
+    reg.Add(del, [a, kind, one](Client& c) -> std::optional<int> {
       std::string path = kUc + "/" + kind + "/" + UrlEncode(a->name);
       if (a->force) path += "?force=true";
       return Done(c.Call("DELETE", path), "Deleted " + one + " " + a->name);
     });
   }
+}
 
+void AddGroupCommands(CLI::App& app, Registrar& reg) {
+  auto a = reg.a;
   auto* groups = app.add_subcommand("groups", "groups of users, service principals and groups");
   groups->require_subcommand(1);
   auto* g_create = groups->add_subcommand("create", "create a group (admins)");
   g_create->add_option("name", a->name, "group name")->required();
-  add(g_create, [a](Client& c) -> std::optional<int> {
+  reg.Add(g_create, [a](Client& c) -> std::optional<int> {
     return Done(c.Call("POST", kGroups, {{"name", a->name}}), "Created group " + a->name);
   });
   auto* g_list = groups->add_subcommand("list", "list groups and their members");
-  add(g_list, [](Client& c) -> std::optional<int> { return ListGroups(c); });
+  reg.Add(g_list, [](Client& c) -> std::optional<int> { return ListGroups(c); });
   auto* g_add = groups->add_subcommand("add-member", "add a user, service principal or group");
   auto* g_remove = groups->add_subcommand("remove-member", "remove a member");
   for (auto* cmd : {g_add, g_remove}) {
     cmd->add_option("group", a->name, "group name")->required();
     cmd->add_option("member", a->member, "user, service principal or group")->required();
   }
-  add(g_add, [a](Client& c) -> std::optional<int> {
+  reg.Add(g_add, [a](Client& c) -> std::optional<int> {
     auto r =
         c.Call("POST", kGroups + "/" + UrlEncode(a->name) + "/members", {{"member", a->member}});
     return Done(r, "Added " + a->member + " to group " + a->name);
   });
-  add(g_remove, [a](Client& c) -> std::optional<int> {
+  reg.Add(g_remove, [a](Client& c) -> std::optional<int> {
     auto r =
         c.Call("DELETE", kGroups + "/" + UrlEncode(a->name) + "/members/" + UrlEncode(a->member));
     return Done(r, "Removed " + a->member + " from group " + a->name);
@@ -404,24 +415,38 @@ std::function<std::optional<int>(Client&)> AddCatalogCommands(
   sps->require_subcommand(1);
   auto* sp_create = sps->add_subcommand("create", "create a service principal (admins)");
   sp_create->add_option("name", a->name, "service principal name")->required();
-  add(sp_create, [a](Client& c) -> std::optional<int> {
+  reg.Add(sp_create, [a](Client& c) -> std::optional<int> {
     return Done(c.Call("POST", kServicePrincipals, {{"name", a->name}}),
                 "Created service principal " + a->name +
                     " (make it a token with 'trainyard token create --user " + a->name + "')");
   });
   auto* sp_list = sps->add_subcommand("list", "list service principals");
-  add(sp_list, [](Client& c) -> std::optional<int> { return ListServicePrincipals(c); });
+  reg.Add(sp_list, [](Client& c) -> std::optional<int> { return ListServicePrincipals(c); });
+}
 
+void AddAuditCommand(CLI::App& app, Registrar& reg) {
+  auto a = reg.a;
   auto* audit = app.add_subcommand("audit", "who accessed which catalog object, allowed or denied");
   audit->add_option("--user", a->audit.user, "only this user's decisions");
-  audit->add_option("--securable", a->audit.securable, "only this object (full name)");
+  audit->add_option("--securable", a->audit.securable,
+                    "only this object: '<type> <full name>', e.g. 'table main.a.b'");
   audit->add_option("--outcome", a->audit.outcome, "allow or deny")
       ->check(CLI::IsMember({"allow", "deny"}));
   audit->add_option("--max", a->audit.max, "at most this many, newest first")
       ->capture_default_str();
-  add(audit, [a](Client& c) -> std::optional<int> { return ShowAudit(c, a->audit); });
+  reg.Add(audit, [a](Client& c) -> std::optional<int> { return ShowAudit(c, a->audit); });
+}
 
-  return [commands = std::move(commands)](Client& client) -> std::optional<int> {
+}  // namespace
+
+std::function<std::optional<int>(Client&)> AddCatalogCommands(
+    CLI::App& app, const std::function<void(CLI::App*)>& add_client_options) {
+  Registrar reg{std::make_shared<Args>(), add_client_options, {}};
+  AddStatementCommands(app, reg);
+  AddNamespaceCommands(app, reg);
+  AddGroupCommands(app, reg);
+  AddAuditCommand(app, reg);
+  return [commands = std::move(reg.commands)](Client& client) -> std::optional<int> {
     for (const auto& [cmd, run] : commands) {
       if (cmd->parsed()) return run(client);
     }
