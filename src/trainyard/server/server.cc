@@ -313,7 +313,7 @@ Status Server::InitCheckpoints() {
 
 void Server::InitLineage() {
   lineage_ = std::make_unique<LineageWiring>(
-      *db_, clock_, *identity_, LineageSources{*tracking_, *registry_, *jobs_, *checkpoints_});
+      *db_, clock_, *authorizer_, LineageSources{*tracking_, *registry_, *jobs_, *checkpoints_});
   lineage_->Connect();
 }
 
