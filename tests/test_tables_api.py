@@ -259,3 +259,31 @@ def test_lineage_shows_the_versions_written_by_imports(server, schema):
                      params={"object": f"table:{table}@1", "direction": "downstream"},
                      headers=h, timeout=30)
     assert ("read", f"run:{run}") in {(e["kind"], e["to"]) for e in r.json()["edges"]}
+
+
+def test_python_sdk_write_read_to_pandas(server, schema):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "python"))
+    from trainyard import tables
+    from trainyard._client import Client, TrainyardError
+
+    client = Client(server.url, server.token)
+    table = f"{schema}.sdk"
+    data = pa.table({"id": list(range(25000)), "text": [f"t{i}" for i in range(25000)]})
+    assert tables.write(table, data, client=client) == {"version": 1, "rows": 25000,
+                                                        "created": True}
+    import pandas as pd
+    tables.write(table, pd.DataFrame({"id": [-1], "text": ["from pandas"]}), client=client)
+    # 25001 rows: three pages of Arrow IPC, one version.
+    back = tables.read(table, client=client)
+    assert back.num_rows == 25001 and back.column_names == ["id", "text"]
+    assert sorted(back.column("id").to_pylist()) == list(range(-1, 25000))
+    v1 = tables.read(table, version=1, columns=["id"], filter="id < 3", client=client)
+    assert v1.column_names == ["id"] and sorted(v1.column("id").to_pylist()) == [0, 1, 2]
+    df = tables.to_pandas(table, filter="text = 'from pandas'", client=client)
+    assert list(df["id"]) == [-1]
+    with pytest.raises(TrainyardError) as e:
+        tables.read(table, version=7, client=client)
+    assert e.value.status == 404 and "latest is 2" in str(e.value)

@@ -47,12 +47,12 @@ inline constexpr int64_t kDefaultPageRows = 1000;
 
 struct TableServiceOptions {
   // Downloads of S3-backed tables are cached here ("" = a temporary directory).
-  std::string blob_cache_dir;
+  std::string blob_cache_dir{};
 };
 
 // Who reads or writes on behalf of what, for lineage: a run id ("" = none).
 struct TableCallContext {
-  std::string run_id;
+  std::string run_id{};
 };
 
 enum class ImportMode { kAppend, kOverwrite };
@@ -60,13 +60,13 @@ enum class ImportMode { kAppend, kOverwrite };
 Result<ImportMode> ParseImportMode(std::string_view text);
 
 struct ImportTableRequest {
-  std::string full_name;  // catalog.schema.table; created (MANAGED, DELTA) when absent
+  std::string full_name{};  // catalog.schema.table; created (MANAGED, DELTA) when absent
   tables::ImportFormat format = tables::ImportFormat::kJsonl;
   ImportMode mode = ImportMode::kAppend;
-  std::string file_path;    // the data in a file (an uploaded body), or
-  std::string data;         // in memory, when file_path is empty
-  std::string source_name;  // how errors name the source ("body" when empty)
-  TableCallContext context;
+  std::string file_path{};    // the data in a file (an uploaded body), or
+  std::string data{};         // in memory, when file_path is empty
+  std::string source_name{};  // how errors name the source ("body" when empty)
+  TableCallContext context{};
 };
 
 struct ImportTableResult {
@@ -76,24 +76,24 @@ struct ImportTableResult {
 };
 
 struct ReadRowsRequest {
-  std::string full_name;
-  tables::VersionSpec at;               // ignored when page_token is set (the token pins it)
-  std::vector<std::string> columns;     // empty = all
-  std::string filter;                   // tables' Predicate grammar; "" = all rows
+  std::string full_name{};
+  tables::VersionSpec at{};             // ignored when page_token is set (the token pins it)
+  std::vector<std::string> columns{};   // empty = all
+  std::string filter{};                 // tables' Predicate grammar; "" = all rows
   int64_t max_rows = kDefaultPageRows;  // 1..kMaxPageRows
-  std::string page_token;
-  TableCallContext context;
+  std::string page_token{};
+  TableCallContext context{};
 };
 
 struct RowsPage {
-  std::shared_ptr<arrow::Table> rows;
+  std::shared_ptr<arrow::Table> rows{};
   int64_t version = 0;
-  std::string next_page_token;  // empty on the last page
+  std::string next_page_token{};  // empty on the last page
 };
 
 struct TableDescription {
-  TableInfo table;          // the catalog's row
-  tables::TableInfo delta;  // schema, version, files, rows, bytes, partitioning, properties
+  TableInfo table{};          // the catalog's row
+  tables::TableInfo delta{};  // schema, version, files, rows, bytes, partitioning, properties
 };
 
 // Arrow schema -> the catalog's columns (type_text "bigint"-style names as UC reports them,
