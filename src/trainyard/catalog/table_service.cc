@@ -289,7 +289,10 @@ Result<ImportTableResult> TableService::Import(const identity::Principal& who,
   Result<Opened> opened = Open(who, request.full_name, Privilege::kModify);
   if (!opened.ok() && opened.status().code() == StatusCode::kNotFound &&
       !catalog_.GetTable(identity::Principal::System(), request.full_name).ok()) {
-    return ImportNew(who, request);
+    Result<ImportTableResult> created = ImportNew(who, request);
+    // Another first import created the table meanwhile: append to (or overwrite) theirs.
+    if (created.ok() || created.status().code() != StatusCode::kAlreadyExists) return created;
+    opened = Open(who, request.full_name, Privilege::kModify);
   }
   TY_RETURN_IF_ERROR(opened.status());
   TY_ASSIGN_OR_RETURN(tables::TableInfo current, opened->table->Describe());
