@@ -176,6 +176,7 @@ Result<std::pair<int64_t, int64_t>> ParsePageToken(std::string_view token) {
   size_t colon = token.find(':');
   int64_t version = -1, offset = -1;
   auto parse = [](std::string_view s, int64_t& out) {
+    if (s.empty() || s.front() < '0' || s.front() > '9') return false;  // no "-0"
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc() && p == s.data() + s.size() && !s.empty() && out >= 0;
   };

@@ -46,7 +46,7 @@ TEST(TableServicePolicy, ColumnsFromTypeTextAndErrorsNameTheColumn) {
 TEST(TableServicePolicy, PageTokens) {
   TY_ASSERT_OK_AND_ASSIGN(auto t, ParsePageToken(FormatPageToken(7, 2000)));
   EXPECT_EQ(t, std::make_pair(int64_t{7}, int64_t{2000}));
-  for (const char* bad : {"", ":", "7", "7:", ":3", "a:1", "1:-2", "1:2:3", "1:2x"}) {
+  for (const char* bad : {"", ":", "7", "7:", ":3", "a:1", "1:-2", "1:2:3", "1:2x", "-0:5"}) {
     EXPECT_THAT(ParsePageToken(bad).status().message(), HasSubstr("page_token")) << bad;
   }
   EXPECT_THAT(ParseImportMode("merge").status().message(), HasSubstr("mode"));
