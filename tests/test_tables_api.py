@@ -287,3 +287,23 @@ def test_python_sdk_write_read_to_pandas(server, schema):
     with pytest.raises(TrainyardError) as e:
         tables.read(table, version=7, client=client)
     assert e.value.status == 404 and "latest is 2" in str(e.value)
+
+
+def test_csv_bad_value_names_the_line_and_timestamp_reads_travel(server, schema):
+    table = f"{schema}.tickets"
+    import_body(server, table, b"id,text,priority\n1,a,0\n2,b,1\n", "csv")
+    r = requests.post(server.api(f"{TABLES}/{table}/import"),
+                      params={"format": "csv", "source_name": "more.csv"},
+                      data=b"id,text,priority\n3,c,2\n4,d,high\n", headers=auth(server.token),
+                      timeout=60)
+    assert r.status_code == 400, r.text
+    assert "more.csv line 3" in r.json()["message"] and "priority" in r.json()["message"]
+    assert describe(server, table)["version"] == 1
+    import_body(server, table, b"id,text,priority\n3,c,2\n", "csv")
+    history = requests.get(server.api(f"{TABLES}/{table}/history"), headers=auth(server.token),
+                           timeout=30).json()["history"]
+    at_v1 = next(h["timestamp_ms"] for h in history if h["version"] == 1)
+    old = rows(server, table, timestamp=at_v1)
+    assert old.headers["X-Trainyard-Table-Version"] == "1"
+    assert len(old.text.splitlines()) == 2
+    assert describe(server, table, timestamp=at_v1)["version"] == 1
