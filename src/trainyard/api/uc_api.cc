@@ -123,10 +123,15 @@ Result<SchemaScope> ScopeOf(const json::object& body) {
   return s;
 }
 
-void RegisterTables(Api& api, CatalogService& cs) {
-  UcRoute(api, Method::kPost, "/tables", [&cs](Call& c) -> Result<json::value> {
+void RegisterTables(Api& api, CatalogService& cs, catalog::TableService* ts) {
+  UcRoute(api, Method::kPost, "/tables", [&cs, ts](Call& c) -> Result<json::value> {
     TY_ASSIGN_OR_RETURN(auto request, DecodeCreateTable(c.body));
     TY_ASSIGN_OR_RETURN(auto info, cs.CreateTable(c.principal, request));
+    // A managed Delta table gets its (empty) Delta table, so UC clients can read it.
+    if (Status s = ts ? ts->CreateDeltaForRow(info) : Status::Ok(); !s.ok()) {
+      (void)cs.DeleteTable(identity::Principal::System(), info.full_name);
+      return s;
+    }
     return TableToJson(info);
   });
   UcRoute(api, Method::kGet, "/tables", [&cs](Call& c) -> Result<json::value> {
@@ -255,12 +260,13 @@ Result<json::value> TemporaryTableCredential(CatalogService& cs, Clock& clock, C
 
 }  // namespace
 
-void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog, Clock& clock) {
+void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog, Clock& clock,
+                                catalog::TableService* tables) {
   UcRoute(api, Method::kPost, "/temporary-table-credentials",
           [&catalog, &clock](Call& c) { return TemporaryTableCredential(catalog, clock, c); });
   RegisterCatalogs(api, catalog);
   RegisterSchemas(api, catalog);
-  RegisterTables(api, catalog);
+  RegisterTables(api, catalog, tables);
   RegisterVolumes(api, catalog);
   RegisterFunctions(api, catalog);
   RegisterPermissions(api, catalog);

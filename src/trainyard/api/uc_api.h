@@ -18,12 +18,15 @@
 
 #include "trainyard/api/api.h"
 #include "trainyard/catalog/catalog_service.h"
+#include "trainyard/catalog/table_service.h"
 
 namespace trainyard::api {
 
 extern const std::vector<std::string> kUnityCatalogPrefixes;  // /api/2.1/unity-catalog
 
 // Registers the routes; `catalog` and `clock` (credentials' expiry) must outlive `api`.
-void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog, Clock& clock);
+// With `tables`, creating a MANAGED DELTA table also creates its empty Delta table.
+void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog, Clock& clock,
+                                catalog::TableService* tables = nullptr);
 
 }  // namespace trainyard::api

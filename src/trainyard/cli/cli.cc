@@ -22,6 +22,7 @@
 #include "trainyard/cli/lineage_commands.h"
 #include "trainyard/cli/security_commands.h"
 #include "trainyard/cli/table.h"
+#include "trainyard/cli/table_data_commands.h"
 #include "trainyard/common/json.h"
 #include "trainyard/common/log.h"
 #include "trainyard/common/strings.h"
@@ -655,6 +656,7 @@ int Main(int argc, char** argv) {
   auto run_lineage = AddLineageCommands(app, add_client_options);
   auto run_security = AddSecurityCommands(app, *users, add_client_options);
   auto run_catalog = AddCatalogCommands(app, add_client_options);
+  auto run_table_data = AddTableDataCommands(app, add_client_options);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -664,6 +666,7 @@ int Main(int argc, char** argv) {
   if (auto rc = run_checkpoints(client)) return *rc;
   if (auto rc = run_lineage(client)) return *rc;
   if (auto rc = run_security(client)) return *rc;
+  if (auto rc = run_table_data(client)) return *rc;
   if (auto rc = run_catalog(client)) return *rc;
   if (auto rc = run_tracking(client)) return *rc;
   if (auto rc = run_tokens(client)) return *rc;

@@ -85,6 +85,11 @@ Result<http::ClientResponse> Client::GetRaw(const std::string& path, const json:
   return Send("GET", Url(path, query), "");
 }
 
+Result<http::ClientResponse> Client::PostRaw(const std::string& path, const json::object& query,
+                                             const std::string& payload) {
+  return Send("POST", Url(path, query), payload);
+}
+
 int Fail(const Status& s) {
   std::cerr << "error: " << s.message() << "\n";
   return 1;

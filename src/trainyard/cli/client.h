@@ -32,6 +32,9 @@ class Client {
                            const json::object& body = {});
   // A GET whose body is not JSON (logs); errors as for Call.
   Result<http::ClientResponse> GetRaw(const std::string& path, const json::object& query);
+  // A POST of a raw (non-JSON) body, e.g. a file to import; errors as for Call.
+  Result<http::ClientResponse> PostRaw(const std::string& path, const json::object& query,
+                                       const std::string& payload);
 
  private:
   std::string Url(const std::string& path, const json::object& query) const;

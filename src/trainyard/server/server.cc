@@ -15,9 +15,11 @@
 #include "trainyard/api/mlflow_artifacts_api.h"
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
+#include "trainyard/api/tables_api.h"
 #include "trainyard/api/uc_api.h"
 #include "trainyard/catalog/catalog_authorizer.h"
 #include "trainyard/catalog/catalog_service.h"
+#include "trainyard/catalog/table_service.h"
 #include "trainyard/checkpoints/checkpoint_service.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/host_resources.h"
@@ -315,6 +317,10 @@ void Server::InitLineage() {
   lineage_ = std::make_unique<LineageWiring>(
       *db_, clock_, *authorizer_, LineageSources{*tracking_, *registry_, *jobs_, *checkpoints_});
   lineage_->Connect();
+  catalog::TableServiceOptions table_options;
+  table_options.blob_cache_dir = config_.data_dir + "/s3-cache";
+  tables_ = std::make_unique<catalog::TableService>(*catalog_, &lineage_->service(), clock_,
+                                                    table_options);
 }
 
 void Server::InitApi() {
@@ -329,7 +335,8 @@ void Server::InitApi() {
   api::RegisterSecretRoutes(*api_, *secrets_);
   api::RegisterCheckpointRoutes(*api_, *checkpoints_);
   api::RegisterLineageRoutes(*api_, lineage_->service());
-  api::RegisterUnityCatalogRoutes(*api_, *catalog_, clock_);
+  api::RegisterUnityCatalogRoutes(*api_, *catalog_, clock_, tables_.get());
+  api::RegisterTableRoutes(*api_, *tables_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
@@ -370,7 +377,8 @@ Status Server::Start() {
   options.max_inflight_bytes_per_client = config_.max_inflight_bytes_per_client;
   options.upload_dir = config_.data_dir + "/uploads";
   options.stream_body_to_file = [](http::Method method, std::string_view path) {
-    return api::IsArtifactUpload(method, path) || api::IsCheckpointBlobUpload(method, path);
+    return api::IsArtifactUpload(method, path) || api::IsCheckpointBlobUpload(method, path) ||
+           api::IsTableImport(method, path);
   };
   options.render_error = api::TransportErrorResponse;
   // Credentials are checked before a body is read (api::Api::CheckHeader).

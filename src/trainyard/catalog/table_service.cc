@@ -1,0 +1,445 @@
+#include "trainyard/catalog/table_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <utility>
+
+#include "trainyard/blob/blob_store.h"
+#include "trainyard/common/json.h"
+#include "trainyard/tables/arrow_util.h"
+#include "trainyard/tables/delta_schema.h"
+
+namespace trainyard::catalog {
+
+namespace {
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Spark's simpleString of a Delta JSON type ("bigint", "array<struct<a:int>>").
+std::string TypeText(const json::value& type) {
+  if (type.is_string()) {
+    std::string t(type.as_string());
+    if (t == "long") return "bigint";
+    if (t == "integer") return "int";
+    if (t == "short") return "smallint";
+    if (t == "byte") return "tinyint";
+    return t;
+  }
+  const json::object& o = type.as_object();
+  std::string kind(o.at("type").as_string());
+  if (kind == "array") return "array<" + TypeText(o.at("elementType")) + ">";
+  if (kind == "map") {
+    return "map<" + TypeText(o.at("keyType")) + "," + TypeText(o.at("valueType")) + ">";
+  }
+  std::string out = "struct<";
+  bool first = true;
+  for (const auto& f : o.at("fields").as_array()) {
+    if (!first) out += ",";
+    first = false;
+    out += std::string(f.at("name").as_string()) + ":" + TypeText(f.at("type"));
+  }
+  return out + ">";
+}
+
+// UC's ColumnTypeName of a Delta JSON type.
+std::string TypeName(const json::value& type) {
+  if (!type.is_string()) return Upper(std::string(type.as_object().at("type").as_string()));
+  std::string t(type.as_string());
+  if (t == "integer") return "INT";
+  if (t.rfind("decimal", 0) == 0) return "DECIMAL";
+  return Upper(t);
+}
+
+// A type_text or type_name of a primitive column as a Delta type name.
+std::optional<std::string> DeltaPrimitive(std::string t) {
+  for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (t == "bigint" || t == "long") return "long";
+  if (t == "int" || t == "integer") return "integer";
+  if (t == "smallint" || t == "short") return "short";
+  if (t == "tinyint" || t == "byte") return "byte";
+  for (const char* same :
+       {"string", "double", "float", "boolean", "binary", "date", "timestamp", "timestamp_ntz"}) {
+    if (t == same) return t;
+  }
+  if (t.rfind("decimal(", 0) == 0) return t;
+  return std::nullopt;
+}
+
+// The Delta field of a column: from type_json when it is a field's JSON ({"name", "type",
+// ...}), else from type_text / type_name for a primitive type.
+Result<json::value> DeltaFieldOf(const ColumnInfo& c, size_t i) {
+  std::string field = "columns[" + std::to_string(i) + "]";
+  if (!c.type_json.empty()) {
+    Result<json::value> v = ParseJsonExact(c.type_json);
+    if (v.ok() && v->is_object() && v->as_object().contains("type")) {
+      v->as_object()["name"] = c.name;
+      if (!v->as_object().contains("nullable")) v->as_object()["nullable"] = c.nullable;
+      if (!v->as_object().contains("metadata")) v->as_object()["metadata"] = json::object{};
+      return std::move(v).value();
+    }
+  }
+  std::optional<std::string> t = DeltaPrimitive(c.type_text.empty() ? c.type_name : c.type_text);
+  if (!t) {
+    return Status::InvalidArgument(field + ".type_text: unsupported type '" + c.type_text +
+                                   "' (give a field's JSON in type_json for nested types)");
+  }
+  return json::value(json::object{
+      {"name", c.name}, {"type", *t}, {"nullable", c.nullable}, {"metadata", json::object{}}});
+}
+
+// An arrow::RecordBatchReader over an importer; keeps the importer's error as our Status.
+class ImporterReader : public arrow::RecordBatchReader {
+ public:
+  explicit ImporterReader(tables::RecordImporter& importer) : importer_(importer) {}
+  std::shared_ptr<arrow::Schema> schema() const override { return importer_.schema(); }
+  arrow::Status ReadNext(std::shared_ptr<arrow::RecordBatch>* batch) override {
+    Result<std::shared_ptr<arrow::RecordBatch>> next = importer_.Next();
+    if (!next.ok()) {
+      error_ = next.status();
+      return arrow::Status::Invalid(error_.message());
+    }
+    *batch = std::move(next).value();
+    return arrow::Status::OK();
+  }
+  const Status& error() const { return error_; }
+
+ private:
+  tables::RecordImporter& importer_;
+  Status error_;
+};
+
+Result<std::unique_ptr<tables::RecordImporter>> OpenImporter(const ImportTableRequest& r,
+                                                             tables::ImportOptions options) {
+  options.format = r.format;
+  options.source_name = r.source_name.empty() ? "body" : r.source_name;
+  if (!r.file_path.empty()) return tables::OpenImportFile(r.file_path, std::move(options));
+  return tables::OpenImportBuffer(r.data, std::move(options));
+}
+
+// Runs a write fed by `reader`, preferring the importer's own error (it names the line).
+Result<tables::CommitResult> WriteRows(tables::DeltaTable& table, ImporterReader& reader,
+                                       ImportMode mode) {
+  Result<tables::CommitResult> r =
+      mode == ImportMode::kAppend ? table.Append(reader) : table.Overwrite(reader);
+  if (!r.ok() && !reader.error().ok()) return reader.error();
+  return r;
+}
+
+}  // namespace
+
+Result<ImportMode> ParseImportMode(std::string_view text) {
+  if (text == "append" || text.empty()) return ImportMode::kAppend;
+  if (text == "overwrite") return ImportMode::kOverwrite;
+  return Status::InvalidArgument("mode: must be append or overwrite (got '" + std::string(text) +
+                                 "')");
+}
+
+Result<std::vector<ColumnInfo>> ColumnsFromArrow(const arrow::Schema& schema) {
+  TY_ASSIGN_OR_RETURN(std::string text, tables::SchemaToDeltaJson(schema));
+  TY_ASSIGN_OR_RETURN(json::value parsed, ParseJsonExact(text));
+  std::vector<ColumnInfo> columns;
+  int32_t position = 0;
+  for (const auto& f : parsed.at("fields").as_array()) {
+    ColumnInfo c;
+    c.name = std::string(f.at("name").as_string());
+    c.type_text = TypeText(f.at("type"));
+    c.type_name = TypeName(f.at("type"));
+    c.type_json = json::serialize(f);
+    c.nullable = f.at("nullable").as_bool();
+    c.position = position++;
+    columns.push_back(std::move(c));
+  }
+  return columns;
+}
+
+Result<std::shared_ptr<arrow::Schema>> ArrowFromColumns(const std::vector<ColumnInfo>& columns) {
+  json::array fields;
+  for (size_t i = 0; i < columns.size(); ++i) {
+    TY_ASSIGN_OR_RETURN(json::value f, DeltaFieldOf(columns[i], i));
+    fields.push_back(std::move(f));
+  }
+  json::object schema{{"type", "struct"}, {"fields", std::move(fields)}};
+  return tables::SchemaFromDeltaJson(json::serialize(schema));
+}
+
+std::string FormatPageToken(int64_t version, int64_t offset) {
+  return std::to_string(version) + ":" + std::to_string(offset);
+}
+
+Result<std::pair<int64_t, int64_t>> ParsePageToken(std::string_view token) {
+  size_t colon = token.find(':');
+  int64_t version = -1, offset = -1;
+  auto parse = [](std::string_view s, int64_t& out) {
+    if (s.empty() || s.front() < '0' || s.front() > '9') return false;  // no "-0"
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+    return ec == std::errc() && p == s.data() + s.size() && !s.empty() && out >= 0;
+  };
+  if (colon == std::string_view::npos || !parse(token.substr(0, colon), version) ||
+      !parse(token.substr(colon + 1), offset)) {
+    return Status::InvalidArgument("page_token: malformed (pass next_page_token as returned)");
+  }
+  return std::make_pair(version, offset);
+}
+
+struct TableService::Opened {
+  TableInfo row;
+  std::unique_ptr<blob::BlobStore> store;
+  std::unique_ptr<tables::DeltaTable> table;
+};
+
+TableService::TableService(CatalogService& catalog, lineage::LineageRecorder* lineage, Clock& clock,
+                           TableServiceOptions options)
+    : catalog_(catalog), lineage_(lineage), clock_(clock), options_(std::move(options)) {}
+
+TableService::~TableService() = default;
+
+Result<TableService::Opened> TableService::OpenRow(TableInfo row) {
+  if (row.data_source_format != "DELTA") {
+    return Status::FailedPrecondition("table " + row.full_name + " is " + row.data_source_format +
+                                      ", not DELTA");
+  }
+  Opened o;
+  TY_ASSIGN_OR_RETURN(o.store, blob::OpenBlobStore(row.storage_location, options_.blob_cache_dir));
+  Result<std::unique_ptr<tables::DeltaTable>> t = tables::DeltaTable::Open(*o.store, "", clock_);
+  if (!t.ok() && t.status().code() == StatusCode::kNotFound) {
+    return Status::NotFound("table " + row.full_name + " has no data yet (import some first)");
+  }
+  TY_ASSIGN_OR_RETURN(o.table, std::move(t));
+  o.row = std::move(row);
+  return o;
+}
+
+Result<TableService::Opened> TableService::Open(const identity::Principal& who,
+                                                std::string_view full_name, Privilege privilege) {
+  TY_RETURN_IF_ERROR(catalog_.Authorize(who, privilege, SecurableType::kTable, full_name));
+  TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.GetTable(identity::Principal::System(), full_name));
+  return OpenRow(std::move(row));
+}
+
+Status TableService::CreateDeltaForRow(const TableInfo& row) {
+  if (row.table_type != TableType::kManaged || row.data_source_format != "DELTA") {
+    return Status::Ok();
+  }
+  TY_ASSIGN_OR_RETURN(std::shared_ptr<arrow::Schema> schema, ArrowFromColumns(row.columns));
+  TY_ASSIGN_OR_RETURN(auto store,
+                      blob::OpenBlobStore(row.storage_location, options_.blob_cache_dir));
+  tables::CreateTableRequest create;
+  create.schema = std::move(schema);
+  create.name = row.name;
+  create.description = row.comment;
+  for (const ColumnInfo& c : row.columns) {
+    if (c.partition_index) create.partition_columns.push_back(c.name);
+  }
+  return tables::DeltaTable::Create(*store, "", clock_, create).status();
+}
+
+Result<TableInfo> TableService::CreateManagedTable(const identity::Principal& who,
+                                                   CreateTableRequest request,
+                                                   std::shared_ptr<arrow::Schema> schema) {
+  request.table_type = TableType::kManaged;
+  request.data_source_format = "DELTA";
+  TY_ASSIGN_OR_RETURN(request.columns, ColumnsFromArrow(*schema));
+  TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.CreateTable(who, request));
+  if (Status s = CreateDeltaForRow(row); !s.ok()) {
+    (void)catalog_.DeleteTable(identity::Principal::System(), row.full_name);
+    return s;
+  }
+  return row;
+}
+
+Result<ImportTableResult> TableService::ImportNew(const identity::Principal& who,
+                                                  const ImportTableRequest& request) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t dot = request.full_name.find('.', start);
+    parts.push_back(request.full_name.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() != 3) {
+    return Status::InvalidArgument("full_name: a table is named catalog.schema.table (got '" +
+                                   request.full_name + "')");
+  }
+  TY_ASSIGN_OR_RETURN(auto importer, OpenImporter(request, {}));
+  CreateTableRequest create;
+  create.catalog_name = parts[0];
+  create.schema_name = parts[1];
+  create.name = parts[2];
+  TY_ASSIGN_OR_RETURN(TableInfo row, CreateManagedTable(who, create, importer->schema()));
+  auto fail = [&](Status s) -> Status {
+    (void)catalog_.DeleteTable(identity::Principal::System(), row.full_name);
+    return s;
+  };
+  Result<Opened> opened = OpenRow(row);
+  if (!opened.ok()) return fail(opened.status());
+  ImporterReader reader(*importer);
+  Result<tables::CommitResult> commit = WriteRows(*opened->table, reader, request.mode);
+  if (!commit.ok()) return fail(commit.status());
+  RecordWrite(who, row.full_name, commit->version, request.context);
+  return ImportTableResult{commit->version, commit->rows_written, true};
+}
+
+Result<ImportTableResult> TableService::Import(const identity::Principal& who,
+                                               const ImportTableRequest& request) {
+  Result<Opened> opened = Open(who, request.full_name, Privilege::kModify);
+  if (!opened.ok() && opened.status().code() == StatusCode::kNotFound &&
+      !catalog_.GetTable(identity::Principal::System(), request.full_name).ok()) {
+    Result<ImportTableResult> created = ImportNew(who, request);
+    // Another first import created the table meanwhile: append to (or overwrite) theirs.
+    if (created.ok() || created.status().code() != StatusCode::kAlreadyExists) return created;
+    opened = Open(who, request.full_name, Privilege::kModify);
+  }
+  TY_RETURN_IF_ERROR(opened.status());
+  TY_ASSIGN_OR_RETURN(tables::TableInfo current, opened->table->Describe());
+  tables::ImportOptions options;
+  options.expected_schema = current.schema;
+  TY_ASSIGN_OR_RETURN(auto importer, OpenImporter(request, std::move(options)));
+  ImporterReader reader(*importer);
+  TY_ASSIGN_OR_RETURN(tables::CommitResult commit, WriteRows(*opened->table, reader, request.mode));
+  RecordWrite(who, opened->row.full_name, commit.version, request.context);
+  return ImportTableResult{commit.version, commit.rows_written, false};
+}
+
+Result<RowsPage> TableService::ReadRows(const identity::Principal& who,
+                                        const ReadRowsRequest& request) {
+  if (request.max_rows < 1 || request.max_rows > kMaxPageRows) {
+    return Status::InvalidArgument("max_rows: must be between 1 and " +
+                                   std::to_string(kMaxPageRows));
+  }
+  tables::ReadOptions read;
+  int64_t offset = 0;
+  if (!request.page_token.empty()) {
+    TY_ASSIGN_OR_RETURN(auto token, ParsePageToken(request.page_token));
+    read.at.version = token.first;
+    offset = token.second;
+  } else {
+    read.at = request.at;
+  }
+  read.columns = request.columns;
+  if (!request.filter.empty()) {
+    Result<tables::Predicate> p = tables::Predicate::Parse(request.filter);
+    if (!p.ok()) return Status::InvalidArgument("filter: " + p.status().message());
+    read.filter = std::move(p).value();
+  }
+  TY_ASSIGN_OR_RETURN(Opened o, Open(who, request.full_name, Privilege::kSelect));
+  TY_ASSIGN_OR_RETURN(tables::TableInfo info, o.table->Describe(read.at));
+  read.at = {info.version, std::nullopt};
+  TY_ASSIGN_OR_RETURN(auto reader, o.table->Read(read));
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  int64_t skipped = 0, taken = 0;
+  bool more = false;
+  while (true) {
+    std::shared_ptr<arrow::RecordBatch> batch;
+    TY_RETURN_IF_ERROR(tables::FromArrow(reader->ReadNext(&batch), "reading " + o.row.full_name));
+    if (!batch) break;
+    int64_t start = std::min(batch->num_rows(), offset - skipped);
+    skipped += start;
+    int64_t n = std::min(batch->num_rows() - start, request.max_rows - taken);
+    if (n > 0) batches.push_back(batch->Slice(start, n));
+    taken += std::max<int64_t>(n, 0);
+    if (start + n < batch->num_rows()) {
+      more = true;
+      break;
+    }
+  }
+  RowsPage page;
+  page.version = info.version;
+  TY_ASSIGN_OR_RETURN(page.rows,
+                      tables::FromArrow(arrow::Table::FromRecordBatches(reader->schema(), batches),
+                                        "collecting rows"));
+  if (more) page.next_page_token = FormatPageToken(info.version, offset + taken);
+  RecordRead(who, o.row.full_name, info.version, request.context);
+  return page;
+}
+
+Result<TableDescription> TableService::Describe(const identity::Principal& who,
+                                                std::string_view full_name,
+                                                const tables::VersionSpec& at) {
+  TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kSelect));
+  TY_ASSIGN_OR_RETURN(tables::TableInfo delta, o.table->Describe(at));
+  return TableDescription{std::move(o.row), std::move(delta)};
+}
+
+Result<std::vector<tables::HistoryEntry>> TableService::History(const identity::Principal& who,
+                                                                std::string_view full_name,
+                                                                int64_t limit) {
+  if (limit < 0) return Status::InvalidArgument("limit: must not be negative");
+  TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kSelect));
+  return o.table->History(limit);
+}
+
+Result<int64_t> TableService::Export(const identity::Principal& who, std::string_view full_name,
+                                     const tables::VersionSpec& at, tables::ExportFormat format,
+                                     const tables::ByteSink& sink,
+                                     const TableCallContext& context) {
+  TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kSelect));
+  TY_ASSIGN_OR_RETURN(tables::TableInfo info, o.table->Describe(at));
+  tables::ReadOptions read;
+  read.at.version = info.version;
+  TY_ASSIGN_OR_RETURN(auto reader, o.table->Read(read));
+  TY_RETURN_IF_ERROR(tables::ExportRecords(*reader, format, sink).status());
+  RecordRead(who, o.row.full_name, info.version, context);
+  return info.version;
+}
+
+Result<tables::CommitResult> TableService::DeleteRows(const identity::Principal& who,
+                                                      std::string_view full_name,
+                                                      std::string_view predicate,
+                                                      const TableCallContext& context) {
+  if (predicate.empty()) {
+    return Status::InvalidArgument("predicate: required (use TRUE to delete every row)");
+  }
+  Result<tables::Predicate> p = tables::Predicate::Parse(predicate);
+  if (!p.ok()) return Status::InvalidArgument("predicate: " + p.status().message());
+  TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kModify));
+  TY_ASSIGN_OR_RETURN(tables::CommitResult commit, o.table->Delete(*p));
+  RecordWrite(who, o.row.full_name, commit.version, context);
+  return commit;
+}
+
+namespace {
+// The node that reads or writes for lineage: the run given, else a job-scoped token's job.
+std::optional<lineage::NodeRef> ActorOf(const identity::Principal& who,
+                                        const TableCallContext& context) {
+  if (!context.run_id.empty())
+    return lineage::NodeRef{lineage::NodeType::kRun, context.run_id, std::nullopt};
+  if (who.scope.rfind("job:", 0) == 0) {
+    return lineage::NodeRef{lineage::NodeType::kJob, who.scope.substr(4), std::nullopt};
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+void TableService::RecordRead(const identity::Principal& who, const std::string& table,
+                              int64_t version, const TableCallContext& context) {
+  std::optional<lineage::NodeRef> actor = ActorOf(who, context);
+  if (lineage_ == nullptr || !actor) return;
+  lineage::TableReadRecord r{table, version, *actor, "", context.run_id};
+  if (actor->type == lineage::NodeType::kJob) r.job_id = actor->key;
+  if (Status s = lineage_->RecordTableRead(who, r); !s.ok()) {
+    spdlog::warn("lineage: cannot record the read of {}@{}: {}", table, version, s.message());
+  }
+}
+
+void TableService::RecordWrite(const identity::Principal& who, const std::string& table,
+                               int64_t version, const TableCallContext& context) {
+  std::optional<lineage::NodeRef> actor = ActorOf(who, context);
+  if (lineage_ == nullptr || !actor) return;
+  lineage::TableWriteRecord w;
+  w.table = table;
+  w.version = version;
+  w.writer = *actor;
+  w.run_id = context.run_id;
+  if (actor->type == lineage::NodeType::kJob) w.job_id = actor->key;
+  if (Status s = lineage_->RecordTableWrite(who, w); !s.ok()) {
+    spdlog::warn("lineage: cannot record the write of {}@{}: {}", table, version, s.message());
+  }
+}
+
+}  // namespace trainyard::catalog

@@ -1,0 +1,158 @@
+// TableService: a catalog table's data — the catalog composes the table's metadata (the
+// CatalogService row: name, owner, grants, managed storage location, columns), its access
+// (CatalogService::Authorize with UC's rules) and its data (a Delta table, tables/table.h, at
+// the row's storage location, opened through blob::OpenBlobStore).
+//
+// What each call needs (UC's USE CATALOG / USE SCHEMA rule comes with Authorize):
+//   create (and import into a table that does not exist yet): CREATE TABLE on the schema;
+//   import, delete rows: MODIFY on the table; read rows, describe, history, export: SELECT.
+//
+// Writes are one Delta commit each, made last: an import streams the body through the
+// importer (import.h) into data files and commits only after the whole body was read and
+// checked, so a bad record (named by its line) leaves the table at its previous version. An
+// import that creates its table removes the catalog row again when it fails.
+//
+// Reads page: at most kMaxPageRows rows a page; the page token pins the version the first
+// page read, so the pages of one read are consistent while other writers commit.
+//
+// Lineage: every read and write is recorded with the table version through the
+// LineageRecorder when the call has a context (a run id given by the caller, or the job of a
+// job-scoped token); lineage has no node for a bare user. Recording is best effort: a
+// failure is logged and does not fail the read or write.
+//
+// Thread-safe (no mutable state of its own). `catalog` and `lineage` are borrowed and must
+// outlive the service; `lineage` may be null (no recording).
+#pragma once
+
+#include <arrow/api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainyard/catalog/catalog_service.h"
+#include "trainyard/common/clock.h"
+#include "trainyard/identity/authorizer.h"
+#include "trainyard/lineage/lineage_recorder.h"
+#include "trainyard/tables/export.h"
+#include "trainyard/tables/import.h"
+#include "trainyard/tables/table.h"
+
+namespace trainyard::catalog {
+
+inline constexpr int64_t kMaxPageRows = 10000;
+inline constexpr int64_t kDefaultPageRows = 1000;
+
+struct TableServiceOptions {
+  // Downloads of S3-backed tables are cached here ("" = a temporary directory).
+  std::string blob_cache_dir{};
+};
+
+// Who reads or writes on behalf of what, for lineage: a run id ("" = none).
+struct TableCallContext {
+  std::string run_id{};
+};
+
+enum class ImportMode { kAppend, kOverwrite };
+// "append" / "overwrite"; InvalidArgument naming `mode` otherwise.
+Result<ImportMode> ParseImportMode(std::string_view text);
+
+struct ImportTableRequest {
+  std::string full_name{};  // catalog.schema.table; created (MANAGED, DELTA) when absent
+  tables::ImportFormat format = tables::ImportFormat::kJsonl;
+  ImportMode mode = ImportMode::kAppend;
+  std::string file_path{};    // the data in a file (an uploaded body), or
+  std::string data{};         // in memory, when file_path is empty
+  std::string source_name{};  // how errors name the source ("body" when empty)
+  TableCallContext context{};
+};
+
+struct ImportTableResult {
+  int64_t version = 0;
+  int64_t rows = 0;
+  bool created = false;
+};
+
+struct ReadRowsRequest {
+  std::string full_name{};
+  tables::VersionSpec at{};             // ignored when page_token is set (the token pins it)
+  std::vector<std::string> columns{};   // empty = all
+  std::string filter{};                 // tables' Predicate grammar; "" = all rows
+  int64_t max_rows = kDefaultPageRows;  // 1..kMaxPageRows
+  std::string page_token{};
+  TableCallContext context{};
+};
+
+struct RowsPage {
+  std::shared_ptr<arrow::Table> rows{};
+  int64_t version = 0;
+  std::string next_page_token{};  // empty on the last page
+};
+
+struct TableDescription {
+  TableInfo table{};          // the catalog's row
+  tables::TableInfo delta{};  // schema, version, files, rows, bytes, partitioning, properties
+};
+
+// Arrow schema -> the catalog's columns (type_text "bigint"-style names as UC reports them,
+// type_name, type_json of the Delta field). InvalidArgument naming the column.
+Result<std::vector<ColumnInfo>> ColumnsFromArrow(const arrow::Schema& schema);
+// The catalog's columns -> an Arrow schema (from type_json when set, else type_text).
+Result<std::shared_ptr<arrow::Schema>> ArrowFromColumns(const std::vector<ColumnInfo>& columns);
+// Page tokens: "<version>:<offset>", opaque to clients. InvalidArgument naming page_token.
+std::string FormatPageToken(int64_t version, int64_t offset);
+Result<std::pair<int64_t, int64_t>> ParsePageToken(std::string_view token);
+
+class TableService {
+ public:
+  TableService(CatalogService& catalog, lineage::LineageRecorder* lineage, Clock& clock,
+               TableServiceOptions options = {});
+  ~TableService();
+  TableService(const TableService&) = delete;
+  TableService& operator=(const TableService&) = delete;
+
+  // Creates the catalog row (MANAGED, DELTA, columns from `schema`) and an empty Delta
+  // table at its storage location; the row is removed again if the Delta create fails.
+  Result<TableInfo> CreateManagedTable(const identity::Principal& who, CreateTableRequest request,
+                                       std::shared_ptr<arrow::Schema> schema);
+  // For a MANAGED DELTA row created elsewhere (UC's POST /tables): the empty Delta table
+  // from the row's columns.
+  Status CreateDeltaForRow(const TableInfo& row);
+
+  Result<ImportTableResult> Import(const identity::Principal& who,
+                                   const ImportTableRequest& request);
+  Result<RowsPage> ReadRows(const identity::Principal& who, const ReadRowsRequest& request);
+  Result<TableDescription> Describe(const identity::Principal& who, std::string_view full_name,
+                                    const tables::VersionSpec& at = {});
+  Result<std::vector<tables::HistoryEntry>> History(const identity::Principal& who,
+                                                    std::string_view full_name, int64_t limit = 0);
+  // Streams the whole snapshot in `format` to `sink`; returns the version exported.
+  Result<int64_t> Export(const identity::Principal& who, std::string_view full_name,
+                         const tables::VersionSpec& at, tables::ExportFormat format,
+                         const tables::ByteSink& sink, const TableCallContext& context = {});
+  // Deletes the rows where `predicate` is TRUE.
+  Result<tables::CommitResult> DeleteRows(const identity::Principal& who,
+                                          std::string_view full_name, std::string_view predicate,
+                                          const TableCallContext& context = {});
+
+ private:
+  struct Opened;
+  Result<Opened> Open(const identity::Principal& who, std::string_view full_name,
+                      Privilege privilege);
+  Result<Opened> OpenRow(TableInfo row);
+  Result<ImportTableResult> ImportNew(const identity::Principal& who,
+                                      const ImportTableRequest& request);
+  void RecordRead(const identity::Principal& who, const std::string& table, int64_t version,
+                  const TableCallContext& context);
+  void RecordWrite(const identity::Principal& who, const std::string& table, int64_t version,
+                   const TableCallContext& context);
+
+  CatalogService& catalog_;
+  lineage::LineageRecorder* lineage_;
+  Clock& clock_;
+  TableServiceOptions options_;
+};
+
+}  // namespace trainyard::catalog
