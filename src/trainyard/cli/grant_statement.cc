@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "trainyard/catalog/permissions.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::cli {
@@ -278,29 +279,14 @@ Result<GrantStatement> ParseShow(const std::vector<Token>& tokens) {
 }  // namespace
 
 const std::vector<std::string>& KnownPrivileges() {
-  static const std::vector<std::string> known = {
-      "CREATE CATALOG",
-      "USE CATALOG",
-      "CREATE SCHEMA",
-      "USE SCHEMA",
-      "CREATE TABLE",
-      "SELECT",
-      "MODIFY",
-      "CREATE FUNCTION",
-      "EXECUTE",
-      "CREATE VOLUME",
-      "READ VOLUME",
-      "CREATE MODEL",
-      "CREATE EXTERNAL LOCATION",
-      "READ FILES",
-      "WRITE FILES",
-      "CREATE EXTERNAL TABLE",
-      "CREATE EXTERNAL VOLUME",
-      "CREATE MANAGED STORAGE",
-      "CREATE STORAGE CREDENTIAL",
-      "MANAGE",
-      "ALL PRIVILEGES",
-  };
+  // The catalog's privilege names, in its order (catalog/permissions.h).
+  static const std::vector<std::string> known = [] {
+    std::vector<std::string> names;
+    for (int i = 0; i < catalog::kPrivilegeCount; ++i) {
+      names.emplace_back(catalog::PrivilegeName(static_cast<catalog::Privilege>(i)));
+    }
+    return names;
+  }();
   return known;
 }
 
