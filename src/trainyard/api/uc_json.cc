@@ -11,32 +11,15 @@
 namespace trainyard::api {
 
 std::string_view UcErrorCode(StatusCode code) {
+  // UC's codes are our status names, except these two.
   switch (code) {
-    case StatusCode::kOk:
-      return "OK";
-    case StatusCode::kInvalidArgument:
-      return "INVALID_ARGUMENT";
-    case StatusCode::kNotFound:
-      return "NOT_FOUND";
-    case StatusCode::kAlreadyExists:
-      return "ALREADY_EXISTS";
-    case StatusCode::kPermissionDenied:
-      return "PERMISSION_DENIED";
-    case StatusCode::kUnauthenticated:
-      return "UNAUTHENTICATED";
-    case StatusCode::kFailedPrecondition:
-      return "FAILED_PRECONDITION";
-    case StatusCode::kResourceExhausted:
-      return "RESOURCE_EXHAUSTED";
     case StatusCode::kNotImplemented:
       return "UNIMPLEMENTED";
-    case StatusCode::kUnavailable:
-      return "UNAVAILABLE";
-    case StatusCode::kInternal:
     case StatusCode::kIOError:
       return "INTERNAL";
+    default:
+      return StatusCodeName(code);
   }
-  return "INTERNAL";
 }
 
 int UcHttpStatus(StatusCode code) {
