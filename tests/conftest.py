@@ -336,3 +336,7 @@ def cluster():
         yield c
     finally:
         c.stop()
+
+
+# The session's one local SparkSession with Delta (tests/spark_session.py), started on first use.
+from spark_session import spark  # noqa: E402,F401
