@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "trainyard/common/clock.h"
 #include "trainyard/common/os_account.h"
@@ -372,6 +373,45 @@ TEST_F(LocalExecutorTest, AdoptOfANonChildReadsItsExitFile) {
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->exit_code, 6);
   EXPECT_FALSE(exit->lost);
+}
+
+TEST_F(LocalExecutorTest, StopRequestBeforeTheWorkloadStartsStillStopsIt) {
+  // The shim starts with a SIGTERM pending (blocked across exec), so it is delivered the moment
+  // the shim installs its handler, before it forks the workload: the workload must not run on
+  // until the grace period's SIGKILL.
+  fs::create_directories(dir_ / "logs");
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (chdir(dir_.c_str()) != 0) _exit(120);
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, nullptr);
+    raise(SIGTERM);
+    std::string shim = ShimPath();
+    execl(shim.c_str(), shim.c_str(), "__rank-shim", "logs/rank-0.log", "logs/rank-0.exit", ".",
+          "sleep 120", static_cast<char*>(nullptr));
+    _exit(121);
+  }
+  int status = 0;
+  pid_t done = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling with a deadline
+  }
+  if (done == 0) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "the workload ran on after the stop request";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  auto file = ReadShimExitFile(dir_ / "logs" / "rank-0.exit");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ(file->signal, SIGTERM);
 }
 
 TEST_F(LocalExecutorTest, AdoptOfAVanishedProcessIsLost) {

@@ -194,6 +194,10 @@ void NoteStopRequestsAndAdoptDescendants() {
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &dfl, nullptr);
+  // A stop request that reached the shim before the fork, or this child before the line above,
+  // was only noted (in this process's copy of the flag): the workload must still see it, so
+  // the rank ends now as it would have, instead of at the grace period's SIGKILL.
+  if (g_stop_requested) raise(SIGTERM);
   // The server runs with umask 077 to keep its data directory private; the workload gets
   // the usual 022 (its private job directory is 0700, so that exposes nothing), so that
   // outputs it writes for others to read (a shared model directory) are readable.
