@@ -234,6 +234,17 @@ void CollectLeaves(const parquet::arrow::SchemaField& field, int depth, std::vec
   for (const auto& child : field.children) CollectLeaves(child, depth + 1, out);
 }
 
+// The commits' modification times made strictly increasing (a time not after its predecessor's
+// becomes that time + 1 ms), as Spark adjusts them, so that time travel is well defined.
+std::vector<int64_t> MonotonicCommitTimes(const std::vector<CommitFile>& commits) {
+  std::vector<int64_t> times;
+  times.reserve(commits.size());
+  for (const CommitFile& c : commits) {
+    times.push_back(times.empty() ? c.modified_ms : std::max(c.modified_ms, times.back() + 1));
+  }
+  return times;
+}
+
 bool SupportedReaderFeature(const std::string& f) {
   return f == "timestampNtz" || f == "vacuumProtocolCheck" || f == "columnMapping" ||
          f == "domainMetadata" || f == "checkConstraints" || f == "appendOnly" || f == "invariants";
@@ -328,15 +339,21 @@ Result<std::optional<int64_t>> IntervalProperty(const Snapshot& snapshot, const 
   return std::optional<int64_t>(total);
 }
 
-DeltaLog::DeltaLog(blob::BlobStore& store, std::string root)
-    : store_(store), root_(std::move(root)) {}
+DeltaLog::DeltaLog(blob::BlobStore& store, std::string root, std::string name)
+    : store_(store), root_(std::move(root)), name_(std::move(name)) {}
+
+std::string DeltaLog::TableName() const {
+  if (!name_.empty()) return "table '" + name_ + "'";
+  return root_.empty() ? "the table at the store's root" : "table '" + root_ + "'";
+}
 
 std::string DeltaLog::Key(std::string_view relative) const {
   return root_.empty() ? std::string(relative) : root_ + "/" + std::string(relative);
 }
 
 std::string DeltaLog::Describe(int64_t version) const {
-  return "table '" + root_ + "': log entry " + CommitFileName(version);
+  return TableName() + ": log entry " + CommitFileName(version) + " (version " +
+         std::to_string(version) + ")";
 }
 
 Status DeltaLog::Apply(Snapshot& s, std::vector<Action> actions) {
@@ -381,7 +398,9 @@ Result<std::optional<std::vector<Action>>> DeltaLog::ReadCommit(int64_t version)
   }
   Result<std::vector<Action>> actions = ParseCommit(*bytes);
   if (!actions.ok()) {
-    return Status(actions.status().code(), Describe(version) + " " + actions.status().message());
+    return Status(actions.status().code(), Describe(version) +
+                                               " is damaged: " + actions.status().message() +
+                                               "; earlier versions can still be read by version");
   }
   return std::optional<std::vector<Action>>(std::move(actions).value());
 }
@@ -394,24 +413,36 @@ Result<int64_t> DeltaLog::CommitTimestamp(int64_t version) const {
       if (auto ts = a.commit_info->Timestamp()) return *ts;
     }
   }
-  TY_ASSIGN_OR_RETURN(std::string local, store_.LocalPathForRead(LogKey(CommitFileName(version))));
-  struct stat st {};
-  if (::stat(local.c_str(), &st) != 0) return Status::IOError("stat " + CommitFileName(version));
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+  TY_ASSIGN_OR_RETURN(auto commits, ListCommits());
+  for (const CommitFile& c : commits) {
+    if (c.version == version) return c.modified_ms;
+  }
+  return Status::NotFound("version " + std::to_string(version) + " does not exist");
+}
+
+Result<std::vector<CommitFile>> DeltaLog::ListCommits() const {
+  TY_ASSIGN_OR_RETURN(auto entries, store_.List(Key("_delta_log")));
+  std::vector<CommitFile> commits;
+  for (const auto& e : entries) {
+    if (auto v = ParseCommitFileName(e.name); v && !e.is_dir) {
+      commits.push_back(CommitFile{*v, e.modified_ms});
+    }
+  }
+  std::sort(commits.begin(), commits.end(),
+            [](const CommitFile& a, const CommitFile& b) { return a.version < b.version; });
+  return commits;
 }
 
 Result<std::vector<int64_t>> DeltaLog::ListCommitVersions() const {
-  TY_ASSIGN_OR_RETURN(auto entries, store_.List(Key("_delta_log")));
+  TY_ASSIGN_OR_RETURN(auto commits, ListCommits());
   std::vector<int64_t> versions;
-  for (const auto& e : entries) {
-    if (auto v = ParseCommitFileName(e.name); v && !e.is_dir) versions.push_back(*v);
-  }
-  std::sort(versions.begin(), versions.end());
+  versions.reserve(commits.size());
+  for (const CommitFile& c : commits) versions.push_back(c.version);
   return versions;
 }
 
 Result<std::vector<Action>> DeltaLog::ReadCheckpointFile(const std::string& name) const {
-  std::string context = "table '" + root_ + "': checkpoint " + name;
+  std::string context = TableName() + ": checkpoint " + name;
   Result<std::string> local = store_.LocalPathForRead(LogKey(name));
   if (!local.ok()) return local.status().WithContext(context);
   TY_ASSIGN_OR_RETURN(auto file, FromArrow(arrow::io::ReadableFile::Open(*local), context));
@@ -461,10 +492,10 @@ Result<std::shared_ptr<Snapshot>> DeltaLog::LoadFromCheckpoint(int64_t version, 
 
 Status DeltaLog::Finish(Snapshot& s) const {
   if (s.metadata.schema_string.empty()) {
-    return Status::FailedPrecondition("table '" + root_ + "': the log has no metaData action");
+    return Status::FailedPrecondition(TableName() + ": the log has no metaData action");
   }
   Result<std::shared_ptr<arrow::Schema>> schema = SchemaFromDeltaJson(s.metadata.schema_string);
-  if (!schema.ok()) return schema.status().WithContext("table '" + root_ + "'");
+  if (!schema.ok()) return schema.status().WithContext(TableName());
   s.schema = *schema;
   return Status::Ok();
 }
@@ -481,7 +512,8 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::Replay(std::shared_ptr<Snapsho
     base->version = v;
   }
   if (base->version < 0) {
-    return Status::NotFound("no Delta table at '" + root_ + "' (no _delta_log entries)");
+    return Status::NotFound("no Delta table at '" + (name_.empty() ? root_ : name_) +
+                            "' (no _delta_log entries)");
   }
   TY_RETURN_IF_ERROR(Finish(*base));
   return std::shared_ptr<const Snapshot>(std::move(base));
@@ -519,10 +551,11 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::LoadLatest() const {
     return Replay(base, it->first + 1, std::nullopt);
   }
   if (!first_commit) {
-    return Status::NotFound("no Delta table at '" + root_ + "' (no _delta_log entries)");
+    return Status::NotFound("no Delta table at '" + (name_.empty() ? root_ : name_) +
+                            "' (no _delta_log entries)");
   }
   if (*first_commit != 0) {
-    return Status::FailedPrecondition("table '" + root_ + "': the log starts at version " +
+    return Status::FailedPrecondition(TableName() + ": the log starts at version " +
                                       std::to_string(*first_commit) + " without a checkpoint");
   }
   return Replay(std::make_shared<Snapshot>(), 0, std::nullopt);
@@ -542,7 +575,8 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::LoadVersion(int64_t version) c
     }
   }
   if (commits.empty()) {
-    return Status::NotFound("no Delta table at '" + root_ + "' (no _delta_log entries)");
+    return Status::NotFound("no Delta table at '" + (name_.empty() ? root_ : name_) +
+                            "' (no _delta_log entries)");
   }
   int64_t latest = *commits.rbegin();
   if (version < 0 || version > latest) {
@@ -565,7 +599,7 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::LoadVersion(int64_t version) c
   }
   TY_ASSIGN_OR_RETURN(auto snapshot, Replay(std::make_shared<Snapshot>(), 0, version));
   if (snapshot->version != version) {
-    return Status::FailedPrecondition("table '" + root_ + "': commit " +
+    return Status::FailedPrecondition(TableName() + ": commit " +
                                       std::to_string(snapshot->version + 1) +
                                       " is missing from the log");
   }
@@ -584,33 +618,35 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::Advance(
   return Replay(copy, base->version + 2, std::nullopt);
 }
 
-Result<int64_t> DeltaLog::VersionAtTimestamp(int64_t timestamp_ms, int64_t latest) const {
-  TY_ASSIGN_OR_RETURN(auto versions, ListCommitVersions());
-  while (!versions.empty() && versions.back() > latest) versions.pop_back();
-  if (versions.empty()) return Status::NotFound("table '" + root_ + "' has no commits");
-  TY_ASSIGN_OR_RETURN(int64_t first_ts, CommitTimestamp(versions.front()));
-  if (timestamp_ms < first_ts) {
-    return Status::InvalidArgument("timestamp " + FormatMillis(timestamp_ms) +
-                                   " is before the table's first commit (version " +
-                                   std::to_string(versions.front()) + " at " +
-                                   FormatMillis(first_ts) + ")");
-  }
-  size_t lo = 0, hi = versions.size() - 1;  // timestamp(versions[lo]) <= timestamp_ms
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo + 1) / 2;
-    TY_ASSIGN_OR_RETURN(int64_t ts, CommitTimestamp(versions[mid]));
-    if (ts <= timestamp_ms) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
+Result<int64_t> DeltaLog::VersionAtTimestamp(int64_t timestamp_ms, int64_t latest,
+                                             bool in_commit_timestamps) const {
+  TY_ASSIGN_OR_RETURN(auto commits, ListCommits());
+  while (!commits.empty() && commits.back().version > latest) commits.pop_back();
+  if (commits.empty()) return Status::NotFound(TableName() + " has no commits");
+  std::vector<int64_t> times = MonotonicCommitTimes(commits);
+  if (in_commit_timestamps) {
+    // Each commit's own inCommitTimestamp where it has one (they increase by construction).
+    for (size_t i = 0; i < commits.size(); ++i) {
+      TY_ASSIGN_OR_RETURN(auto actions, ReadCommit(commits[i].version));
+      if (!actions) continue;
+      for (const Action& a : *actions) {
+        if (!a.commit_info) continue;
+        if (auto ict = a.commit_info->InCommitTimestamp()) times[i] = *ict;
+      }
     }
   }
-  return versions[lo];
+  if (timestamp_ms < times.front()) {
+    return Status::InvalidArgument("timestamp " + FormatMillis(timestamp_ms) +
+                                   " is before the table's first commit (version " +
+                                   std::to_string(commits.front().version) + " at " +
+                                   FormatMillis(times.front()) + ")");
+  }
+  size_t at = std::upper_bound(times.begin(), times.end(), timestamp_ms) - times.begin();
+  return commits[at - 1].version;
 }
 
 Status DeltaLog::WriteCheckpoint(const Snapshot& s, int64_t tombstone_cutoff_ms) const {
-  std::string context =
-      "table '" + root_ + "': writing checkpoint " + CheckpointFileName(s.version);
+  std::string context = TableName() + ": writing checkpoint " + CheckpointFileName(s.version);
   auto schema = CheckpointSchema(!s.domains.empty());
   TY_ASSIGN_OR_RETURN(std::unique_ptr<arrow::ArrayBuilder> builder,
                       FromArrow(arrow::MakeBuilder(arrow::struct_(schema->fields())), context));
