@@ -654,6 +654,36 @@ TEST_F(TableTest, CheckpointsEveryNCommitsAndReadsFromThem) {
   EXPECT_EQ(rows->num_rows(), 40);
 }
 
+TEST_F(TableTest, ACheckpointGivesTheSameFilesAsTheJsonLog) {
+  auto table = CreateTickets({"lang"});
+  TY_ASSERT_OK(table->Append(*Tickets(0, 6, {"en", "", "de"})).status());  // "" is null
+  TY_ASSERT_OK(table->Append(*Tickets(6, 3, {"fr"})).status());
+  TY_ASSERT_OK_AND_ASSIGN(TableInfo from_json, OpenTickets()->Describe());
+  TY_ASSERT_OK(table->Checkpoint());
+  for (int v = 0; v <= 2; ++v) fs::remove(LogFile(v));  // only the checkpoint is left
+  TY_ASSERT_OK_AND_ASSIGN(TableInfo from_checkpoint, OpenTickets()->Describe());
+  ASSERT_EQ(from_checkpoint.files.size(), 4u);
+  ASSERT_EQ(from_checkpoint.files.size(), from_json.files.size());
+  for (size_t i = 0; i < from_json.files.size(); ++i) {
+    const DataFile& a = from_json.files[i];
+    const DataFile& b = from_checkpoint.files[i];
+    EXPECT_EQ(a.path, b.path);
+    EXPECT_EQ(a.size_bytes, b.size_bytes);
+    EXPECT_EQ(a.modification_time_ms, b.modification_time_ms);
+    EXPECT_EQ(a.partition_values, b.partition_values);
+    EXPECT_EQ(a.num_records, b.num_records);
+  }
+  EXPECT_EQ(from_checkpoint.num_rows, 9);
+  int nulls = 0;
+  for (const DataFile& f : from_checkpoint.files) nulls += !f.partition_values.at("lang");
+  EXPECT_EQ(nulls, 1);
+  TY_ASSERT_OK_AND_ASSIGN(Predicate de, Predicate::Parse("lang = 'de'"));
+  ReadOptions pruned;
+  pruned.filter = de;
+  TY_ASSERT_OK_AND_ASSIGN(auto rows, OpenTickets()->ReadAll(pruned));
+  EXPECT_EQ(Ids(rows), (std::vector<int64_t>{2, 5}));
+}
+
 TEST_F(TableTest, OpensATableWithTenThousandCommitsFromItsCheckpoint) {
   auto table = CreateTickets();
   TY_ASSERT_OK(table->Append(*Tickets(0, 5)).status());
