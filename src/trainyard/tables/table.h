@@ -10,10 +10,10 @@
 // another writer took that version, the winner's actions are checked against what this write read:
 // an append conflicts only with a metadata or protocol change; Delete/Update/Overwrite also
 // conflict with a winner that added or removed files in what they read. A conflict is
-// FailedPrecondition
-// ("concurrent commit at version N: <why>; retry"); otherwise the commit retries at the next
-// version, up to TableOptions::max_commit_attempts. A writer that dies before its log entry
-// leaves the table at the previous version; its data files are orphans that Vacuum removes.
+// FailedPrecondition ("concurrent commit at version N: <why>; retry"); otherwise the commit
+// retries at the next version, up to TableOptions::max_commit_attempts. A writer that dies before
+// its log entry leaves the table at the previous version; its data files are orphans that Vacuum
+// removes.
 //
 // Reads see a snapshot: the latest version, or one chosen by version or timestamp (time
 // travel). Tables with reader features this library does not implement (deletionVectors,
