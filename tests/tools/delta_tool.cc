@@ -295,10 +295,12 @@ namespace {
 struct Session {
   std::unique_ptr<blob::BlobStore> store;
   SystemClock clock;
+  tables::TableOptions options;  // names the table by its location in errors
 };
 
 Result<std::unique_ptr<Session>> OpenStore(const std::string& location) {
   auto session = std::make_unique<Session>();
+  session->options.name = location;
   if (location.rfind("s3://", 0) == 0) {
     TY_ASSIGN_OR_RETURN(session->store, blob::OpenBlobStore(location));
   } else {
@@ -355,7 +357,7 @@ Status Create(Session& s, const Args& args) {
   }
   request.name = args.Get("name").value_or("");
   auto start = std::chrono::steady_clock::now();
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Create(*s.store, "", s.clock, request));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Create(*s.store, "", s.clock, request, s.options));
   TY_ASSIGN_OR_RETURN(int64_t version, table->LatestVersion());
   Print(json::object{{"version", version}, {"elapsed_ms", MillisSince(start)}});
   return Status::Ok();
@@ -380,7 +382,7 @@ Status Create(Session& s, const Args& args) {
 Status Append(Session& s, const Args& args) {
   TY_ASSIGN_OR_RETURN(std::string file, OnlyFile(args));
   TY_ASSIGN_OR_RETURN(int64_t repeat, IntOption(args, "repeat", 1));
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto info, table->Describe());
   auto start = std::chrono::steady_clock::now();
   json::array commits;
@@ -397,7 +399,7 @@ Status Append(Session& s, const Args& args) {
 Status Overwrite(Session& s, const Args& args) {
   TY_ASSIGN_OR_RETURN(std::string file, OnlyFile(args));
   TY_ASSIGN_OR_RETURN(auto where, WhereOption(args, false));
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto info, table->Describe());
   TY_ASSIGN_OR_RETURN(auto rows, OpenRows(file, info.schema));
   TY_ASSIGN_OR_RETURN(auto result, table->Overwrite(*rows, where));
@@ -407,7 +409,7 @@ Status Overwrite(Session& s, const Args& args) {
 
 Status Delete(Session& s, const Args& args) {
   TY_ASSIGN_OR_RETURN(auto where, WhereOption(args, true));
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto result, table->Delete(*where));
   Print(CommitJson(result));
   return Status::Ok();
@@ -423,7 +425,7 @@ Status Update(Session& s, const Args& args) {
     set[kv.substr(0, eq)] = ParseLiteral(kv.substr(eq + 1));
   }
   if (set.empty()) return Status::InvalidArgument("--set is required");
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto result, table->Update(*where, set));
   Print(CommitJson(result));
   return Status::Ok();
@@ -433,7 +435,7 @@ Status AddColumns(Session& s, const Args& args) {
   auto spec = args.Get("schema");
   if (!spec) return Status::InvalidArgument("--schema is required");
   TY_ASSIGN_OR_RETURN(auto fields, ParseFields(*spec));
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto result, table->AddColumns(fields));
   Print(CommitJson(result));
   return Status::Ok();
@@ -459,7 +461,7 @@ Status Read(Session& s, const Args& args) {
   TY_ASSIGN_OR_RETURN(options.filter, WhereOption(args, false));
   if (auto columns = args.Get("columns")) options.columns = SplitString(*columns, ',');
   auto start = std::chrono::steady_clock::now();
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto info, table->Describe(options.at));
   TY_ASSIGN_OR_RETURN(auto reader, table->Read(options));
   int64_t rows = 0;
@@ -515,7 +517,7 @@ json::object InfoJson(const tables::TableInfo& info) {
 
 Status Describe(Session& s, const Args& args) {
   TY_ASSIGN_OR_RETURN(auto at, VersionOption(args));
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto info, table->Describe(at));
   Print(InfoJson(info));
   return Status::Ok();
@@ -523,7 +525,7 @@ Status Describe(Session& s, const Args& args) {
 
 Status History(Session& s, const Args& args) {
   TY_ASSIGN_OR_RETURN(int64_t limit, IntOption(args, "limit", 0));
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto history, table->History(limit));
   json::array entries;
   for (const auto& h : history) {
@@ -549,14 +551,14 @@ Status Vacuum(Session& s, const Args& args) {
   }
   options.force = args.Has("force");
   options.dry_run = args.Has("dry-run");
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto result, table->Vacuum(options));
   Print(json::object{{"deleted", StringsJson(result.deleted)}, {"bytes", result.bytes}});
   return Status::Ok();
 }
 
 Status Checkpoint(Session& s, const Args&) {
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_RETURN_IF_ERROR(table->Checkpoint());
   TY_ASSIGN_OR_RETURN(int64_t version, table->LatestVersion());
   Print(json::object{{"version", version}});
@@ -565,7 +567,7 @@ Status Checkpoint(Session& s, const Args&) {
 
 Status OpenTimed(Session& s, const Args&) {
   auto start = std::chrono::steady_clock::now();
-  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock));
+  TY_ASSIGN_OR_RETURN(auto table, DeltaTable::Open(*s.store, "", s.clock, s.options));
   TY_ASSIGN_OR_RETURN(auto info, table->Describe());
   double elapsed = MillisSince(start);
   Print(

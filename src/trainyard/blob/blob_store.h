@@ -21,6 +21,9 @@ struct BlobEntry {
   std::string name;  // the last path segment
   bool is_dir = false;
   int64_t size = 0;  // files only
+  // When the object was last written, in ms since the epoch (files only): the file's mtime
+  // for a local store, ListObjectsV2's LastModified (second precision on some servers) for S3.
+  int64_t modified_ms = 0;
 };
 
 // Ok when `key` is a safe relative path; `allow_empty` accepts "" (the root, for listing).

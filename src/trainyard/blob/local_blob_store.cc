@@ -228,9 +228,11 @@ class LocalBlobStore : public BlobStore {
       e.name = name;
       e.is_dir = fs::is_directory(st);
       if (!e.is_dir) {
-        uintmax_t size = it->file_size(entry_ec);
-        if (entry_ec) continue;
-        e.size = static_cast<int64_t>(size);
+        struct stat file_stat {};
+        if (::stat(it->path().c_str(), &file_stat) != 0) continue;
+        e.size = static_cast<int64_t>(file_stat.st_size);
+        e.modified_ms = static_cast<int64_t>(file_stat.st_mtim.tv_sec) * 1000 +
+                        file_stat.st_mtim.tv_nsec / 1'000'000;
       }
       out.push_back(std::move(e));
     }

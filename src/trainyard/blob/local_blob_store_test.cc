@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -35,6 +36,10 @@ TEST(LocalBlobStoreTest, PutListGetDelete) {
   ASSERT_EQ(list->size(), 2u);
   EXPECT_EQ((*list)[0].name, "a.txt");
   EXPECT_EQ((*list)[0].size, 5);
+  struct stat st {};
+  ASSERT_EQ(::stat((root + "/e/r/a.txt").c_str(), &st), 0);
+  EXPECT_EQ((*list)[0].modified_ms, st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1'000'000);
+  EXPECT_GT((*list)[0].modified_ms, 0);
   EXPECT_TRUE((*list)[1].is_dir);
   EXPECT_EQ(*store->GetBytes("e/r/sub/b.bin"), std::string("\0\1\2", 3));
   EXPECT_TRUE(store->List("missing")->empty());

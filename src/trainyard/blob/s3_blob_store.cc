@@ -14,7 +14,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -399,13 +401,38 @@ bool RetryableAnswer(int status, std::string_view code) {
          code == "InternalError" || code == "ServiceUnavailable";
 }
 
+struct ListedObject {
+  std::string key;  // the full key
+  int64_t size = 0;
+  int64_t modified_ms = 0;  // LastModified
+};
+
 struct ListPage {
-  std::vector<std::pair<std::string, int64_t>> objects;  // full keys and sizes
-  std::vector<std::string> prefixes;                     // full prefixes, ending in '/'
+  std::vector<ListedObject> objects;
+  std::vector<std::string> prefixes;  // full prefixes, ending in '/'
   std::string next_token;
 };
 
 std::atomic<uint64_t> g_tmp_counter{0};
+
+// ListObjectsV2's LastModified ("2026-11-25T04:32:19.000Z", fraction optional) as ms since the
+// epoch; 0 when it does not parse.
+int64_t ParseLastModified(std::string_view text) {
+  std::tm tm{};
+  int millis = 0;
+  char frac[16] = {0};
+  int n = std::sscanf(std::string(text).c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%15[.0-9]", &tm.tm_year,
+                      &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, frac);
+  if (n < 6) return 0;
+  if (n == 7 && frac[0] == '.') {
+    for (int i = 1, scale = 100; i < 4 && frac[i] >= '0' && frac[i] <= '9'; ++i, scale /= 10) {
+      millis += (frac[i] - '0') * scale;
+    }
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm)) * 1000 + millis;
+}
 
 // S3's limit on one PUT.
 constexpr size_t kMaxSinglePutBytes = size_t{5} << 30;
@@ -617,10 +644,10 @@ class S3BlobStore : public BlobStore {
     do {
       TY_ASSIGN_OR_RETURN(ListPage page,
                           List(p, /*delimited=*/true, token, config_.list_page_size));
-      for (auto& [key, size] : page.objects) {
-        std::string name = key.substr(p.size());
+      for (auto& object : page.objects) {
+        std::string name = object.key.substr(p.size());
         if (name.empty()) continue;  // a "directory marker" object
-        out.push_back(BlobEntry{std::move(name), false, size});
+        out.push_back(BlobEntry{std::move(name), false, object.size, object.modified_ms});
       }
       for (auto& sub : page.prefixes) {
         std::string name = sub.substr(p.size());
@@ -648,7 +675,7 @@ class S3BlobStore : public BlobStore {
     do {
       TY_ASSIGN_OR_RETURN(ListPage page, List(p, /*delimited=*/false, token, 1000));
       std::vector<std::string> keys;
-      for (auto& [sub, size] : page.objects) keys.push_back(std::move(sub));
+      for (auto& listed : page.objects) keys.push_back(std::move(listed.key));
       if (!keys.empty()) {
         any = true;
         TY_RETURN_IF_ERROR(DeleteObjects(keys));
@@ -879,7 +906,8 @@ class S3BlobStore : public BlobStore {
     ListPage page;
     for (std::string_view c : XmlElements(body, "Contents")) {
       auto size = ParseInt64(XmlText(c, "Size"));
-      page.objects.emplace_back(XmlText(c, "Key"), size.value_or(0));
+      page.objects.push_back(ListedObject{XmlText(c, "Key"), size.value_or(0),
+                                          ParseLastModified(XmlText(c, "LastModified"))});
     }
     for (std::string_view c : XmlElements(body, "CommonPrefixes")) {
       page.prefixes.push_back(XmlText(c, "Prefix"));

@@ -234,6 +234,12 @@ TEST_F(S3BlobStoreTest, ListsDirectoriesAcrossPages) {
   EXPECT_EQ((*list)[25].name, "f24.txt");
   EXPECT_EQ((*list)[25].size, 24);
   EXPECT_FALSE((*list)[25].is_dir);
+  // LastModified (second precision on moto) is within a few seconds of now.
+  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  EXPECT_GT((*list)[25].modified_ms, now_ms - 120'000);
+  EXPECT_LT((*list)[25].modified_ms, now_ms + 120'000);
   EXPECT_EQ((*list)[26].name, "sub");
   EXPECT_TRUE((*list)[26].is_dir);
   EXPECT_EQ((*list)[27].name, "zz");

@@ -147,14 +147,6 @@ void StatsJson(const std::map<std::string, ColumnAcc>& columns, json::object& mi
   }
 }
 
-std::string NewUuid(Random& random) {
-  std::string h = random.Hex(16);
-  h[12] = '4';
-  h[16] = "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3];
-  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
-         "-" + h.substr(20, 12);
-}
-
 std::optional<Literal> JsonLiteral(const json::value& v, const arrow::DataType& type) {
   if (arrow::is_integer(type.id()) && (v.is_int64() || v.is_uint64())) {
     return Literal(v.is_int64() ? v.as_int64() : static_cast<int64_t>(v.as_uint64()));
@@ -181,6 +173,14 @@ std::optional<Literal> PartitionLiteral(const std::string& v, const arrow::DataT
 }
 
 }  // namespace
+
+std::string NewUuid(Random& random) {
+  std::string h = random.Hex(16);
+  h[12] = '4';
+  h[16] = "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3];
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
+         "-" + h.substr(20, 12);
+}
 
 FileStats StatsOfFile(const AddAction& add, const arrow::Schema& schema) {
   FileStats stats;

@@ -33,6 +33,9 @@ Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(const arrow::RecordBatc
 // the table's schema.
 FileStats StatsOfFile(const AddAction& add, const arrow::Schema& schema);
 
+// A random (version 4) UUID, "8-4-4-4-12" hex: data file names and commitInfo.txnId.
+std::string NewUuid(Random& random);
+
 class DataFileWriter {
  public:
   DataFileWriter(blob::BlobStore& store, const DeltaLog& log, std::shared_ptr<arrow::Schema> schema,

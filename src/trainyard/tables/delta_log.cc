@@ -229,15 +229,26 @@ json::object ProtocolJson(const ProtocolAction& p) {
 
 }  // namespace
 
-std::optional<int64_t> CommitInfoAction::Timestamp() const {
-  for (const char* key : {"inCommitTimestamp", "timestamp"}) {
-    auto it = fields.find(key);
-    if (it != fields.end() && it->value().is_int64()) return it->value().as_int64();
-    if (it != fields.end() && it->value().is_uint64()) {
-      return static_cast<int64_t>(it->value().as_uint64());
-    }
+namespace {
+
+std::optional<int64_t> Int64Field(const boost::json::object& fields, const char* key) {
+  auto it = fields.find(key);
+  if (it != fields.end() && it->value().is_int64()) return it->value().as_int64();
+  if (it != fields.end() && it->value().is_uint64()) {
+    return static_cast<int64_t>(it->value().as_uint64());
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> CommitInfoAction::Timestamp() const {
+  if (auto ict = InCommitTimestamp()) return ict;
+  return Int64Field(fields, "timestamp");
+}
+
+std::optional<int64_t> CommitInfoAction::InCommitTimestamp() const {
+  return Int64Field(fields, "inCommitTimestamp");
 }
 
 Result<Action> ActionFromJson(const json::object& object) {
@@ -267,7 +278,14 @@ Result<Action> ActionFromJson(const json::object& object) {
 
 Result<Action> ParseActionLine(std::string_view line) {
   Result<json::value> parsed = ParseJsonExact(line);
-  if (!parsed.ok()) return Status::InvalidArgument("not valid JSON: " + parsed.status().message());
+  if (!parsed.ok()) {
+    // The shared parser's message speaks of request bodies; say what is wrong in log terms.
+    boost::system::error_code ec;
+    (void)boost::json::parse(line, ec);
+    std::string why = ec ? ec.message() : "unparsable";
+    return Status::InvalidArgument("the action is not valid JSON (" + why +
+                                   "; the file is truncated or corrupt)");
+  }
   if (!parsed->is_object()) {
     return Status::InvalidArgument("an action must be a JSON object (got " + DescribeJson(*parsed) +
                                    ")");

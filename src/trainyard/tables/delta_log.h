@@ -71,6 +71,7 @@ struct DomainMetadataAction {
 struct CommitInfoAction {
   boost::json::object fields;  // as written; timestamp/inCommitTimestamp/operation read from it
   std::optional<int64_t> Timestamp() const;  // inCommitTimestamp, else timestamp
+  std::optional<int64_t> InCommitTimestamp() const;
 };
 
 // One log line, decoded. Exactly one of the members is set, or none for an action this library

@@ -234,6 +234,122 @@ void CollectLeaves(const parquet::arrow::SchemaField& field, int depth, std::vec
   for (const auto& child : field.children) CollectLeaves(child, depth + 1, out);
 }
 
+// The commits' modification times made strictly increasing (a time not after its predecessor's
+// becomes that time + 1 ms), as Spark adjusts them, so that time travel is well defined.
+std::vector<int64_t> MonotonicCommitTimes(const std::vector<CommitFile>& commits) {
+  std::vector<int64_t> times;
+  times.reserve(commits.size());
+  for (const CommitFile& c : commits) {
+    times.push_back(times.empty() ? c.modified_ms : std::max(c.modified_ms, times.back() + 1));
+  }
+  return times;
+}
+
+// Decodes a checkpoint's `add` column straight from Arrow, without building JSON per row (that
+// was most of the time to open a table with 10,000 files). Only for the column types the
+// protocol gives (Spark, delta-rs and we write them); Make returns nullptr for anything else,
+// and the rows go through the JSON decoder.
+class AddColumnDecoder {
+ public:
+  static std::unique_ptr<AddColumnDecoder> Make(const arrow::Array& column) {
+    if (column.type_id() != arrow::Type::STRUCT) return nullptr;
+    auto d = std::unique_ptr<AddColumnDecoder>(new AddColumnDecoder);
+    d->add_ = &static_cast<const arrow::StructArray&>(column);
+    auto child = [&](const char* name, arrow::Type::type type) -> const arrow::Array* {
+      std::shared_ptr<arrow::Array> c = d->add_->GetFieldByName(name);
+      return c && c->type_id() == type ? c.get() : nullptr;
+    };
+    d->path_ = static_cast<const arrow::StringArray*>(child("path", arrow::Type::STRING));
+    d->size_ = static_cast<const arrow::Int64Array*>(child("size", arrow::Type::INT64));
+    d->mtime_ =
+        static_cast<const arrow::Int64Array*>(child("modificationTime", arrow::Type::INT64));
+    d->data_change_ =
+        static_cast<const arrow::BooleanArray*>(child("dataChange", arrow::Type::BOOL));
+    d->stats_ = static_cast<const arrow::StringArray*>(child("stats", arrow::Type::STRING));
+    d->partitions_ =
+        static_cast<const arrow::MapArray*>(child("partitionValues", arrow::Type::MAP));
+    d->tags_ = static_cast<const arrow::MapArray*>(child("tags", arrow::Type::MAP));
+    d->deletion_vector_ = d->add_->GetFieldByName("deletionVector");
+    if (!d->path_ || !d->size_ || !d->partitions_ || !StringMap(*d->partitions_) ||
+        (d->tags_ && !StringMap(*d->tags_))) {
+      return nullptr;
+    }
+    for (int f = 0; f < d->add_->num_fields(); ++f) {
+      const std::string& name = d->add_->struct_type()->field(f)->name();
+      if (name == "stats_parsed" || name == "partitionValues_parsed") continue;
+      if (!kKnown.count(name)) return nullptr;  // a field the JSON decoder may treat otherwise
+    }
+    return d;
+  }
+
+  Result<AddAction> Decode(int64_t row) const {
+    AddAction a;
+    if (!path_->IsValid(row) || !size_->IsValid(row)) {
+      return Status::InvalidArgument("add: path and size must be set");
+    }
+    a.path = std::string(path_->GetView(row));
+    a.size = size_->Value(row);
+    if (mtime_ && mtime_->IsValid(row)) a.modification_time = mtime_->Value(row);
+    if (data_change_ && data_change_->IsValid(row)) a.data_change = data_change_->Value(row);
+    if (stats_ && stats_->IsValid(row)) a.stats = std::string(stats_->GetView(row));
+    ReadMap(*partitions_, row, [&](std::string k, std::optional<std::string> v) {
+      a.partition_values.emplace(std::move(k), std::move(v));
+    });
+    if (tags_) {
+      ReadMap(*tags_, row, [&](std::string k, std::optional<std::string> v) {
+        if (v) a.tags.emplace(std::move(k), std::move(*v));
+      });
+    }
+    a.has_deletion_vector = deletion_vector_ && deletion_vector_->IsValid(row);
+    if (a.path.empty()) return Status::InvalidArgument("add: path must not be empty");
+    if (a.size < 0) return Status::InvalidArgument("add: size must not be negative");
+    return a;
+  }
+
+ private:
+  AddColumnDecoder() = default;
+
+  static inline const std::set<std::string> kKnown = {"path",
+                                                      "partitionValues",
+                                                      "size",
+                                                      "modificationTime",
+                                                      "dataChange",
+                                                      "stats",
+                                                      "tags",
+                                                      "deletionVector",
+                                                      "baseRowId",
+                                                      "defaultRowCommitVersion",
+                                                      "clusteringProvider"};
+
+  static bool StringMap(const arrow::MapArray& m) {
+    return m.keys()->type_id() == arrow::Type::STRING &&
+           m.items()->type_id() == arrow::Type::STRING;
+  }
+
+  template <typename F>
+  static void ReadMap(const arrow::MapArray& m, int64_t row, F&& put) {
+    if (!m.IsValid(row)) return;
+    const auto& keys = static_cast<const arrow::StringArray&>(*m.keys());
+    const auto& items = static_cast<const arrow::StringArray&>(*m.items());
+    for (int64_t j = m.value_offset(row); j < m.value_offset(row) + m.value_length(row); ++j) {
+      if (!keys.IsValid(j)) continue;
+      std::optional<std::string> v;
+      if (items.IsValid(j)) v = std::string(items.GetView(j));
+      put(std::string(keys.GetView(j)), std::move(v));
+    }
+  }
+
+  const arrow::StructArray* add_ = nullptr;
+  const arrow::StringArray* path_ = nullptr;
+  const arrow::Int64Array* size_ = nullptr;
+  const arrow::Int64Array* mtime_ = nullptr;
+  const arrow::BooleanArray* data_change_ = nullptr;
+  const arrow::StringArray* stats_ = nullptr;
+  const arrow::MapArray* partitions_ = nullptr;
+  const arrow::MapArray* tags_ = nullptr;
+  std::shared_ptr<arrow::Array> deletion_vector_;
+};
+
 bool SupportedReaderFeature(const std::string& f) {
   return f == "timestampNtz" || f == "vacuumProtocolCheck" || f == "columnMapping" ||
          f == "domainMetadata" || f == "checkConstraints" || f == "appendOnly" || f == "invariants";
@@ -328,15 +444,21 @@ Result<std::optional<int64_t>> IntervalProperty(const Snapshot& snapshot, const 
   return std::optional<int64_t>(total);
 }
 
-DeltaLog::DeltaLog(blob::BlobStore& store, std::string root)
-    : store_(store), root_(std::move(root)) {}
+DeltaLog::DeltaLog(blob::BlobStore& store, std::string root, std::string name)
+    : store_(store), root_(std::move(root)), name_(std::move(name)) {}
+
+std::string DeltaLog::TableName() const {
+  if (!name_.empty()) return "table '" + name_ + "'";
+  return root_.empty() ? "the table at the store's root" : "table '" + root_ + "'";
+}
 
 std::string DeltaLog::Key(std::string_view relative) const {
   return root_.empty() ? std::string(relative) : root_ + "/" + std::string(relative);
 }
 
 std::string DeltaLog::Describe(int64_t version) const {
-  return "table '" + root_ + "': log entry " + CommitFileName(version);
+  return TableName() + ": log entry " + CommitFileName(version) + " (version " +
+         std::to_string(version) + ")";
 }
 
 Status DeltaLog::Apply(Snapshot& s, std::vector<Action> actions) {
@@ -381,7 +503,9 @@ Result<std::optional<std::vector<Action>>> DeltaLog::ReadCommit(int64_t version)
   }
   Result<std::vector<Action>> actions = ParseCommit(*bytes);
   if (!actions.ok()) {
-    return Status(actions.status().code(), Describe(version) + " " + actions.status().message());
+    return Status(actions.status().code(), Describe(version) +
+                                               " is damaged: " + actions.status().message() +
+                                               "; earlier versions can still be read by version");
   }
   return std::optional<std::vector<Action>>(std::move(actions).value());
 }
@@ -394,24 +518,36 @@ Result<int64_t> DeltaLog::CommitTimestamp(int64_t version) const {
       if (auto ts = a.commit_info->Timestamp()) return *ts;
     }
   }
-  TY_ASSIGN_OR_RETURN(std::string local, store_.LocalPathForRead(LogKey(CommitFileName(version))));
-  struct stat st {};
-  if (::stat(local.c_str(), &st) != 0) return Status::IOError("stat " + CommitFileName(version));
-  return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
+  TY_ASSIGN_OR_RETURN(auto commits, ListCommits());
+  for (const CommitFile& c : commits) {
+    if (c.version == version) return c.modified_ms;
+  }
+  return Status::NotFound("version " + std::to_string(version) + " does not exist");
+}
+
+Result<std::vector<CommitFile>> DeltaLog::ListCommits() const {
+  TY_ASSIGN_OR_RETURN(auto entries, store_.List(Key("_delta_log")));
+  std::vector<CommitFile> commits;
+  for (const auto& e : entries) {
+    if (auto v = ParseCommitFileName(e.name); v && !e.is_dir) {
+      commits.push_back(CommitFile{*v, e.modified_ms});
+    }
+  }
+  std::sort(commits.begin(), commits.end(),
+            [](const CommitFile& a, const CommitFile& b) { return a.version < b.version; });
+  return commits;
 }
 
 Result<std::vector<int64_t>> DeltaLog::ListCommitVersions() const {
-  TY_ASSIGN_OR_RETURN(auto entries, store_.List(Key("_delta_log")));
+  TY_ASSIGN_OR_RETURN(auto commits, ListCommits());
   std::vector<int64_t> versions;
-  for (const auto& e : entries) {
-    if (auto v = ParseCommitFileName(e.name); v && !e.is_dir) versions.push_back(*v);
-  }
-  std::sort(versions.begin(), versions.end());
+  versions.reserve(commits.size());
+  for (const CommitFile& c : commits) versions.push_back(c.version);
   return versions;
 }
 
 Result<std::vector<Action>> DeltaLog::ReadCheckpointFile(const std::string& name) const {
-  std::string context = "table '" + root_ + "': checkpoint " + name;
+  std::string context = TableName() + ": checkpoint " + name;
   Result<std::string> local = store_.LocalPathForRead(LogKey(name));
   if (!local.ok()) return local.status().WithContext(context);
   TY_ASSIGN_OR_RETURN(auto file, FromArrow(arrow::io::ReadableFile::Open(*local), context));
@@ -428,11 +564,24 @@ Result<std::vector<Action>> DeltaLog::ReadCheckpointFile(const std::string& name
                       FromArrow(reader->ReadTable(leaves), context));
   TY_ASSIGN_OR_RETURN(table, FromArrow(table->CombineChunks(), context));
   std::vector<Action> actions;
+  actions.reserve(static_cast<size_t>(table->num_rows()));  // Action is large: never relocate
+  int add_column = table->schema()->GetFieldIndex("add");
+  std::unique_ptr<AddColumnDecoder> adds;
+  if (add_column >= 0 && table->column(add_column)->num_chunks() == 1) {
+    adds = AddColumnDecoder::Make(*table->column(add_column)->chunk(0));
+  }
   for (int64_t row = 0; row < table->num_rows(); ++row) {
     json::object object;
     for (int c = 0; c < table->num_columns(); ++c) {
       const auto& column = *table->column(c)->chunk(0);
-      if (column.IsValid(row)) object[table->field(c)->name()] = CellToJson(column, row);
+      if (!column.IsValid(row)) continue;
+      if (c == add_column && adds) {
+        Result<AddAction> add = adds->Decode(row);
+        if (!add.ok()) return add.status().WithContext(context + " row " + std::to_string(row));
+        actions.emplace_back().add = std::move(add).value();
+        continue;
+      }
+      object[table->field(c)->name()] = CellToJson(column, row);
     }
     if (object.empty()) continue;
     Result<Action> action = ActionFromJson(object);
@@ -461,10 +610,10 @@ Result<std::shared_ptr<Snapshot>> DeltaLog::LoadFromCheckpoint(int64_t version, 
 
 Status DeltaLog::Finish(Snapshot& s) const {
   if (s.metadata.schema_string.empty()) {
-    return Status::FailedPrecondition("table '" + root_ + "': the log has no metaData action");
+    return Status::FailedPrecondition(TableName() + ": the log has no metaData action");
   }
   Result<std::shared_ptr<arrow::Schema>> schema = SchemaFromDeltaJson(s.metadata.schema_string);
-  if (!schema.ok()) return schema.status().WithContext("table '" + root_ + "'");
+  if (!schema.ok()) return schema.status().WithContext(TableName());
   s.schema = *schema;
   return Status::Ok();
 }
@@ -481,7 +630,8 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::Replay(std::shared_ptr<Snapsho
     base->version = v;
   }
   if (base->version < 0) {
-    return Status::NotFound("no Delta table at '" + root_ + "' (no _delta_log entries)");
+    return Status::NotFound("no Delta table at '" + (name_.empty() ? root_ : name_) +
+                            "' (no _delta_log entries)");
   }
   TY_RETURN_IF_ERROR(Finish(*base));
   return std::shared_ptr<const Snapshot>(std::move(base));
@@ -519,10 +669,11 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::LoadLatest() const {
     return Replay(base, it->first + 1, std::nullopt);
   }
   if (!first_commit) {
-    return Status::NotFound("no Delta table at '" + root_ + "' (no _delta_log entries)");
+    return Status::NotFound("no Delta table at '" + (name_.empty() ? root_ : name_) +
+                            "' (no _delta_log entries)");
   }
   if (*first_commit != 0) {
-    return Status::FailedPrecondition("table '" + root_ + "': the log starts at version " +
+    return Status::FailedPrecondition(TableName() + ": the log starts at version " +
                                       std::to_string(*first_commit) + " without a checkpoint");
   }
   return Replay(std::make_shared<Snapshot>(), 0, std::nullopt);
@@ -542,7 +693,8 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::LoadVersion(int64_t version) c
     }
   }
   if (commits.empty()) {
-    return Status::NotFound("no Delta table at '" + root_ + "' (no _delta_log entries)");
+    return Status::NotFound("no Delta table at '" + (name_.empty() ? root_ : name_) +
+                            "' (no _delta_log entries)");
   }
   int64_t latest = *commits.rbegin();
   if (version < 0 || version > latest) {
@@ -565,7 +717,7 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::LoadVersion(int64_t version) c
   }
   TY_ASSIGN_OR_RETURN(auto snapshot, Replay(std::make_shared<Snapshot>(), 0, version));
   if (snapshot->version != version) {
-    return Status::FailedPrecondition("table '" + root_ + "': commit " +
+    return Status::FailedPrecondition(TableName() + ": commit " +
                                       std::to_string(snapshot->version + 1) +
                                       " is missing from the log");
   }
@@ -584,33 +736,35 @@ Result<std::shared_ptr<const Snapshot>> DeltaLog::Advance(
   return Replay(copy, base->version + 2, std::nullopt);
 }
 
-Result<int64_t> DeltaLog::VersionAtTimestamp(int64_t timestamp_ms, int64_t latest) const {
-  TY_ASSIGN_OR_RETURN(auto versions, ListCommitVersions());
-  while (!versions.empty() && versions.back() > latest) versions.pop_back();
-  if (versions.empty()) return Status::NotFound("table '" + root_ + "' has no commits");
-  TY_ASSIGN_OR_RETURN(int64_t first_ts, CommitTimestamp(versions.front()));
-  if (timestamp_ms < first_ts) {
-    return Status::InvalidArgument("timestamp " + FormatMillis(timestamp_ms) +
-                                   " is before the table's first commit (version " +
-                                   std::to_string(versions.front()) + " at " +
-                                   FormatMillis(first_ts) + ")");
-  }
-  size_t lo = 0, hi = versions.size() - 1;  // timestamp(versions[lo]) <= timestamp_ms
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo + 1) / 2;
-    TY_ASSIGN_OR_RETURN(int64_t ts, CommitTimestamp(versions[mid]));
-    if (ts <= timestamp_ms) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
+Result<int64_t> DeltaLog::VersionAtTimestamp(int64_t timestamp_ms, int64_t latest,
+                                             bool in_commit_timestamps) const {
+  TY_ASSIGN_OR_RETURN(auto commits, ListCommits());
+  while (!commits.empty() && commits.back().version > latest) commits.pop_back();
+  if (commits.empty()) return Status::NotFound(TableName() + " has no commits");
+  std::vector<int64_t> times = MonotonicCommitTimes(commits);
+  if (in_commit_timestamps) {
+    // Each commit's own inCommitTimestamp where it has one (they increase by construction).
+    for (size_t i = 0; i < commits.size(); ++i) {
+      TY_ASSIGN_OR_RETURN(auto actions, ReadCommit(commits[i].version));
+      if (!actions) continue;
+      for (const Action& a : *actions) {
+        if (!a.commit_info) continue;
+        if (auto ict = a.commit_info->InCommitTimestamp()) times[i] = *ict;
+      }
     }
   }
-  return versions[lo];
+  if (timestamp_ms < times.front()) {
+    return Status::InvalidArgument("timestamp " + FormatMillis(timestamp_ms) +
+                                   " is before the table's first commit (version " +
+                                   std::to_string(commits.front().version) + " at " +
+                                   FormatMillis(times.front()) + ")");
+  }
+  size_t at = std::upper_bound(times.begin(), times.end(), timestamp_ms) - times.begin();
+  return commits[at - 1].version;
 }
 
 Status DeltaLog::WriteCheckpoint(const Snapshot& s, int64_t tombstone_cutoff_ms) const {
-  std::string context =
-      "table '" + root_ + "': writing checkpoint " + CheckpointFileName(s.version);
+  std::string context = TableName() + ": writing checkpoint " + CheckpointFileName(s.version);
   auto schema = CheckpointSchema(!s.domains.empty());
   TY_ASSIGN_OR_RETURN(std::unique_ptr<arrow::ArrayBuilder> builder,
                       FromArrow(arrow::MakeBuilder(arrow::struct_(schema->fields())), context));

@@ -21,9 +21,17 @@
 
 namespace trainyard::tables {
 
+// A JSON commit file of the log as listed: its version and the time its log entry was written.
+struct CommitFile {
+  int64_t version = 0;
+  int64_t modified_ms = 0;
+};
+
 struct Snapshot {
   int64_t version = -1;
-  int64_t timestamp_ms = 0;  // the commit's timestamp (0 when it has none)
+  // The commit's recorded time (commitInfo inCommitTimestamp, else timestamp; 0 when none).
+  // Time travel does not use it: see DeltaLog::VersionAtTimestamp.
+  int64_t timestamp_ms = 0;
   ProtocolAction protocol;
   MetadataAction metadata;
   std::shared_ptr<arrow::Schema> schema;   // from metadata.schema_string
@@ -42,7 +50,8 @@ Result<std::optional<int64_t>> IntervalProperty(const Snapshot& snapshot, const 
 
 class DeltaLog {
  public:
-  DeltaLog(blob::BlobStore& store, std::string root);
+  // `name` is how errors name the table (e.g. its location); "" names it by `root`.
+  DeltaLog(blob::BlobStore& store, std::string root, std::string name = "");
 
   // The key of `relative` under the table root.
   std::string Key(std::string_view relative) const;
@@ -57,13 +66,21 @@ class DeltaLog {
   // `base` advanced by every commit after it (base itself when there is none).
   Result<std::shared_ptr<const Snapshot>> Advance(std::shared_ptr<const Snapshot> base) const;
   // The latest version committed at or before `timestamp_ms`; InvalidArgument naming the first
-  // commit's time when the timestamp is before it.
-  Result<int64_t> VersionAtTimestamp(int64_t timestamp_ms, int64_t latest) const;
+  // commit's time when the timestamp is before it. A version's time is, as PROTOCOL.md and
+  // Spark/delta-rs define it, its log entry's modification time from the listing (made
+  // strictly increasing over versions, as Spark does), or with `in_commit_timestamps` (the
+  // table property delta.enableInCommitTimestamps) the commit's inCommitTimestamp where it has
+  // one. Versions after `latest` are ignored.
+  Result<int64_t> VersionAtTimestamp(int64_t timestamp_ms, int64_t latest,
+                                     bool in_commit_timestamps) const;
 
   // The actions of commit `version`; nullopt when it does not exist. Errors name the file.
   Result<std::optional<std::vector<Action>>> ReadCommit(int64_t version) const;
-  // The commit's timestamp (inCommitTimestamp, commitInfo.timestamp, else the file's mtime).
+  // The commit's recorded timestamp (inCommitTimestamp, commitInfo.timestamp, else the log
+  // entry's modification time from the listing).
   Result<int64_t> CommitTimestamp(int64_t version) const;
+  // The JSON commits present, sorted by version, with their modification times.
+  Result<std::vector<CommitFile>> ListCommits() const;
   // Sorted versions of the JSON commits present.
   Result<std::vector<int64_t>> ListCommitVersions() const;
 
@@ -81,9 +98,12 @@ class DeltaLog {
                                                  std::optional<int64_t> until) const;
   Status Finish(Snapshot& snapshot) const;
   std::string Describe(int64_t version) const;
+  // How the table is named in errors: its root, or "the table's root directory" for "".
+  std::string TableName() const;
 
   blob::BlobStore& store_;
   std::string root_;
+  std::string name_;
 };
 
 }  // namespace trainyard::tables

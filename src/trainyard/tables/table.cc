@@ -116,8 +116,22 @@ bool AppendOnly(const Snapshot& s) {
   return it != s.metadata.configuration.end() && it->second == "true";
 }
 
+// numRecords when the stats start with it, as every writer we know puts it (Spark, delta-rs,
+// ours): Describe reads it for every file, and parsing 10,000 stats objects dominated it.
+std::optional<int64_t> LeadingNumRecords(std::string_view stats) {
+  constexpr std::string_view kKey = "{\"numRecords\":";
+  if (!StartsWith(stats, kKey)) return std::nullopt;
+  size_t end = kKey.size();
+  while (end < stats.size() && stats[end] >= '0' && stats[end] <= '9') ++end;
+  if (end == kKey.size() || end >= stats.size() || (stats[end] != ',' && stats[end] != '}')) {
+    return std::nullopt;
+  }
+  return ParseInt64(stats.substr(kKey.size(), end - kKey.size()));
+}
+
 int64_t NumRecords(const AddAction& add) {
   if (!add.stats) return -1;
+  if (auto n = LeadingNumRecords(*add.stats)) return *n;
   Result<json::object> o = ParseJsonObject(*add.stats);
   if (!o.ok()) return -1;
   Result<std::optional<int64_t>> n = OptionalInt64(*o, "numRecords");
@@ -151,11 +165,21 @@ struct Transaction {
   CommitResult result;
 };
 
+// Whether a commit's commitInfo carries `txn_id` (then it is the entry that transaction wrote).
+bool CarriesTxnId(const std::vector<Action>& actions, const std::string& txn_id) {
+  for (const Action& a : actions) {
+    if (!a.commit_info) continue;
+    const json::value* id = a.commit_info->fields.if_contains("txnId");
+    if (id && id->is_string() && id->as_string() == txn_id) return true;
+  }
+  return false;
+}
+
 class DeltaTable::Impl {
  public:
   Impl(blob::BlobStore& store, std::string root, Clock& clock, TableOptions options)
       : store_(store),
-        log_(std::make_shared<DeltaLog>(store, std::move(root))),
+        log_(std::make_shared<DeltaLog>(store, std::move(root), options.name)),
         clock_(clock),
         options_(options) {
     InitializeArrowCompute();
@@ -194,17 +218,23 @@ class DeltaTable::Impl {
     if (at.version && at.timestamp_ms) {
       return Status::InvalidArgument("give a version or a timestamp, not both");
     }
+    if (at.version) {
+      // Only the log up to the version is read, so a damaged later entry does not matter.
+      {
+        MutexLock lock(mu_);
+        if (latest_ && latest_->version == *at.version) return latest_;
+      }
+      return log_->LoadVersion(*at.version);
+    }
     TY_ASSIGN_OR_RETURN(auto latest, Latest());
-    std::optional<int64_t> version = at.version;
-    if (at.timestamp_ms) {
-      TY_ASSIGN_OR_RETURN(version, log_->VersionAtTimestamp(*at.timestamp_ms, latest->version));
-    }
-    if (!version || *version == latest->version) return latest;
-    if (*version > latest->version || *version < 0) {
-      return Status::NotFound("version " + std::to_string(*version) +
-                              " does not exist; latest is " + std::to_string(latest->version));
-    }
-    return log_->LoadVersion(*version);
+    if (!at.timestamp_ms) return latest;
+    auto ict = latest->metadata.configuration.find("delta.enableInCommitTimestamps");
+    bool in_commit_timestamps =
+        ict != latest->metadata.configuration.end() && ToLower(ict->second) == "true";
+    TY_ASSIGN_OR_RETURN(int64_t version, log_->VersionAtTimestamp(*at.timestamp_ms, latest->version,
+                                                                  in_commit_timestamps));
+    if (version == latest->version) return latest;
+    return log_->LoadVersion(version);
   }
 
   Result<std::shared_ptr<const Snapshot>> Writable() {
@@ -236,7 +266,8 @@ class DeltaTable::Impl {
     return Status::Ok();
   }
 
-  std::string CommitBody(const Transaction& txn, int64_t timestamp, int64_t read_version) {
+  std::string CommitBody(const Transaction& txn, int64_t timestamp, int64_t read_version,
+                         const std::string& txn_id) {
     json::object info{{"timestamp", timestamp},
                       {"operation", txn.operation},
                       {"operationParameters", txn.parameters}};
@@ -248,6 +279,7 @@ class DeltaTable::Impl {
     info["isBlindAppend"] = txn.blind_append && txn.removed.empty() && !changes_metadata;
     info["operationMetrics"] = txn.metrics;
     info["engineInfo"] = kEngineInfo;
+    info["txnId"] = txn_id;
     Action commit_info;
     commit_info.commit_info = CommitInfoAction{std::move(info)};
     std::string body = ActionLine(commit_info) + "\n";
@@ -266,9 +298,11 @@ class DeltaTable::Impl {
   Result<CommitResult> Commit(Transaction& txn) {
     int64_t version = txn.read ? txn.read->version + 1 : 0;
     int64_t last_ts = txn.read ? txn.read->timestamp_ms : 0;
+    // One id for every attempt of this transaction: an entry that carries it is this one's.
+    const std::string txn_id = NewUuid(*options_.random);
     for (int attempt = 1; attempt <= options_.max_commit_attempts; ++attempt) {
       int64_t ts = std::max(clock_.NowMillis(), last_ts + 1);
-      std::string body = CommitBody(txn, ts, version - 1);
+      std::string body = CommitBody(txn, ts, version - 1, txn_id);
       Status put = PutLogEntry(store_, log_->LogKey(CommitFileName(version)), body);
       if (put.ok()) {
         txn.result.version = version;
@@ -287,6 +321,13 @@ class DeltaTable::Impl {
       }
       TY_ASSIGN_OR_RETURN(auto winner, log_->ReadCommit(version));
       if (!winner) return Status::Internal("commit " + std::to_string(version) + " vanished");
+      if (CarriesTxnId(*winner, txn_id)) {  // ours: the put's answer was lost, then retried
+        txn.result.version = version;
+        txn.result.timestamp_ms = ts;
+        txn.result.attempts = attempt;
+        MaybeCheckpoint(version);
+        return txn.result;
+      }
       Status conflict = CheckConflict(txn, *winner, version);
       if (!conflict.ok()) {
         DiscardFiles(txn);
@@ -622,9 +663,17 @@ Result<std::unique_ptr<DeltaTable>> DeltaTable::Open(blob::BlobStore& store, std
                                                      Clock& clock, TableOptions options) {
   if (!root.empty()) TY_RETURN_IF_ERROR(blob::ValidateKey(root).WithContext("table root"));
   auto impl = std::make_unique<Impl>(store, std::move(root), clock, options);
-  TY_ASSIGN_OR_RETURN(auto snapshot, impl->Latest());
-  Status readable = CheckReadable(*snapshot);
-  if (!readable.ok()) return readable.WithContext("table '" + impl->log_->root() + "'");
+  Result<std::shared_ptr<const Snapshot>> snapshot = impl->Latest();
+  if (!snapshot.ok()) {
+    // A damaged (malformed) log entry is InvalidArgument: the table opens so that versions
+    // before it can still be read; reads of the latest version report the damage.
+    if (snapshot.status().code() != StatusCode::kInvalidArgument) return snapshot.status();
+    TY_ASSIGN_OR_RETURN(auto versions, impl->log_->ListCommitVersions());
+    if (versions.empty()) return snapshot.status();
+  } else {
+    Status readable = CheckReadable(**snapshot);
+    if (!readable.ok()) return readable.WithContext("table '" + impl->log_->root() + "'");
+  }
   return std::unique_ptr<DeltaTable>(new DeltaTable(std::move(impl)));
 }
 
@@ -811,8 +860,14 @@ namespace {
 
 // Every object under `dir` (relative to the table root), skipping the log and hidden entries
 // at the top level.
+struct ListedFile {
+  std::string path;  // relative to the table root
+  int64_t size = 0;
+  int64_t modified_ms = 0;
+};
+
 Status ListDataFiles(blob::BlobStore& store, const DeltaLog& log, const std::string& dir,
-                     std::vector<std::pair<std::string, int64_t>>& out) {
+                     std::vector<ListedFile>& out) {
   TY_ASSIGN_OR_RETURN(auto entries, store.List(dir.empty() ? log.Key("") : log.Key(dir)));
   for (const auto& e : entries) {
     if (dir.empty() && (StartsWith(e.name, "_") || StartsWith(e.name, "."))) continue;
@@ -820,7 +875,7 @@ Status ListDataFiles(blob::BlobStore& store, const DeltaLog& log, const std::str
     if (e.is_dir) {
       TY_RETURN_IF_ERROR(ListDataFiles(store, log, path, out));
     } else {
-      out.emplace_back(path, e.size);
+      out.push_back(ListedFile{path, e.size, e.modified_ms});
     }
   }
   return Status::Ok();
@@ -852,25 +907,17 @@ Result<VacuumResult> DeltaTable::Vacuum(const VacuumOptions& options) {
     TY_ASSIGN_OR_RETURN(std::string p, DecodePathUri(path));
     tombstones[p] = r.deletion_timestamp.value_or(0);
   }
-  std::vector<std::pair<std::string, int64_t>> files;
+  std::vector<ListedFile> files;
   TY_RETURN_IF_ERROR(ListDataFiles(impl_->store_, *impl_->log_, "", files));
   VacuumResult result;
-  for (const auto& [path, size] : files) {
-    if (keep.count(path)) continue;
-    int64_t age_from;
-    if (auto t = tombstones.find(path); t != tombstones.end()) {
-      age_from = t->second;
-    } else {
-      TY_ASSIGN_OR_RETURN(std::string local,
-                          impl_->store_.LocalPathForRead(impl_->log_->Key(path)));
-      struct stat st {};
-      if (::stat(local.c_str(), &st) != 0) continue;
-      age_from = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1'000'000;
-    }
+  for (const ListedFile& file : files) {
+    if (keep.count(file.path)) continue;
+    auto t = tombstones.find(file.path);
+    int64_t age_from = t != tombstones.end() ? t->second : file.modified_ms;
     if (age_from >= cutoff) continue;
-    if (!options.dry_run) TY_RETURN_IF_ERROR(impl_->store_.Delete(impl_->log_->Key(path)));
-    result.deleted.push_back(path);
-    result.bytes += size;
+    if (!options.dry_run) TY_RETURN_IF_ERROR(impl_->store_.Delete(impl_->log_->Key(file.path)));
+    result.deleted.push_back(file.path);
+    result.bytes += file.size;
   }
   return result;
 }

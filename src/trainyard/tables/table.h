@@ -5,13 +5,15 @@
 // delta-rs and DuckDB read; tables those tools write are read here.
 //
 // Every write is one atomic commit: data files first, then the next log entry
-// `_delta_log/%020d.json` created with put-if-absent. When another writer took that version,
-// the winner's actions are checked against what this write read: an append conflicts only with
-// a metadata or protocol change; Delete/Update/Overwrite also conflict with a winner that added
-// or removed files in what they read. A conflict is FailedPrecondition
-// ("concurrent commit at version N: <why>; retry"); otherwise the commit retries at the next
-// version, up to TableOptions::max_commit_attempts. A writer that dies before its log entry
-// leaves the table at the previous version; its data files are orphans that Vacuum removes.
+// `_delta_log/%020d.json` created with put-if-absent; its commitInfo carries a fresh `txnId`
+// (uuid), by which a writer recognises its own entry after a lost answer (decision 0011). When
+// another writer took that version, the winner's actions are checked against what this write read:
+// an append conflicts only with a metadata or protocol change; Delete/Update/Overwrite also
+// conflict with a winner that added or removed files in what they read. A conflict is
+// FailedPrecondition ("concurrent commit at version N: <why>; retry"); otherwise the commit
+// retries at the next version, up to TableOptions::max_commit_attempts. A writer that dies before
+// its log entry leaves the table at the previous version; its data files are orphans that Vacuum
+// removes.
 //
 // Reads see a snapshot: the latest version, or one chosen by version or timestamp (time
 // travel). Tables with reader features this library does not implement (deletionVectors,
@@ -62,8 +64,11 @@ struct TableOptions {
   bool zstd = false;  // snappy otherwise (what Spark and delta-rs write by default)
   // Checkpoint every N commits when the table has no `delta.checkpointInterval` property.
   int64_t default_checkpoint_interval = 10;
-  // Source of table ids and data file names (uuids); nullptr = a SecureRandom. Borrowed.
+  // Source of table ids, data file names and commitInfo.txnId (uuids); nullptr = a
+  // SecureRandom. Borrowed.
   Random* random = nullptr;
+  // How errors name the table (e.g. its location); "" names it by its root.
+  std::string name;
 };
 
 struct ReadOptions {
@@ -143,7 +148,9 @@ class DeltaTable {
                                                     Clock& clock, const CreateTableRequest& request,
                                                     TableOptions options = {});
   // Opens the table at `root`: NotFound when there is none; FailedPrecondition for a table
-  // whose protocol this library cannot read.
+  // whose protocol this library cannot read. A damaged latest log entry does not fail Open:
+  // reads of earlier versions (by version) work, and reads of the latest version return
+  // InvalidArgument naming the entry's version.
   static Result<std::unique_ptr<DeltaTable>> Open(blob::BlobStore& store, std::string root,
                                                   Clock& clock, TableOptions options = {});
 

@@ -4,7 +4,9 @@
 
 #include <arrow/compute/api.h>
 #include <arrow/json/from_string.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/strings.h"
@@ -23,6 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Forwards to a local store; counts reads and can run a hook before a log entry is written or
 // fail every call from some point on (a writer that died).
@@ -32,6 +36,9 @@ class HookedStore : public blob::BlobStore {
 
   std::function<void()> before_log_write;  // runs once, before the next log entry is written
   std::atomic<bool> dead_on_log_write{false};
+  // The next log entry is written but its answer is lost: the caller sees AlreadyExists, as
+  // a writer whose S3 put landed and whose retry then found the object.
+  std::atomic<bool> lose_log_answer{false};
   std::atomic<bool> dead{false};
   std::atomic<int> reads{0};
 
@@ -69,6 +76,10 @@ class HookedStore : public blob::BlobStore {
       auto hook = std::move(before_log_write);
       before_log_write = nullptr;
       hook();
+    }
+    if (lose_log_answer.exchange(false)) {
+      TY_RETURN_IF_ERROR(inner_->PutIfAbsent(key, data));
+      return Status::AlreadyExists("the object exists (answer lost, retried)");
     }
     return inner_->PutIfAbsent(key, data);
   }
@@ -369,15 +380,24 @@ TEST_F(TableTest, AddColumnsKeepsOldRowsAsNull) {
                   StatusCode::kInvalidArgument, "nullable");
 }
 
+// Sets a file's modification time (ms since the epoch).
+void SetModified(const std::string& path, int64_t ms) {
+  struct timespec times[2];
+  times[0].tv_sec = times[1].tv_sec = ms / 1000;
+  times[0].tv_nsec = times[1].tv_nsec = (ms % 1000) * 1'000'000;
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
 TEST_F(TableTest, TimeTravelByVersionAndTimestamp) {
   auto table = CreateTickets();
-  int64_t t0 = clock_.NowMillis();
-  clock_.AdvanceMillis(1000);
   TY_ASSERT_OK(table->Append(*Tickets(0, 5)).status());
-  clock_.AdvanceMillis(1000);
-  int64_t between = clock_.NowMillis();
-  clock_.AdvanceMillis(1000);
   TY_ASSERT_OK(table->Append(*Tickets(5, 5)).status());
+  // A version's time is its log entry's modification time (PROTOCOL.md), not
+  // commitInfo.timestamp: the entries get times an hour before their commitInfo timestamps
+  // (the FakeClock's), so only that definition gives these answers.
+  int64_t t0 = clock_.NowMillis() - 3'600'000;
+  for (int64_t v = 0; v <= 2; ++v) SetModified(LogFile(v), t0 + v * 2000);
+  int64_t between = t0 + 3000;
   ReadOptions at1;
   at1.at.version = 1;
   TY_ASSERT_OK_AND_ASSIGN(auto rows, table->ReadAll(at1));
@@ -397,6 +417,72 @@ TEST_F(TableTest, TimeTravelByVersionAndTimestamp) {
   early.at.timestamp_ms = t0 - 60'000;
   TY_EXPECT_ERROR(table->ReadAll(early).status(), StatusCode::kInvalidArgument,
                   "before the table's first commit");
+  // Times that go backwards are made increasing (as Spark does): version 2 written "before"
+  // version 1 counts as 1 ms after it.
+  SetModified(LogFile(2), t0 + 1000);
+  at_time.at.timestamp_ms = t0 + 2000;
+  TY_ASSERT_OK_AND_ASSIGN(rows, table->ReadAll(at_time));
+  EXPECT_EQ(rows->num_rows(), 5);
+  at_time.at.timestamp_ms = t0 + 2001;
+  TY_ASSERT_OK_AND_ASSIGN(rows, table->ReadAll(at_time));
+  EXPECT_EQ(rows->num_rows(), 10);
+}
+
+TEST_F(TableTest, EveryCommitCarriesItsOwnTxnId) {
+  auto table = CreateTickets();
+  TY_ASSERT_OK(table->Append(*Tickets(0, 5)).status());
+  std::set<std::string> ids;
+  for (int64_t v = 0; v <= 1; ++v) {
+    TY_ASSERT_OK_AND_ASSIGN(auto actions, ParseCommit(ReadText(LogFile(v))));
+    for (const Action& a : actions) {
+      if (!a.commit_info) continue;
+      const json::value* id = a.commit_info->fields.if_contains("txnId");
+      ASSERT_NE(id, nullptr) << "version " << v;
+      ASSERT_TRUE(id->is_string());
+      EXPECT_EQ(id->as_string().size(), 36u);
+      ids.insert(std::string(id->as_string()));
+    }
+  }
+  EXPECT_EQ(ids.size(), 2u);
+}
+
+TEST_F(TableTest, AWriterRecognisesItsOwnEntryAfterALostAnswer) {
+  auto table = CreateTickets();
+  store_->lose_log_answer = true;
+  TY_ASSERT_OK_AND_ASSIGN(CommitResult c, table->Append(*Tickets(0, 5)));
+  EXPECT_EQ(c.version, 1);
+  EXPECT_FALSE(fs::exists(LogFile(2)));  // not committed a second time
+  TY_ASSERT_OK_AND_ASSIGN(auto rows, OpenTickets()->ReadAll({}));
+  EXPECT_EQ(rows->num_rows(), 5);
+  // A rival's entry at that version is not mistaken for ours.
+  auto b = OpenTickets();
+  store_->before_log_write = [&] { ASSERT_TRUE(b->Append(*Tickets(10, 2)).ok()); };
+  TY_ASSERT_OK_AND_ASSIGN(c, table->Append(*Tickets(20, 2)));
+  EXPECT_EQ(c.version, 3);
+  EXPECT_EQ(c.attempts, 2);
+}
+
+TEST_F(TableTest, ADamagedLogEntryLeavesEarlierVersionsReadable) {
+  auto table = CreateTickets();
+  TY_ASSERT_OK(table->Append(*Tickets(0, 5)).status());
+  TY_ASSERT_OK(table->Append(*Tickets(5, 5)).status());
+  std::string text = ReadText(LogFile(2));
+  WriteText(LogFile(2), text.substr(0, text.size() / 2));
+  TableOptions named = options_;
+  named.name = "s3://bucket/tickets";
+  TY_ASSERT_OK_AND_ASSIGN(auto opened, DeltaTable::Open(*store_, "t", clock_, named));
+  ReadOptions at1;
+  at1.at.version = 1;
+  TY_ASSERT_OK_AND_ASSIGN(auto rows, opened->ReadAll(at1));
+  EXPECT_EQ(rows->num_rows(), 5);
+  Status latest = opened->ReadAll({}).status();
+  TY_EXPECT_ERROR(latest, StatusCode::kInvalidArgument, "version 2");
+  EXPECT_THAT(latest.message(), HasSubstr("table 's3://bucket/tickets'"));
+  EXPECT_THAT(latest.message(), HasSubstr("is damaged"));
+  EXPECT_THAT(latest.message(), Not(HasSubstr("request body")));
+  // Without a name, errors name the root.
+  TY_ASSERT_OK_AND_ASSIGN(opened, DeltaTable::Open(*store_, "t", clock_, options_));
+  TY_EXPECT_ERROR(opened->Describe().status(), StatusCode::kInvalidArgument, "table 't'");
 }
 
 TEST_F(TableTest, ConcurrentAppendsBothLand) {
@@ -483,19 +569,25 @@ TEST_F(TableTest, CorruptAndTruncatedLogEntriesNameTheVersion) {
   TY_ASSERT_OK(table->Append(*Tickets(0, 2)).status());
   TY_ASSERT_OK(table->Append(*Tickets(2, 2)).status());
   std::string text = ReadText(LogFile(2));
+  // The table still opens (earlier versions stay readable); reading the latest version fails.
+  auto latest_error = [&] {
+    auto opened = DeltaTable::Open(*store_, "t", clock_);
+    return opened.ok() ? (*opened)->ReadAll({}).status() : opened.status();
+  };
   WriteText(LogFile(2), text.substr(0, text.size() - 20));
-  TY_EXPECT_ERROR(DeltaTable::Open(*store_, "t", clock_).status(), StatusCode::kInvalidArgument,
-                  "log entry 00000000000000000002.json line 2: not valid JSON");
+  TY_EXPECT_ERROR(latest_error(), StatusCode::kInvalidArgument,
+                  "table 't': log entry 00000000000000000002.json (version 2) is damaged: line 2: "
+                  "the action is not valid JSON");
   WriteText(LogFile(2), "{\"add\": {\"path\": 12}}\n");
-  TY_EXPECT_ERROR(DeltaTable::Open(*store_, "t", clock_).status(), StatusCode::kInvalidArgument,
-                  "00000000000000000002.json line 1: add: path");
+  TY_EXPECT_ERROR(latest_error(), StatusCode::kInvalidArgument,
+                  "00000000000000000002.json (version 2) is damaged: line 1: add: path");
   WriteText(LogFile(2), "garbage\n");
-  TY_EXPECT_ERROR(DeltaTable::Open(*store_, "t", clock_).status(), StatusCode::kInvalidArgument,
-                  "00000000000000000002.json line 1: not valid JSON");
+  TY_EXPECT_ERROR(latest_error(), StatusCode::kInvalidArgument,
+                  "(version 2) is damaged: line 1: the action is not valid JSON");
   // A handle opened before the damage meets it on its next refresh of the log.
   WriteText(LogFile(3), "{\"add\":");
   TY_EXPECT_ERROR(table->ReadAll({}).status(), StatusCode::kInvalidArgument,
-                  "00000000000000000003.json line 1");
+                  "00000000000000000003.json (version 3) is damaged: line 1");
 }
 
 TEST_F(TableTest, RefusesReaderFeaturesItDoesNotSupport) {
@@ -560,6 +652,36 @@ TEST_F(TableTest, CheckpointsEveryNCommitsAndReadsFromThem) {
   fs::remove(log / "_last_checkpoint");
   TY_ASSERT_OK_AND_ASSIGN(rows, OpenTickets()->ReadAll({}));
   EXPECT_EQ(rows->num_rows(), 40);
+}
+
+TEST_F(TableTest, ACheckpointGivesTheSameFilesAsTheJsonLog) {
+  auto table = CreateTickets({"lang"});
+  TY_ASSERT_OK(table->Append(*Tickets(0, 6, {"en", "", "de"})).status());  // "" is null
+  TY_ASSERT_OK(table->Append(*Tickets(6, 3, {"fr"})).status());
+  TY_ASSERT_OK_AND_ASSIGN(TableInfo from_json, OpenTickets()->Describe());
+  TY_ASSERT_OK(table->Checkpoint());
+  for (int v = 0; v <= 2; ++v) fs::remove(LogFile(v));  // only the checkpoint is left
+  TY_ASSERT_OK_AND_ASSIGN(TableInfo from_checkpoint, OpenTickets()->Describe());
+  ASSERT_EQ(from_checkpoint.files.size(), 4u);
+  ASSERT_EQ(from_checkpoint.files.size(), from_json.files.size());
+  for (size_t i = 0; i < from_json.files.size(); ++i) {
+    const DataFile& a = from_json.files[i];
+    const DataFile& b = from_checkpoint.files[i];
+    EXPECT_EQ(a.path, b.path);
+    EXPECT_EQ(a.size_bytes, b.size_bytes);
+    EXPECT_EQ(a.modification_time_ms, b.modification_time_ms);
+    EXPECT_EQ(a.partition_values, b.partition_values);
+    EXPECT_EQ(a.num_records, b.num_records);
+  }
+  EXPECT_EQ(from_checkpoint.num_rows, 9);
+  int nulls = 0;
+  for (const DataFile& f : from_checkpoint.files) nulls += !f.partition_values.at("lang");
+  EXPECT_EQ(nulls, 1);
+  TY_ASSERT_OK_AND_ASSIGN(Predicate de, Predicate::Parse("lang = 'de'"));
+  ReadOptions pruned;
+  pruned.filter = de;
+  TY_ASSERT_OK_AND_ASSIGN(auto rows, OpenTickets()->ReadAll(pruned));
+  EXPECT_EQ(Ids(rows), (std::vector<int64_t>{2, 5}));
 }
 
 TEST_F(TableTest, OpensATableWithTenThousandCommitsFromItsCheckpoint) {
