@@ -95,11 +95,12 @@ std::optional<std::string> UrlDecode(std::string_view s, bool plus_is_space) {
   return out;
 }
 
-std::string UrlEncode(std::string_view s) {
+std::string UrlEncode(std::string_view s, std::string_view also_safe) {
   static constexpr char kDigits[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/' ||
+        also_safe.find(static_cast<char>(c)) != std::string_view::npos) {
       out.push_back(static_cast<char>(c));
     } else {
       out.push_back('%');

@@ -21,7 +21,8 @@ std::optional<double> ParseDouble(std::string_view s);
 
 // Percent-decoding for URL paths and query strings ('+' is a space only when `plus_is_space`).
 std::optional<std::string> UrlDecode(std::string_view s, bool plus_is_space);
-std::string UrlEncode(std::string_view s);
+// Percent-encodes every byte but ASCII letters, digits, "-_.~/" and the bytes in `also_safe`.
+std::string UrlEncode(std::string_view s, std::string_view also_safe = "");
 
 // Lowercase hex SHA-256 of `data`.
 std::string Sha256Hex(std::string_view data);

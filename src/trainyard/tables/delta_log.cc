@@ -374,19 +374,8 @@ std::string EscapePartitionValue(std::string_view value) {
 }
 
 std::string EncodePathUri(std::string_view path) {
-  static constexpr char kDigits[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : path) {
-    if (std::isalnum(c) ||
-        std::string_view("-_.~/=").find(static_cast<char>(c)) != std::string_view::npos) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kDigits[c >> 4]);
-      out.push_back(kDigits[c & 0xf]);
-    }
-  }
-  return out;
+  // RFC 2396 path characters, and '=' of Hive-style partition directories.
+  return UrlEncode(path, "=");
 }
 
 Result<std::string> DecodePathUri(std::string_view uri) {
