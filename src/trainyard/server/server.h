@@ -126,7 +126,7 @@ class Server {
   std::unique_ptr<identity::IdentityService> identity_;
   std::unique_ptr<catalog::CatalogService> catalog_;
   std::unique_ptr<catalog::CatalogAuthorizer> authorizer_;  // catalog grants, then identity's
-  std::unique_ptr<catalog::TableService> tables_;  // a table's data (after lineage_)
+  std::unique_ptr<catalog::TableService> tables_;           // a table's data (after lineage_)
   std::unique_ptr<tracking::TrackingService> tracking_;
   std::unique_ptr<registry::RegistryService> registry_;
   std::unique_ptr<executors::Executor> executor_;
