@@ -1,5 +1,6 @@
 #include "trainyard/catalog/catalog_authorizer.h"
 
+#include "trainyard/catalog/catalog_service_impl.h"
 #include "trainyard/catalog/names.h"
 
 namespace trainyard::catalog {
@@ -20,21 +21,7 @@ Privilege PrivilegeForAction(identity::Action action, SecurableType type) {
   if (action == identity::Action::kEdit) {
     return type == SecurableType::kTable ? Privilege::kModify : Privilege::kManage;
   }
-  switch (type) {
-    case SecurableType::kMetastore:
-    case SecurableType::kCatalog:
-      return Privilege::kUseCatalog;
-    case SecurableType::kSchema:
-      return Privilege::kUseSchema;
-    case SecurableType::kTable:
-      return Privilege::kSelect;
-    case SecurableType::kVolume:
-      return Privilege::kReadVolume;
-    case SecurableType::kFunction:
-    case SecurableType::kRegisteredModel:
-      return Privilege::kExecute;
-  }
-  return Privilege::kSelect;
+  return ReadPrivilege(type);
 }
 
 Status CatalogAuthorizer::Authorize(const identity::Principal& who, identity::Action action,
