@@ -50,7 +50,9 @@ std::shared_ptr<arrow::Table> OneRow(int64_t writer, int64_t seq) {
 
 TEST(DeltaTableS3RaceTest, ConcurrentAppendersLoseNoCommit) {
   constexpr int kWriters = 4, kCommits = 5;
-  std::string prefix = "tables-race-" + std::to_string(::getpid());
+  // A fresh prefix per run: moto lives for the whole test process (--gtest_repeat included).
+  static int run = 0;
+  std::string prefix = "tables-race-" + std::to_string(::getpid()) + "-" + std::to_string(run++);
   SystemClock clock;
   TableOptions options;
   options.max_commit_attempts = 4 * kWriters * kCommits;

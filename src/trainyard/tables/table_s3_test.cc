@@ -47,7 +47,9 @@ int64_t SumIds(const std::shared_ptr<arrow::Table>& t) {
 }
 
 TEST(DeltaTableS3Test, LifecycleOnS3) {
-  std::string prefix = "tables-life-" + std::to_string(::getpid());
+  // A fresh prefix per run: moto lives for the whole test process (--gtest_repeat included).
+  static int run = 0;
+  std::string prefix = "tables-life-" + std::to_string(::getpid()) + "-" + std::to_string(run++);
   TY_ASSERT_OK_AND_ASSIGN(auto store, OpenMoto(prefix));
   FakeClock clock(SystemClock().NowMillis());
   CreateTableRequest create;
