@@ -216,7 +216,10 @@ Result<std::shared_ptr<arrow::RecordBatchReader>> OpenRows(
   }
   if (ends_with(".csv")) return ImportText(path, tables::ImportFormat::kCsv, schema);
   if (ends_with(".parquet")) return ReadParquet(path);
-  TY_ASSIGN_OR_RETURN(auto file, tables::FromArrow(arrow::io::ReadableFile::Open(path), path));
+  // Mapped, Arrow IPC is read in place: the batches are slices of the page cache, not copies.
+  TY_ASSIGN_OR_RETURN(
+      auto file,
+      tables::FromArrow(arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ), path));
   if (ends_with(".arrows")) {
     TY_ASSIGN_OR_RETURN(auto stream,
                         tables::FromArrow(arrow::ipc::RecordBatchStreamReader::Open(file), path));

@@ -2,15 +2,18 @@
 
 #include <arrow/compute/api.h>
 #include <arrow/io/file.h>
+#include <arrow/util/byte_size.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/arrow/writer.h>
 #include <parquet/statistics.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <set>
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/strings.h"
@@ -29,10 +32,17 @@ constexpr char kNullPartition[] = "__HIVE_DEFAULT_PARTITION__";
 // ---------------------------------------------------------------------------------------------
 // Statistics of written files.
 
+// A column's statistics over the rows of one file. Null counts come from the Arrow arrays;
+// minimum and maximum from the column chunk statistics Parquet computes while it encodes
+// (MergeParquetStats), except for row groups where Parquet keeps none (AccumulateMinMax).
 struct ColumnAcc {
   std::shared_ptr<arrow::DataType> type;
   int64_t nulls = 0;
   std::optional<Literal> min, max;
+  // A bound that cannot be stated (an infinite extreme, a chunk without statistics): that
+  // side is left out of the file's stats, which is always correct. NaNs are left out of
+  // bounds altogether, as Parquet does.
+  bool min_unknown = false, max_unknown = false;
   std::map<std::string, ColumnAcc> children;  // struct fields
 };
 
@@ -77,26 +87,155 @@ bool Less(const Literal& a, const Literal& b) {
   return false;
 }
 
-Status Accumulate(ColumnAcc& acc, const std::shared_ptr<arrow::Array>& array) {
+// Widens acc's bounds to include [lo, hi]; an absent bound (not representable) is unknown.
+void MergeBounds(ColumnAcc& acc, std::optional<Literal> lo, std::optional<Literal> hi) {
+  if (!lo) acc.min_unknown = true;
+  if (!hi) acc.max_unknown = true;
+  if (lo && (!acc.min || Less(*lo, *acc.min))) acc.min = std::move(lo);
+  if (hi && (!acc.max || Less(*acc.max, *hi))) acc.max = std::move(hi);
+}
+
+bool IsNaN(const arrow::Scalar& s) {
+  if (!s.is_valid) return false;
+  if (s.type->id() == arrow::Type::FLOAT) {
+    return std::isnan(static_cast<const arrow::FloatScalar&>(s).value);
+  }
+  if (s.type->id() == arrow::Type::DOUBLE) {
+    return std::isnan(static_cast<const arrow::DoubleScalar&>(s).value);
+  }
+  return false;
+}
+
+// Null counts of `array`, and of its fields for a struct.
+Status AccumulateNulls(ColumnAcc& acc, const std::shared_ptr<arrow::Array>& array) {
+  acc.type = array->type();
   acc.nulls += array->null_count();
+  if (array->type_id() != arrow::Type::STRUCT) return Status::Ok();
+  const auto& s = static_cast<const arrow::StructArray&>(*array);
+  for (int i = 0; i < s.num_fields(); ++i) {
+    TY_ASSIGN_OR_RETURN(auto child, FromArrow(s.GetFlattenedField(i), "statistics"));
+    TY_RETURN_IF_ERROR(AccumulateNulls(acc.children[s.struct_type()->field(i)->name()], child));
+  }
+  return Status::Ok();
+}
+
+// Minimum and maximum of `array` (and of its fields for a struct), computed here.
+Status AccumulateMinMax(ColumnAcc& acc, const std::shared_ptr<arrow::Array>& array) {
   if (array->type_id() == arrow::Type::STRUCT) {
     const auto& s = static_cast<const arrow::StructArray&>(*array);
     for (int i = 0; i < s.num_fields(); ++i) {
       TY_ASSIGN_OR_RETURN(auto child, FromArrow(s.GetFlattenedField(i), "statistics"));
-      ColumnAcc& c = acc.children[s.struct_type()->field(i)->name()];
-      c.type = child->type();
-      TY_RETURN_IF_ERROR(Accumulate(c, child));
+      TY_RETURN_IF_ERROR(AccumulateMinMax(acc.children[s.struct_type()->field(i)->name()], child));
     }
     return Status::Ok();
   }
   if (!MinMaxType(*array->type()) || array->null_count() == array->length()) return Status::Ok();
   TY_ASSIGN_OR_RETURN(auto datum, FromArrow(cp::MinMax(array), "statistics"));
   const auto& pair = static_cast<const arrow::StructScalar&>(*datum.scalar());
-  auto lo = ScalarLiteral(*pair.value[0]);
-  auto hi = ScalarLiteral(*pair.value[1]);
-  if (lo && (!acc.min || Less(*lo, *acc.min))) acc.min = lo;
-  if (hi && (!acc.max || Less(*acc.max, *hi))) acc.max = hi;
+  if (IsNaN(*pair.value[0])) return Status::Ok();  // only NaNs, which bounds leave out
+  MergeBounds(acc, ScalarLiteral(*pair.value[0]), ScalarLiteral(*pair.value[1]));
   return Status::Ok();
+}
+
+// Whether `array` holds a string longer than Parquet keeps in statistics: Parquet then drops
+// the column chunk's minimum and maximum rather than truncate them. Reads only the offsets.
+bool HasLongStrings(const arrow::Array& array) {
+  if (array.type_id() == arrow::Type::STRUCT) {
+    const auto& s = static_cast<const arrow::StructArray&>(array);
+    for (int i = 0; i < s.num_fields(); ++i) {
+      if (HasLongStrings(*s.field(i))) return true;
+    }
+    return false;
+  }
+  if (array.type_id() != arrow::Type::STRING) return false;
+  const int32_t* offsets = static_cast<const arrow::StringArray&>(array).raw_value_offsets();
+  for (int64_t i = 0; i < array.length(); ++i) {
+    if (offsets[i + 1] - offsets[i] > static_cast<int32_t>(parquet::DEFAULT_MAX_STATISTICS_SIZE)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// One side of a column chunk's Parquet statistics as the Literal of the Arrow `type` it was
+// written from; nullopt where it cannot be a bound (NaN, infinities, another type).
+std::optional<Literal> ChunkBound(const parquet::Statistics& s, const arrow::DataType& type,
+                                  bool is_min) {
+  switch (type.id()) {
+    case arrow::Type::INT8:
+    case arrow::Type::INT16:
+    case arrow::Type::INT32:
+    case arrow::Type::DATE32: {
+      if (s.physical_type() != parquet::Type::INT32) return std::nullopt;
+      const auto& t = static_cast<const parquet::Int32Statistics&>(s);
+      return Literal(int64_t{is_min ? t.min() : t.max()});
+    }
+    case arrow::Type::INT64: {
+      if (s.physical_type() != parquet::Type::INT64) return std::nullopt;
+      const auto& t = static_cast<const parquet::Int64Statistics&>(s);
+      return Literal(is_min ? t.min() : t.max());
+    }
+    case arrow::Type::FLOAT: {
+      if (s.physical_type() != parquet::Type::FLOAT) return std::nullopt;
+      const auto& t = static_cast<const parquet::FloatStatistics&>(s);
+      double d = is_min ? t.min() : t.max();
+      return std::isfinite(d) ? std::optional<Literal>(d) : std::nullopt;
+    }
+    case arrow::Type::DOUBLE: {
+      if (s.physical_type() != parquet::Type::DOUBLE) return std::nullopt;
+      const auto& t = static_cast<const parquet::DoubleStatistics&>(s);
+      double d = is_min ? t.min() : t.max();
+      return std::isfinite(d) ? std::optional<Literal>(d) : std::nullopt;
+    }
+    case arrow::Type::STRING: {
+      if (s.physical_type() != parquet::Type::BYTE_ARRAY) return std::nullopt;
+      const auto& t = static_cast<const parquet::ByteArrayStatistics&>(s);
+      parquet::ByteArray v = is_min ? t.min() : t.max();
+      return Literal(std::string(reinterpret_cast<const char*>(v.ptr), v.len));
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// Adds the minimum and maximum of each column chunk of the written file `metadata` to
+// `columns`, except for the row groups' columns in `own_minmax` (computed here instead).
+void MergeParquetStats(const parquet::FileMetaData& metadata,
+                       const std::vector<std::set<std::string>>& own_minmax,
+                       std::map<std::string, ColumnAcc>& columns) {
+  const parquet::SchemaDescriptor& schema = *metadata.schema();
+  for (int g = 0; g < metadata.num_row_groups(); ++g) {
+    auto group = metadata.RowGroup(g);
+    for (int c = 0; c < group->num_columns(); ++c) {
+      std::vector<std::string> path = schema.Column(c)->path()->ToDotVector();
+      if (static_cast<size_t>(g) < own_minmax.size() && own_minmax[g].count(path[0])) continue;
+      // The column's accumulator: top-level, or a field of struct fields; others (lists,
+      // maps) carry no bounds.
+      std::map<std::string, ColumnAcc>* level = &columns;
+      ColumnAcc* acc = nullptr;
+      for (const std::string& part : path) {
+        auto it = level->find(part);
+        if (it == level->end()) {
+          acc = nullptr;
+          break;
+        }
+        acc = &it->second;
+        level = &acc->children;
+      }
+      if (acc == nullptr || acc->type == nullptr || !MinMaxType(*acc->type)) continue;
+      auto chunk = group->ColumnChunk(c);
+      std::shared_ptr<parquet::Statistics> stats = chunk->statistics();
+      if (stats != nullptr && stats->HasMinMax()) {
+        MergeBounds(*acc, ChunkBound(*stats, *acc->type, true),
+                    ChunkBound(*stats, *acc->type, false));
+      } else if (arrow::is_floating(acc->type->id()) && stats != nullptr) {
+        // Parquet leaves NaN out of bounds, as AccumulateMinMax does: a chunk of only NaNs
+        // (and nulls) has none and adds none.
+      } else if (stats == nullptr || !stats->HasNullCount() || stats->num_values() > 0) {
+        acc->min_unknown = acc->max_unknown = true;  // values without bounds
+      }
+    }
+  }
 }
 
 std::string FormatDate(int64_t days) {
@@ -142,8 +281,8 @@ void StatsJson(const std::map<std::string, ColumnAcc>& columns, json::object& mi
       continue;
     }
     nulls[name] = acc.nulls;
-    if (acc.min) mins[name] = StatJson(*acc.min, *acc.type, false);
-    if (acc.max) maxes[name] = StatJson(*acc.max, *acc.type, true);
+    if (acc.min && !acc.min_unknown) mins[name] = StatJson(*acc.min, *acc.type, false);
+    if (acc.max && !acc.max_unknown) maxes[name] = StatJson(*acc.max, *acc.type, true);
   }
 }
 
@@ -271,6 +410,15 @@ struct DataFileWriter::OpenFile {
   std::map<std::string, std::optional<std::string>> partition_values;
   std::map<std::string, ColumnAcc> stats;
   int64_t rows = 0;
+  // The rows of the row group being gathered (slices of the caller's batches, not copies).
+  // A row group is encoded column by column straight into `sink` when it is complete, not
+  // buffered encoded in memory as FileWriter::WriteRecordBatch does.
+  std::vector<std::shared_ptr<arrow::RecordBatch>> pending;
+  // Per row group written, the top-level columns whose minimum and maximum were computed here
+  // because Parquet keeps none for them (HasLongStrings).
+  std::vector<std::set<std::string>> own_minmax;
+  int64_t pending_rows = 0;
+  int64_t pending_bytes = 0;
 };
 
 DataFileWriter::DataFileWriter(blob::BlobStore& store, const DeltaLog& log,
@@ -391,16 +539,24 @@ Status DataFileWriter::WriteGroup(const std::string& key, const arrow::RecordBat
                                                       slot->sink, props),
                                                   "creating a data file"));
     }
-    int64_t n = std::min(rows.num_rows() - offset, options_.target_file_rows - slot->rows);
+    int64_t n = std::min({rows.num_rows() - offset, options_.target_file_rows - slot->rows,
+                          options_.row_group_rows - slot->pending_rows});
     auto part = rows.Slice(offset, n);
-    TY_RETURN_IF_ERROR(FromArrow(slot->writer->WriteRecordBatch(*part), "writing a data file"));
     for (int c = 0; c < part->num_columns(); ++c) {
-      ColumnAcc& acc = slot->stats[part->schema()->field(c)->name()];
-      acc.type = part->column(c)->type();
-      TY_RETURN_IF_ERROR(Accumulate(acc, part->column(c)));
+      TY_RETURN_IF_ERROR(
+          AccumulateNulls(slot->stats[part->schema()->field(c)->name()], part->column(c)));
     }
+    TY_ASSIGN_OR_RETURN(int64_t bytes,
+                        FromArrow(arrow::util::ReferencedBufferSize(*part), "writing a data file"));
+    slot->pending.push_back(std::move(part));
+    slot->pending_rows += n;
+    slot->pending_bytes += bytes;
     slot->rows += n;
     offset += n;
+    if (slot->pending_rows >= options_.row_group_rows ||
+        slot->pending_bytes >= options_.row_group_bytes) {
+      TY_RETURN_IF_ERROR(WriteRowGroup(*slot));
+    }
     if (slot->rows >= options_.target_file_rows) {
       TY_RETURN_IF_ERROR(Close(*slot));
       open_.erase(key);
@@ -409,8 +565,36 @@ Status DataFileWriter::WriteGroup(const std::string& key, const arrow::RecordBat
   return Status::Ok();
 }
 
+Status DataFileWriter::WriteRowGroup(OpenFile& file) {
+  if (file.pending_rows == 0) return Status::Ok();
+  TY_RETURN_IF_ERROR(FromArrow(file.writer->NewRowGroup(), "writing a data file"));
+  std::set<std::string>& own = file.own_minmax.emplace_back();
+  for (int c = 0; c < file_schema_->num_fields(); ++c) {
+    const std::string& name = file_schema_->field(c)->name();
+    arrow::ArrayVector chunks;
+    chunks.reserve(file.pending.size());
+    for (const auto& batch : file.pending) chunks.push_back(batch->column(c));
+    if (std::any_of(chunks.begin(), chunks.end(),
+                    [](const auto& a) { return HasLongStrings(*a); })) {
+      own.insert(name);
+      for (const auto& chunk : chunks) {
+        TY_RETURN_IF_ERROR(AccumulateMinMax(file.stats[name], chunk));
+      }
+    }
+    auto column =
+        std::make_shared<arrow::ChunkedArray>(std::move(chunks), file_schema_->field(c)->type());
+    TY_RETURN_IF_ERROR(FromArrow(file.writer->WriteColumnChunk(column), "writing a data file"));
+  }
+  file.pending.clear();
+  file.pending_rows = 0;
+  file.pending_bytes = 0;
+  return Status::Ok();
+}
+
 Status DataFileWriter::Close(OpenFile& file) {
+  TY_RETURN_IF_ERROR(WriteRowGroup(file));
   TY_RETURN_IF_ERROR(FromArrow(file.writer->Close(), "closing a data file"));
+  MergeParquetStats(*file.writer->metadata(), file.own_minmax, file.stats);
   file.writer.reset();
   TY_RETURN_IF_ERROR(FromArrow(file.sink->Close(), "closing a data file"));
   std::error_code ec;

@@ -55,6 +55,7 @@ class DataFileWriter {
   struct OpenFile;
   Status WriteGroup(const std::string& key, const arrow::RecordBatch& rows,
                     const std::map<std::string, std::optional<std::string>>& values);
+  Status WriteRowGroup(OpenFile& file);
   Status Close(OpenFile& file);
 
   blob::BlobStore& store_;

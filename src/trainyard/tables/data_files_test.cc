@@ -1,0 +1,206 @@
+// DataFileWriter through DeltaTable::Append on a local store: the row groups and files it
+// writes, and the statistics of its add actions (Parquet's column chunk statistics, merged over
+// row groups, or computed here where Parquet keeps none).
+#include "trainyard/tables/data_files.h"
+
+#include <arrow/json/from_string.h>
+#include <gtest/gtest.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/file_reader.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+
+#include "trainyard/common/json.h"
+#include "trainyard/tables/table.h"
+#include "trainyard/testing/status_matchers.h"
+
+namespace trainyard::tables {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::shared_ptr<arrow::Array> Json(const std::shared_ptr<arrow::DataType>& type,
+                                   const std::string& text) {
+  return arrow::json::ArrayFromJSONString(type, text).ValueOrDie();
+}
+
+// Doubles, with nullopt for null (JSON has no NaN or infinities).
+std::shared_ptr<arrow::Array> Doubles(const std::vector<std::optional<double>>& values) {
+  arrow::DoubleBuilder b;
+  for (const auto& v : values) EXPECT_TRUE((v ? b.Append(*v) : b.AppendNull()).ok());
+  return b.Finish().ValueOrDie();
+}
+
+class DataFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ty_data_file_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    auto store = blob::OpenLocalBlobStore(dir_.string());
+    ASSERT_TRUE(store.ok());
+    store_ = std::move(store).value();
+    options_.random = &random_;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Appends `rows` to a new table "t" and returns the add actions of the commit.
+  std::vector<AddAction> AppendToNewTable(const arrow::Table& rows) {
+    CreateTableRequest request;
+    request.schema = rows.schema();
+    auto table = DeltaTable::Create(*store_, "t", clock_, request, options_);
+    EXPECT_TRUE(table.ok()) << table.status().ToString();
+    if (!table.ok()) return {};
+    auto committed = (*table)->Append(rows);
+    EXPECT_TRUE(committed.ok()) << committed.status().ToString();
+    std::ifstream in(dir_ / "t" / "_delta_log" / CommitFileName(1));
+    std::string text(std::istreambuf_iterator<char>(in), {});
+    auto actions = ParseCommit(text);
+    EXPECT_TRUE(actions.ok()) << actions.status().ToString();
+    std::vector<AddAction> adds;
+    for (const Action& a : actions.ok() ? *actions : std::vector<Action>{}) {
+      if (a.add) adds.push_back(*a.add);
+    }
+    return adds;
+  }
+
+  json::object Stats(const AddAction& add) {
+    EXPECT_TRUE(add.stats.has_value());
+    auto parsed = ParseJsonObject(add.stats.value_or("{}"));
+    EXPECT_TRUE(parsed.ok());
+    return parsed.ok() ? *parsed : json::object{};
+  }
+
+  std::unique_ptr<parquet::ParquetFileReader> OpenDataFile(const AddAction& add) {
+    auto path = DecodePathUri(add.path);
+    EXPECT_TRUE(path.ok());
+    return parquet::ParquetFileReader::OpenFile((dir_ / "t" / *path).string());
+  }
+
+  fs::path dir_;
+  std::unique_ptr<blob::BlobStore> store_;
+  FakeClock clock_;
+  SeededRandom random_{7};
+  TableOptions options_;
+};
+
+TEST_F(DataFileTest, StatsSpanRowGroupsAndStateOnlyTrueBounds) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  std::string long_z(5000, 'z');  // longer than Parquet keeps in statistics
+  auto point =
+      arrow::struct_({arrow::field("a", arrow::int64()), arrow::field("b", arrow::utf8())});
+  auto schema = arrow::schema({
+      arrow::field("i32", arrow::int32()),
+      arrow::field("i64", arrow::int64()),
+      arrow::field("f64", arrow::float64()),
+      arrow::field("day", arrow::date32()),
+      arrow::field("s", arrow::utf8()),
+      arrow::field("point", point),
+      arrow::field("none", arrow::utf8()),
+      arrow::field("nan", arrow::float64()),
+  });
+  auto rows = arrow::Table::Make(
+      schema, {
+                  Json(arrow::int32(), "[5, -3, null, 7, 2, 9]"),
+                  Json(arrow::int64(), "[10, 20, 30, 40, 50, -60]"),
+                  Doubles({1.5, 2.5, kInf, 0.5, kNaN, std::nullopt}),
+                  Json(arrow::date32(), "[19000, 19001, null, 18000, 20000, 19500]"),
+                  Json(arrow::utf8(), R"(["m", "b", ")" + long_z + R"(", "c", null, "a"])"),
+                  Json(point, R"([{"a": 1, "b": "x"}, null, {"a": -5, "b": "y"},
+                                  {"a": 3, "b": null}, {"a": 2, "b": "w"}, {"a": 8, "b": "v"}])"),
+                  Json(arrow::utf8(), "[null, null, null, null, null, null]"),
+                  Doubles({kNaN, kNaN, kNaN, kNaN, kNaN, kNaN}),
+              });
+  options_.row_group_rows = 2;
+  std::vector<AddAction> adds = AppendToNewTable(*rows);
+  ASSERT_EQ(adds.size(), 1u);
+  EXPECT_EQ(OpenDataFile(adds[0])->metadata()->num_row_groups(), 3);
+
+  json::object stats = Stats(adds[0]);
+  EXPECT_EQ(stats["numRecords"], 6);
+  json::object expected_min = {{"i32", -3},  {"i64", -60},
+                               {"f64", 0.5}, {"day", "2019-04-14"},
+                               {"s", "a"},   {"point", json::object{{"a", -5}, {"b", "v"}}}};
+  // The maximum of f64 is infinite: no bound is stated. The long maximum of s is cut to 32
+  // characters and followed by U+10FFFF, so it stays an upper bound.
+  json::object expected_max = {{"i32", 9},
+                               {"i64", 50},
+                               {"day", "2024-10-04"},
+                               {"s", std::string(32, 'z') + "\xF4\x8F\xBF\xBF"},
+                               {"point", json::object{{"a", 8}, {"b", "y"}}}};
+  json::object expected_nulls = {{"i32", 1},  {"i64", 0},
+                                 {"f64", 1},  {"day", 1},
+                                 {"s", 1},    {"point", json::object{{"a", 1}, {"b", 2}}},
+                                 {"none", 6}, {"nan", 0}};
+  EXPECT_EQ(stats["minValues"], expected_min) << json::serialize(stats["minValues"]);
+  EXPECT_EQ(stats["maxValues"], expected_max) << json::serialize(stats["maxValues"]);
+  EXPECT_EQ(stats["nullCount"], expected_nulls) << json::serialize(stats["nullCount"]);
+}
+
+// Files roll at target_file_rows; each file's stats cover its own rows only, and its row
+// groups hold row_group_rows rows however the input is batched.
+TEST_F(DataFileTest, EachFileHasItsOwnStatsAndFullRowGroups) {
+  auto schema =
+      arrow::schema({arrow::field("id", arrow::int64()), arrow::field("s", arrow::utf8())});
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  int64_t id = 0;
+  for (int64_t size : {3, 5, 1, 7, 4}) {  // 20 rows in uneven batches
+    arrow::Int64Builder ids;
+    arrow::StringBuilder s;
+    for (int64_t i = 0; i < size; ++i, ++id) {
+      ASSERT_TRUE(ids.Append(id).ok());
+      ASSERT_TRUE(s.Append("row " + std::to_string(100 + id)).ok());
+    }
+    batches.push_back(arrow::RecordBatch::Make(
+        schema, size, {ids.Finish().ValueOrDie(), s.Finish().ValueOrDie()}));
+  }
+  options_.target_file_rows = 8;
+  options_.row_group_rows = 3;
+  std::vector<AddAction> adds =
+      AppendToNewTable(*arrow::Table::FromRecordBatches(schema, batches).ValueOrDie());
+  ASSERT_EQ(adds.size(), 3u);  // 8 + 8 + 4 rows
+  for (size_t f = 0; f < adds.size(); ++f) {
+    int64_t first = static_cast<int64_t>(f) * 8, n = f < 2 ? 8 : 4;
+    json::object stats = Stats(adds[f]);
+    EXPECT_EQ(stats["numRecords"], n);
+    EXPECT_EQ(stats["minValues"],
+              (json::object{{"id", first}, {"s", "row " + std::to_string(100 + first)}}));
+    EXPECT_EQ(
+        stats["maxValues"],
+        (json::object{{"id", first + n - 1}, {"s", "row " + std::to_string(100 + first + n - 1)}}));
+    auto metadata = OpenDataFile(adds[f])->metadata();
+    ASSERT_EQ(metadata->num_rows(), n);
+    for (int g = 0; g < metadata->num_row_groups(); ++g) {
+      EXPECT_EQ(metadata->RowGroup(g)->num_rows(), std::min<int64_t>(3, n - 3 * g)) << f << g;
+    }
+  }
+}
+
+// A row group also ends once the batches gathered for it hold row_group_bytes of Arrow data,
+// so the rows the writer holds stay bounded whatever row_group_rows says.
+TEST_F(DataFileTest, RowGroupsEndAtTheByteBound) {
+  auto schema = arrow::schema({arrow::field("s", arrow::utf8())});
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  for (int i = 0; i < 10; ++i) {
+    arrow::StringBuilder s;
+    ASSERT_TRUE(s.Append(std::string(1000, static_cast<char>('a' + i))).ok());
+    batches.push_back(arrow::RecordBatch::Make(schema, 1, {s.Finish().ValueOrDie()}));
+  }
+  options_.row_group_bytes = 2500;  // a row is 1,000 bytes of text and 8 of offsets
+  std::vector<AddAction> adds =
+      AppendToNewTable(*arrow::Table::FromRecordBatches(schema, batches).ValueOrDie());
+  ASSERT_EQ(adds.size(), 1u);
+  auto metadata = OpenDataFile(adds[0])->metadata();
+  ASSERT_EQ(metadata->num_row_groups(), 4);
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(metadata->RowGroup(g)->num_rows(), g < 3 ? 3 : 1);
+}
+
+}  // namespace
+}  // namespace trainyard::tables
