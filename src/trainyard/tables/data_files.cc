@@ -402,7 +402,16 @@ Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(const arrow::RecordBatc
 // ---------------------------------------------------------------------------------------------
 // DataFileWriter
 
+// A data file being written. The caller's thread owns it until it hands the file's close to
+// the encoder, except `writer`, which only the encoder uses once the file is open; then the
+// encoder owns it, and then the storer (ownership passes through SerialWorker's queue).
 struct DataFileWriter::OpenFile {
+  ~OpenFile() {
+    if (writer) (void)writer->Close();
+    std::error_code ec;
+    fs::remove(temp_path, ec);  // nothing left when the file was stored
+  }
+
   std::string relative_path;  // decoded, under the table root
   std::string temp_path;
   std::shared_ptr<arrow::io::FileOutputStream> sink;
@@ -411,14 +420,14 @@ struct DataFileWriter::OpenFile {
   std::map<std::string, ColumnAcc> stats;
   int64_t rows = 0;
   // The rows of the row group being gathered (slices of the caller's batches, not copies).
-  // A row group is encoded column by column straight into `sink` when it is complete, not
-  // buffered encoded in memory as FileWriter::WriteRecordBatch does.
+  // A complete row group is encoded column by column straight into `sink`, not buffered
+  // encoded in memory as FileWriter::WriteRecordBatch does.
   std::vector<std::shared_ptr<arrow::RecordBatch>> pending;
-  // Per row group written, the top-level columns whose minimum and maximum were computed here
-  // because Parquet keeps none for them (HasLongStrings).
-  std::vector<std::set<std::string>> own_minmax;
   int64_t pending_rows = 0;
   int64_t pending_bytes = 0;
+  // Per row group, the top-level columns whose minimum and maximum were computed here because
+  // Parquet keeps none for them (HasLongStrings).
+  std::vector<std::set<std::string>> own_minmax;
 };
 
 DataFileWriter::DataFileWriter(blob::BlobStore& store, const DeltaLog& log,
@@ -443,15 +452,15 @@ DataFileWriter::DataFileWriter(blob::BlobStore& store, const DeltaLog& log,
   file_schema_ = arrow::schema(fields);
 }
 
-DataFileWriter::~DataFileWriter() {
-  for (auto& [key, file] : open_) {
-    if (file->writer) (void)file->writer->Close();
-    std::error_code ec;
-    fs::remove(file->temp_path, ec);
-  }
+DataFileWriter::~DataFileWriter() { StopWorkers(); }
+
+void DataFileWriter::StopWorkers() {
+  encoder_.reset();  // first: its tasks hand files to the storer
+  storer_.reset();
 }
 
 Status DataFileWriter::Write(const arrow::RecordBatch& batch) {
+  if (abandoned_) return Status::FailedPrecondition("the data file writer was abandoned");
   rows_ += batch.num_rows();
   if (batch.num_rows() == 0) return Status::Ok();
   if (partition_columns_.empty()) {
@@ -513,7 +522,11 @@ Status DataFileWriter::WriteGroup(const std::string& key, const arrow::RecordBat
   while (offset < rows.num_rows()) {
     auto& slot = open_[key];
     if (!slot) {
-      slot = std::make_unique<OpenFile>();
+      if (!encoder_) {
+        storer_ = std::make_unique<SerialWorker>(2);
+        encoder_ = std::make_unique<SerialWorker>(1);
+      }
+      slot = std::make_shared<OpenFile>();
       std::string dir;
       for (const auto& name : partition_columns_) {
         const auto& v = values.at(name);
@@ -555,48 +568,60 @@ Status DataFileWriter::WriteGroup(const std::string& key, const arrow::RecordBat
     offset += n;
     if (slot->pending_rows >= options_.row_group_rows ||
         slot->pending_bytes >= options_.row_group_bytes) {
-      TY_RETURN_IF_ERROR(WriteRowGroup(*slot));
+      TY_RETURN_IF_ERROR(WriteRowGroup(slot));
     }
     if (slot->rows >= options_.target_file_rows) {
-      TY_RETURN_IF_ERROR(Close(*slot));
+      std::shared_ptr<OpenFile> file = std::move(slot);
       open_.erase(key);
+      TY_RETURN_IF_ERROR(Close(std::move(file)));
     }
   }
   return Status::Ok();
 }
 
-Status DataFileWriter::WriteRowGroup(OpenFile& file) {
-  if (file.pending_rows == 0) return Status::Ok();
-  TY_RETURN_IF_ERROR(FromArrow(file.writer->NewRowGroup(), "writing a data file"));
-  std::set<std::string>& own = file.own_minmax.emplace_back();
+Status DataFileWriter::WriteRowGroup(const std::shared_ptr<OpenFile>& file) {
+  if (file->pending_rows == 0) return Status::Ok();
+  std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
+  std::set<std::string>& own = file->own_minmax.emplace_back();
   for (int c = 0; c < file_schema_->num_fields(); ++c) {
     const std::string& name = file_schema_->field(c)->name();
     arrow::ArrayVector chunks;
-    chunks.reserve(file.pending.size());
-    for (const auto& batch : file.pending) chunks.push_back(batch->column(c));
+    chunks.reserve(file->pending.size());
+    for (const auto& batch : file->pending) chunks.push_back(batch->column(c));
     if (std::any_of(chunks.begin(), chunks.end(),
                     [](const auto& a) { return HasLongStrings(*a); })) {
       own.insert(name);
       for (const auto& chunk : chunks) {
-        TY_RETURN_IF_ERROR(AccumulateMinMax(file.stats[name], chunk));
+        TY_RETURN_IF_ERROR(AccumulateMinMax(file->stats[name], chunk));
       }
     }
-    auto column =
-        std::make_shared<arrow::ChunkedArray>(std::move(chunks), file_schema_->field(c)->type());
-    TY_RETURN_IF_ERROR(FromArrow(file.writer->WriteColumnChunk(column), "writing a data file"));
+    columns.push_back(
+        std::make_shared<arrow::ChunkedArray>(std::move(chunks), file_schema_->field(c)->type()));
   }
-  file.pending.clear();
-  file.pending_rows = 0;
-  file.pending_bytes = 0;
-  return Status::Ok();
+  file->pending.clear();
+  file->pending_rows = 0;
+  file->pending_bytes = 0;
+  return encoder_->Submit([file, columns = std::move(columns)]() -> Status {
+    TY_RETURN_IF_ERROR(FromArrow(file->writer->NewRowGroup(), "writing a data file"));
+    for (const auto& column : columns) {
+      TY_RETURN_IF_ERROR(FromArrow(file->writer->WriteColumnChunk(column), "writing a data file"));
+    }
+    return Status::Ok();
+  });
 }
 
-Status DataFileWriter::Close(OpenFile& file) {
+Status DataFileWriter::Close(std::shared_ptr<OpenFile> file) {
   TY_RETURN_IF_ERROR(WriteRowGroup(file));
-  TY_RETURN_IF_ERROR(FromArrow(file.writer->Close(), "closing a data file"));
-  MergeParquetStats(*file.writer->metadata(), file.own_minmax, file.stats);
-  file.writer.reset();
-  TY_RETURN_IF_ERROR(FromArrow(file.sink->Close(), "closing a data file"));
+  return encoder_->Submit([this, file = std::move(file)]() mutable -> Status {
+    TY_RETURN_IF_ERROR(FromArrow(file->writer->Close(), "closing a data file"));
+    MergeParquetStats(*file->writer->metadata(), file->own_minmax, file->stats);
+    file->writer.reset();
+    TY_RETURN_IF_ERROR(FromArrow(file->sink->Close(), "closing a data file"));
+    return storer_->Submit([this, file = std::move(file)] { return Store(*file); });
+  });
+}
+
+Status DataFileWriter::Store(OpenFile& file) {
   std::error_code ec;
   int64_t size = static_cast<int64_t>(fs::file_size(file.temp_path, ec));
   if (ec) return Status::IOError("data file " + file.temp_path + ": " + ec.message());
@@ -615,21 +640,35 @@ Status DataFileWriter::Close(OpenFile& file) {
   add.modification_time = clock_.NowMillis();
   add.data_change = true;
   add.stats = json::serialize(stats);
+  MutexLock lock(done_mu_);
   done_.push_back(std::move(add));
   return Status::Ok();
 }
 
 void DataFileWriter::Abandon() {
-  for (const AddAction& add : done_) {
+  abandoned_ = true;
+  StopWorkers();  // files already handed on may still be stored until they stop
+  open_.clear();  // their temporary files go with them
+  std::vector<AddAction> done;
+  {
+    MutexLock lock(done_mu_);
+    done.swap(done_);
+  }
+  for (const AddAction& add : done) {
     Result<std::string> path = DecodePathUri(add.path);
     if (path.ok()) (void)store_.Delete(log_.Key(*path));  // best effort; Vacuum also would
   }
-  done_.clear();
 }
 
 Result<std::vector<AddAction>> DataFileWriter::Finish() {
-  for (auto& [key, file] : open_) TY_RETURN_IF_ERROR(Close(*file));
-  open_.clear();
+  if (abandoned_) return Status::FailedPrecondition("the data file writer was abandoned");
+  if (encoder_) {
+    for (auto& [key, file] : open_) TY_RETURN_IF_ERROR(Close(std::move(file)));
+    open_.clear();
+    TY_RETURN_IF_ERROR(encoder_->Drain());
+    TY_RETURN_IF_ERROR(storer_->Drain());
+  }
+  MutexLock lock(done_mu_);
   return std::move(done_);
 }
 

@@ -1,7 +1,8 @@
 // Data files of a Delta table: writing rows into Parquet files (Hive-style partition
 // directories, per-file statistics for the `add` action) and scanning a snapshot's files into
 // batches (projection, partition values as columns, pruning by statistics, row filter).
-// Internal to tables/. A DataFileWriter is used by one thread; a scan reader likewise.
+// Internal to tables/. A DataFileWriter is used by one thread (it runs two of its own); a scan
+// reader is used by one thread.
 #pragma once
 
 #include <arrow/api.h>
@@ -15,10 +16,12 @@
 
 #include "trainyard/blob/blob_store.h"
 #include "trainyard/common/clock.h"
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 #include "trainyard/tables/delta_log.h"
 #include "trainyard/tables/delta_snapshot.h"
 #include "trainyard/tables/predicate.h"
+#include "trainyard/tables/serial_worker.h"
 #include "trainyard/tables/table.h"
 
 namespace trainyard::tables {
@@ -36,18 +39,30 @@ FileStats StatsOfFile(const AddAction& add, const arrow::Schema& schema);
 // A random (version 4) UUID, "8-4-4-4-12" hex: data file names and commitInfo.txnId.
 std::string NewUuid(Random& random);
 
+// Writes rows into the Parquet data files of a table and returns their add actions. Used by
+// one thread, the caller; inside, a pipeline: the caller gathers each row group (references
+// to the rows of the batches it passes, not copies) while an encoder thread encodes the one
+// before straight into its file, and a storer thread puts finished files into the BlobStore.
+// Memory is bounded by a few row groups (TableOptions::row_group_rows/row_group_bytes) per
+// writer plus one per open file. Errors of the encoder or storer surface at the next Write
+// or at Finish.
 class DataFileWriter {
  public:
   DataFileWriter(blob::BlobStore& store, const DeltaLog& log, std::shared_ptr<arrow::Schema> schema,
                  std::vector<std::string> partition_columns, const TableOptions& options,
                  Clock& clock, Random& random);
+  // Stops the pipeline; files not yet stored are deleted, stored ones stay (see Abandon).
   ~DataFileWriter();
+  DataFileWriter(const DataFileWriter&) = delete;
+  DataFileWriter& operator=(const DataFileWriter&) = delete;
 
-  // Writes the rows of `batch` (already conformed to the table's schema).
+  // Writes the rows of `batch` (already conformed to the table's schema). Its arrays must stay
+  // unchanged until Finish returns (Arrow's arrays are immutable).
   Status Write(const arrow::RecordBatch& batch);
-  // Closes every open file and returns their add actions.
+  // Closes every open file, waits until all are stored and returns their add actions.
   Result<std::vector<AddAction>> Finish();
-  // Deletes the files written so far (after an error: nothing half-written stays behind).
+  // After an error: stops the pipeline and deletes the files written so far, so nothing
+  // half-written stays behind. The writer cannot be used afterwards.
   void Abandon();
   int64_t rows() const { return rows_; }
 
@@ -55,8 +70,13 @@ class DataFileWriter {
   struct OpenFile;
   Status WriteGroup(const std::string& key, const arrow::RecordBatch& rows,
                     const std::map<std::string, std::optional<std::string>>& values);
-  Status WriteRowGroup(OpenFile& file);
-  Status Close(OpenFile& file);
+  // Hands the file's gathered rows to the encoder as one row group.
+  Status WriteRowGroup(const std::shared_ptr<OpenFile>& file);
+  // Hands the file to the encoder to finish, then to the storer.
+  Status Close(std::shared_ptr<OpenFile> file);
+  // On the storer: puts the finished file into the store and records its add action.
+  Status Store(OpenFile& file);
+  void StopWorkers();
 
   blob::BlobStore& store_;
   const DeltaLog& log_;
@@ -66,10 +86,15 @@ class DataFileWriter {
   TableOptions options_;
   Clock& clock_;
   Random& random_;
-  std::map<std::string, std::unique_ptr<OpenFile>> open_;
-  std::vector<AddAction> done_;
+  std::map<std::string, std::shared_ptr<OpenFile>> open_;
   int64_t rows_ = 0;
   int64_t files_ = 0;
+  bool abandoned_ = false;
+  Mutex done_mu_;
+  std::vector<AddAction> done_ TY_GUARDED_BY(done_mu_);  // appended by the storer
+  // Started with the first file. The encoder's tasks submit to the storer: it is stopped first.
+  std::unique_ptr<SerialWorker> storer_;
+  std::unique_ptr<SerialWorker> encoder_;
 };
 
 // A streaming reader over `files` of `snapshot`: columns in `output_schema` order, rows where

@@ -9,6 +9,8 @@
 #include <parquet/file_reader.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -34,6 +36,40 @@ std::shared_ptr<arrow::Array> Doubles(const std::vector<std::optional<double>>& 
   for (const auto& v : values) EXPECT_TRUE((v ? b.Append(*v) : b.AppendNull()).ok());
   return b.Finish().ValueOrDie();
 }
+
+// A local store whose PutFile fails from the `fail_from`-th call on (a full disk, a lost
+// connection to S3).
+class FailingStore : public blob::BlobStore {
+ public:
+  FailingStore(std::unique_ptr<blob::BlobStore> inner, int fail_from)
+      : inner_(std::move(inner)), fail_from_(fail_from) {}
+  std::atomic<int> puts{0};
+
+  Status PutBytes(std::string_view key, std::string_view data) override {
+    return inner_->PutBytes(key, data);
+  }
+  Status PutIfAbsent(std::string_view key, std::string_view data) override {
+    return inner_->PutIfAbsent(key, data);
+  }
+  Status PutFile(std::string_view key, const std::string& local_path) override {
+    if (++puts >= fail_from_) return Status::IOError("no space left on device");
+    return inner_->PutFile(key, local_path);
+  }
+  Result<std::string> LocalPathForRead(std::string_view key) override {
+    return inner_->LocalPathForRead(key);
+  }
+  Result<std::string> GetBytes(std::string_view key) override { return inner_->GetBytes(key); }
+  Result<std::vector<blob::BlobEntry>> List(std::string_view prefix) override {
+    return inner_->List(prefix);
+  }
+  Status Delete(std::string_view key) override { return inner_->Delete(key); }
+  Result<bool> IsDirectory(std::string_view key) override { return inner_->IsDirectory(key); }
+  Result<bool> Exists(std::string_view key) override { return inner_->Exists(key); }
+
+ private:
+  std::unique_ptr<blob::BlobStore> inner_;
+  int fail_from_;
+};
 
 class DataFileTest : public ::testing::Test {
  protected:
@@ -200,6 +236,45 @@ TEST_F(DataFileTest, RowGroupsEndAtTheByteBound) {
   auto metadata = OpenDataFile(adds[0])->metadata();
   ASSERT_EQ(metadata->num_row_groups(), 4);
   for (int g = 0; g < 4; ++g) EXPECT_EQ(metadata->RowGroup(g)->num_rows(), g < 3 ? 3 : 1);
+}
+
+// Files are stored on a thread of their own while the next ones are encoded: when storing one
+// fails, the append fails with that error, the table stays at its version, and neither the
+// files stored before nor any temporary file stays behind.
+TEST_F(DataFileTest, AFailedStoreLeavesNothingBehind) {
+  fs::path temp = dir_ / "tmp";
+  fs::create_directories(temp);
+  const char* old_tmpdir = std::getenv("TMPDIR");
+  std::string restore = old_tmpdir ? old_tmpdir : "";
+  ::setenv("TMPDIR", temp.c_str(), 1);  // where the writer puts files before storing them
+
+  auto inner = blob::OpenLocalBlobStore((dir_ / "store").string());
+  ASSERT_TRUE(inner.ok());
+  FailingStore store(std::move(inner).value(), 3);
+  CreateTableRequest request;
+  request.schema = arrow::schema({arrow::field("id", arrow::int64())});
+  TY_ASSERT_OK_AND_ASSIGN(auto table, DeltaTable::Create(store, "t", clock_, request, options_));
+  arrow::Int64Builder ids;
+  for (int64_t i = 0; i < 20; ++i) ASSERT_TRUE(ids.Append(i).ok());
+  auto rows = arrow::Table::Make(request.schema, {ids.Finish().ValueOrDie()});
+  TableOptions options = options_;
+  options.target_file_rows = 4;  // five files; the third one fails to store
+  TY_ASSERT_OK_AND_ASSIGN(table, DeltaTable::Open(store, "t", clock_, options));
+  TY_EXPECT_ERROR(table->Append(*rows).status(), StatusCode::kIOError, "no space left");
+  if (old_tmpdir) {
+    ::setenv("TMPDIR", restore.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+
+  EXPECT_GE(store.puts, 3);
+  TY_ASSERT_OK_AND_ASSIGN(TableInfo info, table->Describe());
+  EXPECT_EQ(info.version, 0);
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(dir_)) {
+    if (e.is_regular_file() && e.path().extension() == ".parquet") left.push_back(e.path());
+  }
+  EXPECT_TRUE(left.empty()) << left.front();
 }
 
 }  // namespace

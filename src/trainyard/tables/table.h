@@ -61,8 +61,9 @@ struct TableOptions {
   int max_commit_attempts = 10;
   int64_t target_file_rows = 1 << 20;  // rows per data file (per partition)
   int64_t row_group_rows = 128 * 1024;
-  // A row group also ends when its rows hold this many bytes of Arrow data: the writer keeps a
-  // row group's rows (references to the batches it was given) until it encodes them.
+  // A row group also ends when its rows hold this many bytes of Arrow data. A write keeps
+  // references to the rows it was given until they are encoded: per file the row group being
+  // gathered, and for the whole write one waiting and one being encoded.
   int64_t row_group_bytes = 256 << 20;
   bool zstd = false;  // snappy otherwise (what Spark and delta-rs write by default)
   // Checkpoint every N commits when the table has no `delta.checkpointInterval` property.
