@@ -420,6 +420,16 @@ Result<RegisteredModelInfo> CatalogService::GetRegisteredModel(const Principal& 
 Result<Page<RegisteredModelInfo>> CatalogService::ListRegisteredModels(
     const Principal& who, std::string_view catalog_name, std::string_view schema_name,
     const PageRequest& page) {
+  if (catalog_name.empty() && schema_name.empty()) {
+    return MapPage<RegisteredModelInfo>(impl_->ListAll(who, SecurableType::kRegisteredModel, page),
+                                        WithInfo<RegisteredModelInfo>);
+  }
+  if (catalog_name.empty() || schema_name.empty()) {
+    return Status::InvalidArgument(
+        std::string(catalog_name.empty() ? "catalog_name" : "schema_name") + " is required with " +
+        (catalog_name.empty() ? "schema_name" : "catalog_name") +
+        ": give both to list one schema's models, or neither to list every model you may see");
+  }
   return MapPage<RegisteredModelInfo>(
       impl_->List(who, SecurableType::kRegisteredModel,
                   {std::string(catalog_name), std::string(schema_name)}, page),

@@ -141,6 +141,8 @@ class CatalogService {
                                                     const CreateRegisteredModelRequest& request);
   Result<RegisteredModelInfo> GetRegisteredModel(const identity::Principal& who,
                                                  std::string_view full_name);
+  // With catalog_name and schema_name both empty: every model the caller may see, by
+  // full name (UC's list without a parent); one without the other is InvalidArgument.
   Result<Page<RegisteredModelInfo>> ListRegisteredModels(const identity::Principal& who,
                                                          std::string_view catalog_name,
                                                          std::string_view schema_name,
@@ -149,6 +151,29 @@ class CatalogService {
                                                     std::string_view full_name,
                                                     const UpdateObjectRequest& request);
   Status DeleteRegisteredModel(const identity::Principal& who, std::string_view full_name);
+
+  // Temporary credentials (UC's /temporary-volume-credentials and
+  // /temporary-path-credentials) for storage on the local file system: the URL and an
+  // expiry kTemporaryCredentialMillis on. S3 locations are NotImplemented (scoped S3
+  // credentials are not issued yet). A volume: READ VOLUME to read, and WRITE FILES (granted
+  // on it or inherited) to write.
+  Result<TemporaryCredential> TemporaryVolumeCredential(const identity::Principal& who,
+                                                        std::string_view volume_id,
+                                                        VolumeOperation operation);
+  // A path (file:///abs, file:/abs or /abs) is checked as the object whose storage it lies
+  // in: a table (SELECT to read, MODIFY to write), volume (READ VOLUME, WRITE FILES),
+  // registered model (EXECUTE, MANAGE), schema or catalog root (READ FILES, WRITE FILES);
+  // a path that contains another object's storage, lies in no object's storage or in a
+  // function's is PermissionDenied. PATH_CREATE_TABLE needs CREATE EXTERNAL TABLE on the
+  // metastore (and CREATE TABLE on the schema whose root it lies in) and a path outside
+  // every table, volume and model. InvalidArgument naming `url` for a relative or
+  // malformed URL.
+  Result<TemporaryCredential> TemporaryPathCredential(const identity::Principal& who,
+                                                      std::string_view url,
+                                                      PathOperation operation);
+  // The credential for `location` once the caller has been authorized: local → the URL
+  // and expiry; s3:// → NotImplemented.
+  Result<TemporaryCredential> LocalCredential(std::string_view location);
 
   // Permissions. `full_name` is "" for the metastore. `principal` "" = every principal.
   // Direct grants on the securable (UC's getPermissions).

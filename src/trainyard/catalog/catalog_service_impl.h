@@ -61,6 +61,9 @@ struct CatalogService::Impl {
                             std::string_view id);
   Result<Page<ObjectRow>> List(const identity::Principal& who, SecurableType type,
                                std::vector<std::string> parent_levels, const PageRequest& page);
+  // Objects of `type` in every parent, by full name, that the caller may see.
+  Result<Page<ObjectRow>> ListAll(const identity::Principal& who, SecurableType type,
+                                  const PageRequest& page);
   Result<ObjectRow> Update(const identity::Principal& who, SecurableType type,
                            std::string_view full_name, const UpdateObjectRequest& request);
   Status Delete(const identity::Principal& who, SecurableType type, std::string_view full_name,

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "trainyard/common/json.h"
+#include "trainyard/store/sql.h"
 
 namespace trainyard::catalog {
 namespace {
@@ -58,6 +59,13 @@ Result<std::optional<ObjectRow>> OneRow(Result<store::Rows> rows) {
   if (rows->empty()) return std::optional<ObjectRow>();
   TY_ASSIGN_OR_RETURN(ObjectRow row, RowFromDb((*rows)[0]));
   return std::optional<ObjectRow>(std::move(row));
+}
+
+// SUBSTR counts characters on both backends.
+int64_t Utf8Length(std::string_view s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
 }
 
 // The condition "full_name lies under `prefix`" without LIKE (names may hold '_').
@@ -154,6 +162,67 @@ Result<std::vector<ObjectRow>> CatalogStore::List(SecurableType type, const std:
     for (const auto& r : rows) {
       TY_ASSIGN_OR_RETURN(ObjectRow row, RowFromDb(r));
       out.push_back(std::move(row));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<ObjectRow>> CatalogStore::ListAll(SecurableType type,
+                                                     const std::string& after_full_name,
+                                                     int limit) {
+  std::vector<ObjectRow> out;
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.Query(std::string("SELECT ") + kColumns +
+                     " FROM catalog_objects WHERE type = ? AND full_name > ? ORDER BY full_name "
+                     "LIMIT ?",
+                 {std::string(SecurableTypeName(type)), after_full_name, int64_t{limit}}));
+    for (const auto& r : rows) {
+      TY_ASSIGN_OR_RETURN(ObjectRow row, RowFromDb(r));
+      out.push_back(std::move(row));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<ObjectRow>> CatalogStore::FindByLocations(
+    const std::vector<std::string>& locations) {
+  std::vector<ObjectRow> out;
+  if (locations.empty()) return out;
+  if (locations.size() > store::kMaxListParams) {
+    return Status::InvalidArgument("a path may have at most " +
+                                   std::to_string(store::kMaxListParams / 3) + " components");
+  }
+  std::vector<store::Value> params(locations.begin(), locations.end());
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query(std::string("SELECT ") + kColumns +
+                                                " FROM catalog_objects WHERE storage_location IN " +
+                                                store::InList(params.size()),
+                                            params));
+    for (const auto& r : rows) {
+      TY_ASSIGN_OR_RETURN(ObjectRow row, RowFromDb(r));
+      out.push_back(std::move(row));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::optional<ObjectRow>> CatalogStore::FindUnderLocation(
+    const std::vector<std::string>& prefixes) {
+  std::optional<ObjectRow> out;
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    for (const auto& prefix : prefixes) {
+      // SUBSTR, not LIKE: paths may hold '_' and '%'.
+      TY_ASSIGN_OR_RETURN(
+          out, OneRow(tx.Query(std::string("SELECT ") + kColumns +
+                                   " FROM catalog_objects WHERE SUBSTR(storage_location, 1, "
+                                   "CAST(? AS INTEGER)) = ? LIMIT 1",
+                               {Utf8Length(prefix), prefix})));
+      if (out) break;
     }
     return Status::Ok();
   }));

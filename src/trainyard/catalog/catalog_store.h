@@ -45,6 +45,15 @@ class CatalogStore {
   // Children of `parent_id` of `type` with names after `after_name`, by name, at most `limit`.
   Result<std::vector<ObjectRow>> List(SecurableType type, const std::string& parent_id,
                                       const std::string& after_name, int limit);
+  // Objects of `type` in any parent, by full name after `after_full_name`, at most `limit`.
+  Result<std::vector<ObjectRow>> ListAll(SecurableType type, const std::string& after_full_name,
+                                         int limit);
+  // Objects whose storage_location is exactly one of `locations` (at most
+  // store::kMaxListParams of them).
+  Result<std::vector<ObjectRow>> FindByLocations(const std::vector<std::string>& locations);
+  // An object whose storage_location starts with one of `prefixes` (each ending in '/'),
+  // if any.
+  Result<std::optional<ObjectRow>> FindUnderLocation(const std::vector<std::string>& prefixes);
   // How many objects lie under the object named `full_name` (any depth).
   Result<int64_t> CountDescendants(const std::string& full_name);
   // Writes owner, comment, properties, details and updated_at/by of `row` (by id).

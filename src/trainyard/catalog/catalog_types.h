@@ -84,6 +84,19 @@ struct FunctionInfo : ObjectInfo {
 // versions live in the model registry; see CatalogService's registry seam.
 struct RegisteredModelInfo : ObjectInfo {};
 
+// A temporary credential for storage on the local file system (UC's TemporaryCredentials):
+// the location's URL and when the credential expires (epoch ms). No secret: the caller
+// reads and writes the files itself, so it is a statement of what it may use, not a key.
+struct TemporaryCredential {
+  std::string url{};
+  int64_t expiration_time = 0;
+};
+inline constexpr int64_t kTemporaryCredentialMillis = 60 * 60 * 1000;
+
+// UC's VolumeOperation and PathOperation.
+enum class VolumeOperation { kRead, kWrite };
+enum class PathOperation { kRead, kReadWrite, kCreateTable };
+
 // Paging: `max_results` 0 = kDefaultMaxResults; more than kMaxMaxResults is capped.
 inline constexpr int kDefaultMaxResults = 100;
 inline constexpr int kMaxMaxResults = 100;
