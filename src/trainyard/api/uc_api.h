@@ -11,9 +11,8 @@
 // Temporary table credentials (POST /temporary-table-credentials) for tables on local
 // storage: the location, for an hour, to callers with SELECT (READ) or MODIFY (READ_WRITE).
 //
-// Not here yet (a later session): registered models and model versions (the seam is
-// CatalogService's registered-model methods and registry/), and temporary credentials for
-// S3 locations, volumes, paths and model versions.
+// Registered models, model versions and the temporary credentials of model versions,
+// volumes and paths are uc_model_api.h's. Not here yet: credentials for S3 locations.
 #pragma once
 
 #include "trainyard/api/api.h"

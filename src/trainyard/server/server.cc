@@ -17,8 +17,10 @@
 #include "trainyard/api/mlflow_tracking_api.h"
 #include "trainyard/api/tables_api.h"
 #include "trainyard/api/uc_api.h"
+#include "trainyard/api/uc_model_api.h"
 #include "trainyard/catalog/catalog_authorizer.h"
 #include "trainyard/catalog/catalog_service.h"
+#include "trainyard/catalog/model_service.h"
 #include "trainyard/catalog/table_service.h"
 #include "trainyard/checkpoints/checkpoint_service.h"
 #include "trainyard/common/strings.h"
@@ -163,6 +165,9 @@ Status Server::InitServices() {
                                                           "mlflow-artifacts:");
   TY_RETURN_IF_ERROR(tracking_->Init("admin"));
   registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *authorizer_, *tracking_);
+  // One registry seen two ways: three-level names are catalog models (decision 0013).
+  models_ = std::make_unique<catalog::ModelService>(*catalog_, *registry_);
+  registry_->SetNamespace(models_.get());
   return Status::Ok();
 }
 
@@ -336,6 +341,7 @@ void Server::InitApi() {
   api::RegisterCheckpointRoutes(*api_, *checkpoints_);
   api::RegisterLineageRoutes(*api_, lineage_->service());
   api::RegisterUnityCatalogRoutes(*api_, *catalog_, clock_, tables_.get());
+  api::RegisterUcModelRoutes(*api_, *models_, *catalog_);
   api::RegisterTableRoutes(*api_, *tables_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {

@@ -38,6 +38,7 @@ class LineageWiring;
 namespace trainyard::catalog {
 class CatalogService;
 class CatalogAuthorizer;
+class ModelService;
 class TableService;
 }  // namespace trainyard::catalog
 
@@ -129,6 +130,8 @@ class Server {
   std::unique_ptr<catalog::TableService> tables_;           // a table's data (after lineage_)
   std::unique_ptr<tracking::TrackingService> tracking_;
   std::unique_ptr<registry::RegistryService> registry_;
+  // UC's registered models: catalog securables over the registry's models (its namespace).
+  std::unique_ptr<catalog::ModelService> models_;
   std::unique_ptr<executors::Executor> executor_;
   std::unique_ptr<jobs::ProjectService> projects_;
   std::unique_ptr<jobs::SecretService> secrets_;
