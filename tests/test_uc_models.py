@@ -242,6 +242,12 @@ def test_a_three_level_model_made_through_mlflow_is_in_the_catalog(server, monke
     client.create_registered_model(plain)
     listed = raw(server, "GET", "/models", params={"catalog_name": cat, "schema_name": sch})
     assert [m["name"] for m in listed.json()["registered_models"]] == ["churn"]
+    # Its grants are the catalog's: MLflow-side grants on it are refused, pointing there.
+    with server.session() as s:
+        r = s.post(server.api("/api/trainyard/v1/grants/registered_model"),
+                   json={"id": f"{cat}.{sch}.churn", "user": "admin", "privilege": "EDIT"},
+                   timeout=30)
+    assert r.status_code == 400 and "EXECUTE ON MODEL" in r.json()["message"], r.text
     client.rename_registered_model(f"{cat}.{sch}.churn", f"{cat}.{sch}.attrition")
     assert raw(server, "GET", f"/models/{cat}.{sch}.attrition").status_code == 200
     client.delete_registered_model(f"{cat}.{sch}.attrition")

@@ -348,9 +348,22 @@ void Server::InitApi() {
     return tracking->ExperimentOwner(id);
   });
   registry::RegistryService* registry = registry_.get();
-  api::RegisterGrantRoute(*api_, "registered_model", [registry](const std::string& name) {
-    return registry->RegisteredModelOwner(name);
-  });
+  catalog::ModelService* models = models_.get();
+  api::RegisterGrantRoute(
+      *api_, "registered_model",
+      [registry, models](const std::string& name) -> Result<std::string> {
+        // A catalog model's grants are the catalog's; identity's would never be consulted.
+        if (auto full_name = models->Claim(name)) {
+          return Status::InvalidArgument(
+              "id: '" + *full_name +
+              "' is a catalog model; grant on it with 'trainyard grant EXECUTE ON MODEL " +
+              *full_name +
+              " TO <principal>' (or PATCH /api/2.1/unity-catalog/permissions/"
+              "registered_model/" +
+              *full_name + ")");
+        }
+        return registry->RegisteredModelOwner(name);
+      });
 }
 
 Status Server::Start() {
