@@ -2,6 +2,7 @@
 
 #include "trainyard/api/uc_json.h"
 #include "trainyard/catalog/permissions.h"
+#include "trainyard/catalog/table_policy.h"
 
 namespace trainyard::api {
 
@@ -237,8 +238,9 @@ bool IsLocalLocation(std::string_view location) {
 
 // POST /temporary-table-credentials {table_id, operation: READ | READ_WRITE}. For a table on
 // local storage the credential is the location itself, valid for an hour, handed out only to
-// a caller who may read it (SELECT) or, for READ_WRITE, change it (MODIFY). Tables with row
-// filters or column masks will be refused here (issue 16, item 4), as Databricks does.
+// a caller who may read it (SELECT) or, for READ_WRITE, change it (MODIFY). A table with a
+// row filter or column masks is refused to everyone (PERMISSION_DENIED), as Databricks does:
+// direct storage access would bypass them.
 Result<json::value> TemporaryTableCredential(CatalogService& cs, Clock& clock, Call& c) {
   TY_ASSIGN_OR_RETURN(std::string table_id, RequiredString(c.body, "table_id"));
   TY_ASSIGN_OR_RETURN(auto operation, OptionalString(c.body, "operation"));
@@ -247,6 +249,7 @@ Result<json::value> TemporaryTableCredential(CatalogService& cs, Clock& clock, C
     return Status::InvalidArgument("operation must be READ or READ_WRITE (got '" + op + "')");
   }
   TY_ASSIGN_OR_RETURN(catalog::TableInfo table, cs.GetTableById(c.principal, table_id));
+  TY_RETURN_IF_ERROR(catalog::CheckDirectAccess(table));
   TY_RETURN_IF_ERROR(cs.Authorize(
       c.principal, op == "READ" ? catalog::Privilege::kSelect : catalog::Privilege::kModify,
       catalog::SecurableType::kTable, table.full_name));

@@ -48,6 +48,7 @@
 #include "trainyard/common/status.h"
 #include "trainyard/identity/authorizer.h"
 #include "trainyard/store/database.h"
+#include "trainyard/tables/predicate_reader.h"
 
 namespace trainyard::identity {
 class IdentityService;
@@ -101,7 +102,9 @@ class CatalogService {
                                   const UpdateObjectRequest& request);
   Status DeleteSchema(const identity::Principal& who, std::string_view full_name, bool force);
 
-  // Tables, named "catalog.schema.table".
+  // Tables, named "catalog.schema.table". A table comes with its row filter and column masks;
+  // where they restrict the caller (table_policy.h), its storage_location is left empty, so
+  // the location is no way around them.
   Result<TableInfo> CreateTable(const identity::Principal& who, const CreateTableRequest& request);
   Result<TableInfo> GetTable(const identity::Principal& who, std::string_view full_name);
   // For temporary credentials, which name a table by id; the same check as GetTable.
@@ -111,6 +114,25 @@ class CatalogService {
   Result<TableInfo> UpdateTable(const identity::Principal& who, std::string_view full_name,
                                 const UpdateObjectRequest& request);
   Status DeleteTable(const identity::Principal& who, std::string_view full_name);
+  // The table's row with its policies and storage location, without an access check: for
+  // TableService, which has authorized the caller already.
+  Result<TableInfo> LoadTable(std::string_view full_name);
+
+  // Row filters and column masks (table_policy.h; not in UC OSS). Setting or clearing one
+  // needs the table's owner or MANAGE, like other changes of its metadata, and is audited
+  // with what was set. InvalidArgument naming `predicate`, `column`, `kind` or `except[i]`
+  // for a filter that does not parse or names no column, an unknown column, a mask kind the
+  // column's type cannot keep, or an exemption that is no user, service principal or group.
+  // Clearing what is not set is Ok. Each returns the table as GetTable does.
+  Result<TableInfo> SetRowFilter(const identity::Principal& who, std::string_view full_name,
+                                 std::string_view predicate);
+  Result<TableInfo> ClearRowFilter(const identity::Principal& who, std::string_view full_name);
+  Result<TableInfo> SetColumnMask(const identity::Principal& who, std::string_view full_name,
+                                  std::string_view column, const ColumnMaskInfo& mask);
+  Result<TableInfo> ClearColumnMask(const identity::Principal& who, std::string_view full_name,
+                                    std::string_view column);
+  // Who reads, for row filters and masks: the user and their groups (transitively, sorted).
+  Result<tables::PredicateReader> ReaderOf(const identity::Principal& who);
 
   // Volumes, named "catalog.schema.volume".
   Result<VolumeInfo> CreateVolume(const identity::Principal& who,

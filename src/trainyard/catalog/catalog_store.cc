@@ -105,6 +105,14 @@ std::vector<store::Migration> CatalogStore::Migrations() {
                "CREATE TABLE catalog_grants (securable_id TEXT NOT NULL, principal TEXT NOT NULL,"
                " privilege TEXT NOT NULL, PRIMARY KEY (securable_id, principal, privilege))",
                "CREATE INDEX catalog_grants_by_principal ON catalog_grants (principal)",
+           }},
+          {"catalog",
+           2,
+           {
+               "CREATE TABLE catalog_table_policies (table_id TEXT NOT NULL,"
+               " column_name TEXT NOT NULL, kind TEXT NOT NULL, spec TEXT NOT NULL,"
+               " updated_at BIGINT NOT NULL, updated_by TEXT NOT NULL,"
+               " PRIMARY KEY (table_id, column_name))",
            }}};
 }
 
@@ -297,6 +305,8 @@ Result<std::vector<std::string>> CatalogStore::DeleteSubtree(const ObjectRow& ro
     for (const auto& id : ids) {
       TY_RETURN_IF_ERROR(
           tx.Exec("DELETE FROM catalog_grants WHERE securable_id = ?", {id}).status());
+      TY_RETURN_IF_ERROR(
+          tx.Exec("DELETE FROM catalog_table_policies WHERE table_id = ?", {id}).status());
       TY_RETURN_IF_ERROR(tx.Exec("DELETE FROM catalog_objects WHERE id = ?", {id}).status());
     }
     return Status::Ok();
@@ -351,6 +361,54 @@ Result<std::vector<std::string>> CatalogStore::DeleteGrantsOf(const std::string&
   });
   if (!s.ok()) return s;
   return ids;
+}
+
+Status CatalogStore::PutPolicy(const PolicyRow& row) {
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    return tx
+        .Exec(
+            "INSERT INTO catalog_table_policies (table_id, column_name, kind, spec, updated_at, "
+            "updated_by) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, column_name) DO UPDATE "
+            "SET kind = excluded.kind, spec = excluded.spec, updated_at = excluded.updated_at, "
+            "updated_by = excluded.updated_by",
+            {row.table_id, row.column, row.kind, row.spec, row.updated_at, row.updated_by})
+        .status();
+  });
+}
+
+Result<bool> CatalogStore::DeletePolicy(const std::string& table_id, const std::string& column) {
+  int64_t n = 0;
+  TY_RETURN_IF_ERROR(db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(n, tx.Exec("DELETE FROM catalog_table_policies WHERE table_id = ? AND "
+                                   "column_name = ?",
+                                   {table_id, column}));
+    return Status::Ok();
+  }));
+  return n > 0;
+}
+
+Result<std::vector<PolicyRow>> CatalogStore::ListPolicies(
+    const std::vector<std::string>& table_ids) {
+  std::vector<PolicyRow> out;
+  if (table_ids.empty()) return out;
+  std::string placeholders;
+  std::vector<store::Value> params;
+  for (const auto& id : table_ids) {
+    placeholders += placeholders.empty() ? "?" : ", ?";
+    params.emplace_back(id);
+  }
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT table_id, column_name, kind, spec, "
+                                            "updated_at, updated_by FROM catalog_table_policies "
+                                            "WHERE table_id IN (" +
+                                                placeholders + ") ORDER BY table_id, column_name",
+                                            params));
+    for (const auto& r : rows) {
+      out.push_back(PolicyRow{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Int(4), r.Text(5)});
+    }
+    return Status::Ok();
+  }));
+  return out;
 }
 
 Status CatalogStore::LoadAll(std::vector<ObjectRow>& objects, std::vector<GrantRow>& grants) {

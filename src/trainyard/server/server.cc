@@ -342,7 +342,7 @@ void Server::InitApi() {
   api::RegisterLineageRoutes(*api_, lineage_->service());
   api::RegisterUnityCatalogRoutes(*api_, *catalog_, clock_, tables_.get());
   api::RegisterUcModelRoutes(*api_, *models_, *catalog_);
-  api::RegisterTableRoutes(*api_, *tables_);
+  api::RegisterTableRoutes(*api_, *catalog_, *tables_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
