@@ -243,3 +243,26 @@ def test_a_standalone_run_reads_the_latest_version_and_names_it(server, tmp_path
     assert f"data.train: {table}@latest is {table}@{v}" in r.stdout, r.stdout
     assert f"data.train: 40 rows of {table}@{v}" in r.stdout
     assert "36 training examples" in r.stdout and "4 validation" in r.stdout, r.stdout
+
+
+def test_two_ranks_read_the_version_rank_0_settled(server_factory, tmp_path, tickets):
+    server = server_factory.new(["--local-cpus", "2"])
+    jobs = Jobs(server)
+    schema = make_schema(server)
+    table = f"{schema}.train"
+    v = import_rows(server, table, tickets["train"][:64])
+    cfg = table_config(tmp_path / "two.yaml", tmp_path / "two",
+                       train={"table": table, "columns": COLUMNS}, validation=None,
+                       val_fraction=0.125, training={"max_steps": 2, "micro_batch_size": 2})
+    j = jobs.submit(job("two", f"{TRAINYARD_BIN} train {cfg}", env={"OMP_NUM_THREADS": "1"},
+                        resources={"cpus_per_node": 2}, processes_per_node=2))
+    done = succeeded(jobs, j["job_id"])
+    rank0 = jobs.logs(j["job_id"], attempt=1, rank=0)
+    assert "2 rank(s)" in rank0 and f"data.train: {table}@latest is {table}@{v}" in rank0, rank0
+    # Rank 1 took rank 0's version and read the same rows (it logs nothing itself).
+    assert "error" not in jobs.logs(j["job_id"], attempt=1, rank=1)
+    run = server.session().get(server.api("/api/2.0/mlflow/runs/get"),
+                               params={"run_id": done["run_id"]}, timeout=30).json()["run"]
+    got = [(d["dataset"]["name"], d["dataset"]["digest"])
+           for d in run["inputs"]["dataset_inputs"]]
+    assert got == [(table, str(v))], got
