@@ -320,6 +320,12 @@ def test_temporary_credentials_and_storage_location_are_refused(server, gov):
     r = requests.post(server.api(f"{UC}/temporary-table-credentials"), headers=auth(gov.bob_token),
                       json={"table_id": info["table_id"], "operation": "READ"}, timeout=30)
     assert r.status_code == 403 and r.json()["error_code"] == "PERMISSION_DENIED", r.text
+    # A path credential for the table's storage (or a file in it) is the same bypass.
+    for url in (bob_info["storage_location"], bob_info["storage_location"] + "/_delta_log"):
+        r = requests.post(server.api(f"{UC}/temporary-path-credentials"),
+                          headers=auth(gov.bob_token), json={"url": url, "operation": "PATH_READ"},
+                          timeout=30)
+        assert r.status_code == 403 and "row filter" in r.text, r.text
     # Without policies the table gets credentials again.
     for path in ("row-filter", "columns/email/mask", "columns/name/mask"):
         r = requests.delete(server.api(f"{TABLES}/{gov.table}/{path}"), headers=auth(server.token),

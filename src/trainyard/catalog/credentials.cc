@@ -5,6 +5,7 @@
 
 #include "trainyard/catalog/catalog_service.h"
 #include "trainyard/catalog/catalog_service_impl.h"
+#include "trainyard/catalog/table_policy.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/store/sql.h"
 
@@ -171,6 +172,12 @@ Result<TemporaryCredential> CatalogService::TemporaryPathCredential(const Princi
                                     ", which has no files to hand out");
   }
   TY_RETURN_IF_ERROR(impl_->Check(who, *privilege, holder->info.id));
+  if (holder->type == SecurableType::kTable) {
+    // A path inside a table's storage reaches its files as the table's own credential would:
+    // refused for a table with a row filter or column masks (table_policy.h).
+    TY_ASSIGN_OR_RETURN(TableInfo table, GetTableById(who, holder->info.id));
+    TY_RETURN_IF_ERROR(CheckDirectAccess(table));
+  }
   return LocalCredential(credential_url);
 }
 
