@@ -356,6 +356,19 @@ void Server::InitApi() {
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
   });
+  // Who may run jobs as a service principal (JobSpec::run_as): EDIT on it is its use.
+  identity::IdentityService* ids = identity_.get();
+  api::RegisterGrantRoute(
+      *api_, std::string(identity::kServicePrincipalSecurable),
+      [ids](const std::string& name) -> Result<std::string> {
+        auto kind = ids->GetPrincipalKind(name);
+        if (!kind.ok() || *kind != identity::PrincipalKind::kServicePrincipal) {
+          return Status::NotFound("id: '" + name +
+                                  "' is no service principal; list them with 'trainyard "
+                                  "service-principals list'");
+        }
+        return std::string();  // no owner: admins and MANAGE holders grant
+      });
   registry::RegistryService* registry = registry_.get();
   catalog::ModelService* models = models_.get();
   api::RegisterGrantRoute(
