@@ -345,7 +345,7 @@ def test_bad_input_gets_uc_errors_naming_the_field(server):
                  400, "INVALID_ARGUMENT", "url")
     assert_error(raw(server, "POST", "/temporary-path-credentials",
                      json={"url": "s3://bucket/x", "operation": "PATH_READ"}),
-                 501, "UNIMPLEMENTED", "S3")
+                 403, "PERMISSION_DENIED", "no catalog object")
     # A version being written can be finalized once; a finalized one takes no writes.
     assert raw(server, "POST", "/models/versions",
                json={"model_name": "m", "catalog_name": cat, "schema_name": sch,

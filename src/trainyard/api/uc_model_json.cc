@@ -73,7 +73,14 @@ json::object ModelVersionToJson(const catalog::ModelVersionInfo& v) {
 }
 
 json::object TemporaryCredentialToJson(const catalog::TemporaryCredential& c) {
-  return json::object{{"url", c.url}, {"expiration_time", c.expiration_time}};
+  json::object o{{"url", c.url}, {"expiration_time", c.expiration_time}};
+  if (c.aws_temp_credentials) {
+    o["aws_temp_credentials"] =
+        json::object{{"access_key_id", c.aws_temp_credentials->access_key_id},
+                     {"secret_access_key", c.aws_temp_credentials->secret_access_key},
+                     {"session_token", c.aws_temp_credentials->session_token}};
+  }
+  return o;
 }
 
 Result<catalog::CreateRegisteredModelRequest> DecodeCreateRegisteredModel(

@@ -87,6 +87,14 @@ TEST(UcModelJsonTest, EncodersUseUcsFieldNames) {
   json::object c = TemporaryCredentialToJson({"file:///x", 42});
   EXPECT_EQ(c.at("url").as_string(), "file:///x");
   EXPECT_EQ(c.at("expiration_time").as_int64(), 42);
+  EXPECT_FALSE(c.contains("aws_temp_credentials"));
+  json::object s3 = TemporaryCredentialToJson(
+      {"s3://b/t", 7, catalog::AwsTemporaryCredentials{"ASIA1", "secret", "token"}});
+  EXPECT_EQ(s3.at("url").as_string(), "s3://b/t");
+  const json::object& aws = s3.at("aws_temp_credentials").as_object();
+  EXPECT_EQ(aws.at("access_key_id").as_string(), "ASIA1");
+  EXPECT_EQ(aws.at("secret_access_key").as_string(), "secret");
+  EXPECT_EQ(aws.at("session_token").as_string(), "token");
 }
 
 }  // namespace

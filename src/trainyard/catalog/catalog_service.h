@@ -53,6 +53,9 @@
 namespace trainyard::identity {
 class IdentityService;
 }
+namespace trainyard::blob {
+class S3CredentialIssuer;
+}
 
 namespace trainyard::catalog {
 
@@ -63,6 +66,10 @@ struct CatalogServiceOptions {
   // The metastore's managed storage root: a local directory or an s3:// prefix. A catalog
   // without its own root keeps managed data under `<root>/<catalog id>`.
   std::string metastore_root;
+  // Issues the scoped S3 credentials of temporary credentials for s3:// locations; not
+  // owned; nullptr: such credentials are not served (the server was started without
+  // --s3-credentials-role-arn).
+  blob::S3CredentialIssuer* s3_credentials = nullptr;
 };
 
 class CatalogService {
@@ -175,27 +182,30 @@ class CatalogService {
   Status DeleteRegisteredModel(const identity::Principal& who, std::string_view full_name);
 
   // Temporary credentials (UC's /temporary-volume-credentials and
-  // /temporary-path-credentials) for storage on the local file system: the URL and an
-  // expiry kTemporaryCredentialMillis on. S3 locations are NotImplemented (scoped S3
-  // credentials are not issued yet). A volume: READ VOLUME to read, and WRITE FILES (granted
-  // on it or inherited) to write.
+  // /temporary-path-credentials): the URL and an expiry. Local storage: the expiry is
+  // kTemporaryCredentialMillis on. S3: an STS credential scoped to the location (read, or
+  // read and write) with STS's expiry; NotImplemented when no S3CredentialIssuer is
+  // configured. A volume: READ VOLUME to read, and WRITE FILES (granted on it or inherited)
+  // to write.
   Result<TemporaryCredential> TemporaryVolumeCredential(const identity::Principal& who,
                                                         std::string_view volume_id,
                                                         VolumeOperation operation);
-  // A path (file:///abs, file:/abs or /abs) is checked as the object whose storage it lies
-  // in: a table (SELECT to read, MODIFY to write), volume (READ VOLUME, WRITE FILES),
-  // registered model (EXECUTE, MANAGE), schema or catalog root (READ FILES, WRITE FILES);
-  // a path that contains another object's storage, lies in no object's storage or in a
-  // function's is PermissionDenied. PATH_CREATE_TABLE needs CREATE EXTERNAL TABLE on the
-  // metastore (and CREATE TABLE on the schema whose root it lies in) and a path outside
-  // every table, volume and model. InvalidArgument naming `url` for a relative or
+  // A path (file:///abs, file:/abs, /abs or s3://bucket/prefix) is checked as the object
+  // whose storage it lies in: a table (SELECT to read, MODIFY to write), volume (READ
+  // VOLUME, WRITE FILES), registered model (EXECUTE, MANAGE), schema or catalog root (READ
+  // FILES, WRITE FILES); a path that contains another object's storage, lies in no object's
+  // storage or in a function's is PermissionDenied. PATH_CREATE_TABLE needs CREATE EXTERNAL
+  // TABLE on the metastore (and CREATE TABLE on the schema whose root it lies in) and a path
+  // outside every table, volume and model. InvalidArgument naming `url` for a relative or
   // malformed URL.
   Result<TemporaryCredential> TemporaryPathCredential(const identity::Principal& who,
                                                       std::string_view url,
                                                       PathOperation operation);
-  // The credential for `location` once the caller has been authorized: local → the URL
-  // and expiry; s3:// → NotImplemented.
-  Result<TemporaryCredential> LocalCredential(std::string_view location);
+  // The credential for `location` once `who` has been authorized for it: local → the URL
+  // and expiry; s3:// → an STS credential for reading (or, with `write`, also writing) that
+  // location only, its session named after `who`.
+  Result<TemporaryCredential> StorageCredential(const identity::Principal& who,
+                                                std::string_view location, bool write);
 
   // Permissions. `full_name` is "" for the metastore. `principal` "" = every principal.
   // Direct grants on the securable (UC's getPermissions).

@@ -106,12 +106,22 @@ struct FunctionInfo : ObjectInfo {
 // versions live in the model registry; see CatalogService's registry seam.
 struct RegisteredModelInfo : ObjectInfo {};
 
-// A temporary credential for storage on the local file system (UC's TemporaryCredentials):
-// the location's URL and when the credential expires (epoch ms). No secret: the caller
-// reads and writes the files itself, so it is a statement of what it may use, not a key.
+// An AWS credential (UC's AwsCredentials): temporary, from STS, scoped to one location.
+struct AwsTemporaryCredentials {
+  std::string access_key_id{};
+  std::string secret_access_key{};
+  std::string session_token{};
+};
+
+// A temporary credential (UC's TemporaryCredentials): the location's URL and when the
+// credential expires (epoch ms). For storage on the local file system there is no secret:
+// the caller reads and writes the files itself, so it is a statement of what it may use, not
+// a key. For S3 it carries an STS credential that works for that location only
+// (docs/decisions/0014).
 struct TemporaryCredential {
   std::string url{};
   int64_t expiration_time = 0;
+  std::optional<AwsTemporaryCredentials> aws_temp_credentials{};
 };
 inline constexpr int64_t kTemporaryCredentialMillis = 60 * 60 * 1000;
 

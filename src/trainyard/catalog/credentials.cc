@@ -1,8 +1,10 @@
 // CatalogService's temporary credentials for volumes and paths (catalog_service.h).
 // A path is authorized as the object whose storage it lies in, found by the object whose
-// storage_location is the path's longest ancestor.
+// storage_location is the path's longest ancestor. S3 credentials come from blob/'s STS
+// issuer, scoped to the location (docs/decisions/0014).
 #include <algorithm>
 
+#include "trainyard/blob/sts.h"
 #include "trainyard/catalog/catalog_service.h"
 #include "trainyard/catalog/catalog_service_impl.h"
 #include "trainyard/catalog/table_policy.h"
@@ -14,14 +16,24 @@ namespace {
 
 using identity::Principal;
 
-// How deep a path may be: each ancestor is looked up in three spellings.
-constexpr size_t kMaxPathDepth = store::kMaxListParams / 3;
-
 bool IsS3(std::string_view location) { return StartsWith(location, "s3://"); }
 
-// The absolute local path of a location (file:///a, file:/a, /a), without trailing '/'
-// and empty segments; nullopt for anything else, or a path with '.' or '..' segments.
-std::optional<std::string> LocalPath(std::string_view location) {
+// A storage location in its one normalized form, without trailing '/' and empty segments:
+// a local absolute path ("/a/b"; "/" for the root) or an S3 location ("s3://bucket/a/b";
+// "s3://bucket" for the bucket).
+struct Location {
+  bool s3 = false;
+  std::string path;
+};
+
+// file:///a, file:/a, /a or s3://bucket/a; nullopt for anything else, or a path with '.' or
+// '..' segments.
+std::optional<Location> ParseLocation(std::string_view location) {
+  if (IsS3(location)) {
+    auto s3 = blob::ParseS3Location(location);
+    if (!s3.ok()) return std::nullopt;
+    return Location{true, s3->Url()};
+  }
   std::string_view path = location;
   if (StartsWith(path, "file://")) {
     path.remove_prefix(7);
@@ -35,14 +47,44 @@ std::optional<std::string> LocalPath(std::string_view location) {
     if (segment == "." || segment == "..") return std::nullopt;
     out += "/" + segment;
   }
-  return out.empty() ? std::string("/") : out;
+  return Location{false, out.empty() ? std::string("/") : out};
 }
 
-// The spellings a stored storage_location of local path `path` may have.
-void AddSpellings(const std::string& path, std::vector<std::string>& out) {
+// The spellings a stored storage_location equal to `path` may have.
+void AddSpellings(const Location& location, const std::string& path,
+                  std::vector<std::string>& out) {
+  if (location.s3) {
+    out.push_back(path);
+    out.push_back(path + "/");
+    return;
+  }
   out.push_back(path);
   out.push_back("file://" + path);
   out.push_back("file:" + path);
+}
+
+// The location and its ancestors, deepest first, each in every spelling; nullopt when there
+// are more than a query takes. Local: up to, not including, "/"; S3: up to the bucket.
+std::optional<std::vector<std::string>> Ancestors(const Location& location) {
+  std::vector<std::string> out;
+  const size_t bucket_end = location.s3 ? location.path.find('/', 5) : std::string::npos;
+  for (std::string p = location.path;;) {
+    if (!location.s3 && p.size() <= 1) break;
+    if (out.size() + 3 > store::kMaxListParams) return std::nullopt;
+    AddSpellings(location, p, out);
+    if (location.s3 && (bucket_end == std::string::npos || p.size() <= bucket_end)) break;
+    p = p.substr(0, p.rfind('/'));
+  }
+  return out;
+}
+
+// The listing prefixes of what lies strictly inside `location`, in every spelling.
+std::vector<std::string> Inside(const Location& location) {
+  std::vector<std::string> out;
+  if (location.s3) return {location.path + "/"};
+  AddSpellings(location, location.path == "/" ? std::string() : location.path, out);
+  for (auto& prefix : out) prefix += "/";
+  return out;
 }
 
 // The privilege a path operation needs on an object of `type` whose storage holds the path;
@@ -67,14 +109,33 @@ std::optional<Privilege> PathPrivilege(SecurableType type, bool write) {
 
 }  // namespace
 
-Result<TemporaryCredential> CatalogService::LocalCredential(std::string_view location) {
+Result<TemporaryCredential> CatalogService::StorageCredential(const Principal& who,
+                                                              std::string_view location,
+                                                              bool write) {
   if (IsS3(location)) {
-    return Status::NotImplemented(
-        "temporary credentials for " + std::string(location) +
-        " are not issued yet: S3-scoped credentials are not served, only storage on the "
-        "server's local file system; read the data through Trainyard's API instead");
+    auto s3 = blob::ParseS3Location(location);
+    if (!s3.ok()) {
+      return Status::FailedPrecondition("no temporary credential can be issued for '" +
+                                        Abbreviate(location) + "': " + s3.status().message());
+    }
+    if (!impl_->options.s3_credentials) {
+      return Status::NotImplemented(
+          "temporary credentials for S3 locations such as " + Abbreviate(location) +
+          " are not issued by this server: its administrator can enable them with "
+          "--s3-credentials-role-arn (docs/catalog.md); meanwhile read the data through "
+          "Trainyard's API");
+    }
+    TY_ASSIGN_OR_RETURN(
+        blob::TemporaryS3Credentials issued,
+        impl_->options.s3_credentials->Issue(
+            *s3, write ? blob::S3Access::kReadWrite : blob::S3Access::kRead, who.user));
+    return TemporaryCredential{
+        s3->Url(), issued.expiration_millis,
+        AwsTemporaryCredentials{std::move(issued.credentials.access_key_id),
+                                std::move(issued.credentials.secret_access_key),
+                                std::move(issued.credentials.session_token)}};
   }
-  if (!LocalPath(location)) {
+  if (!ParseLocation(location)) {
     return Status::FailedPrecondition(
         "no temporary credential can be issued for '" + Abbreviate(location) +
         "': it is neither the server's local storage nor S3 (files in MLflow's artifact store "
@@ -93,14 +154,13 @@ Result<TemporaryCredential> CatalogService::TemporaryVolumeCredential(const Prin
     TY_RETURN_IF_ERROR(
         Authorize(who, Privilege::kWriteFiles, SecurableType::kVolume, volume.full_name));
   }
-  return LocalCredential(volume.storage_location);
+  return StorageCredential(who, volume.storage_location, operation == VolumeOperation::kWrite);
 }
 
 Result<TemporaryCredential> CatalogService::TemporaryPathCredential(const Principal& who,
                                                                     std::string_view url,
                                                                     PathOperation operation) {
   if (url.empty()) return Status::InvalidArgument("missing required field 'url'");
-  if (IsS3(url)) return LocalCredential(url);
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument("url " + why + " (got '" + Abbreviate(url) + "')");
   };
@@ -108,40 +168,33 @@ Result<TemporaryCredential> CatalogService::TemporaryPathCredential(const Princi
   for (char c : url) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return bad("has a control character");
   }
-  std::optional<std::string> path = LocalPath(url);
+  std::optional<Location> path = ParseLocation(url);
   if (!path) {
     return bad(
         "must be an absolute local path (file:///path or /path, without '.' or '..') or "
         "s3://bucket/prefix");
   }
-  // The path and its ancestors, deepest first, each in every spelling.
-  std::vector<std::string> ancestors;
-  for (std::string p = *path; p.size() > 1; p = p.substr(0, p.rfind('/'))) {
-    if (ancestors.size() / 3 >= kMaxPathDepth) return bad("is too deep");
-    AddSpellings(p, ancestors);
-  }
-  TY_ASSIGN_OR_RETURN(auto holders, impl_->store.FindByLocations(ancestors));
+  std::optional<std::vector<std::string>> ancestors = Ancestors(*path);
+  if (!ancestors) return bad("is too deep");
+  TY_ASSIGN_OR_RETURN(auto holders, impl_->store.FindByLocations(*ancestors));
   // The object whose storage is the longest ancestor holds the path.
   std::optional<ObjectRow> holder;
   size_t holder_depth = 0;
   for (auto& row : holders) {
-    auto location = LocalPath(row.info.storage_location);
-    if (location && (!holder || location->size() > holder_depth)) {
-      holder_depth = location->size();
+    auto location = ParseLocation(row.info.storage_location);
+    if (location && location->s3 == path->s3 && (!holder || location->path.size() > holder_depth)) {
+      holder_depth = location->path.size();
       holder = std::move(row);
     }
   }
   // Storage of other objects inside the path would be handed out with it.
-  std::vector<std::string> below;
-  AddSpellings(*path == "/" ? std::string() : *path, below);
-  for (auto& prefix : below) prefix += "/";
-  TY_ASSIGN_OR_RETURN(auto inner, impl_->store.FindUnderLocation(below));
+  TY_ASSIGN_OR_RETURN(auto inner, impl_->store.FindUnderLocation(Inside(*path)));
   if (inner && (!holder || inner->info.id != holder->info.id)) {
     return Status::PermissionDenied("url '" + Abbreviate(url) + "' contains the storage of " +
                                     SecurableLabel(inner->type, inner->info.full_name) +
                                     "; ask for that object's credential, or a path inside it");
   }
-  const std::string credential_url = "file://" + *path;
+  const std::string credential_url = path->s3 ? path->path : "file://" + path->path;
   if (operation == PathOperation::kCreateTable) {
     if (holder && holder->type != SecurableType::kCatalog &&
         holder->type != SecurableType::kSchema) {
@@ -156,7 +209,7 @@ Result<TemporaryCredential> CatalogService::TemporaryPathCredential(const Princi
     if (holder && holder->type == SecurableType::kSchema) {
       TY_RETURN_IF_ERROR(impl_->Check(who, subject, Privilege::kCreateTable, holder->info.id));
     }
-    return LocalCredential(credential_url);
+    return StorageCredential(who, credential_url, /*write=*/true);
   }
   if (!holder) {
     return Status::PermissionDenied(
@@ -178,7 +231,7 @@ Result<TemporaryCredential> CatalogService::TemporaryPathCredential(const Princi
     TY_ASSIGN_OR_RETURN(TableInfo table, GetTableById(who, holder->info.id));
     TY_RETURN_IF_ERROR(CheckDirectAccess(table));
   }
-  return LocalCredential(credential_url);
+  return StorageCredential(who, credential_url, operation == PathOperation::kReadWrite);
 }
 
 }  // namespace trainyard::catalog

@@ -302,7 +302,7 @@ Result<TemporaryCredential> ModelService::VersionCredential(const Principal& who
         ": its files can be written only while it is PENDING_REGISTRATION (create a new "
         "version instead)");
   }
-  return catalog_.LocalCredential(v.storage_location);
+  return catalog_.StorageCredential(who, v.storage_location, write);
 }
 
 }  // namespace trainyard::catalog

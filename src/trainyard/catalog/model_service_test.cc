@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "trainyard/blob/sts.h"
 #include "trainyard/catalog/catalog_authorizer.h"
 #include "trainyard/identity/identity_service.h"
 #include "trainyard/registry/registry_service.h"
@@ -22,6 +23,24 @@ using registry::ModelVersionStatus;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// Records what the catalog asks STS for; the real issuer is tested against moto in
+// blob/sts_test.cc and end to end in tests/test_uc_s3_credentials.py.
+class RecordingIssuer : public blob::S3CredentialIssuer {
+ public:
+  struct Request {
+    std::string url;
+    blob::S3Access access;
+    std::string who;
+  };
+  Result<blob::TemporaryS3Credentials> Issue(const blob::S3Location& location,
+                                             blob::S3Access access, std::string_view who) override {
+    requests.push_back({location.Url(), access, std::string(who)});
+    return blob::TemporaryS3Credentials{{"ASIA" + std::to_string(requests.size()), "s", "t"}, 1234};
+  }
+  std::string Describe() const override { return "recording"; }
+  std::vector<Request> requests;
+};
+
 class ModelServiceTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -35,7 +54,7 @@ class ModelServiceTest : public ::testing::TestWithParam<std::string> {
       TY_ASSERT_OK(ids_->CreateUser(admin_, {.name = name}));
     }
     catalog_ = std::make_unique<CatalogService>(*db_, *ids_, clock_, random_,
-                                                CatalogServiceOptions{"/data/managed"});
+                                                CatalogServiceOptions{"/data/managed", &issuer_});
     TY_ASSERT_OK(catalog_->Init());
     authz_ = std::make_unique<CatalogAuthorizer>(*catalog_, *ids_);
     tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *authz_,
@@ -77,6 +96,7 @@ class ModelServiceTest : public ::testing::TestWithParam<std::string> {
 
   FakeClock clock_;
   SeededRandom random_{5};
+  RecordingIssuer issuer_;
   std::unique_ptr<store::Database> db_;
   std::unique_ptr<identity::IdentityService> ids_;
   std::unique_ptr<CatalogService> catalog_;
@@ -301,7 +321,69 @@ TEST_P(ModelServiceTest, PathCredentialsFollowTheObjectThatHoldsThePath) {
   EXPECT_THAT(catalog_->TemporaryPathCredential(admin_, "/lake/tickets/../x", PathOperation::kRead),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("url")));
   EXPECT_THAT(catalog_->TemporaryPathCredential(admin_, "s3://bucket/x", PathOperation::kRead),
-              StatusIs(StatusCode::kNotImplemented, HasSubstr("S3")));
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("no catalog object")));
+  EXPECT_TRUE(issuer_.requests.empty());
+}
+
+TEST_P(ModelServiceTest, S3LocationsGetCredentialsScopedToWhatWasAuthorized) {
+  TY_ASSERT_OK_AND_ASSIGN(
+      TableInfo table,
+      catalog_->CreateTable(admin_, {.catalog_name = "main",
+                                     .schema_name = "support",
+                                     .name = "tickets",
+                                     .table_type = TableType::kExternal,
+                                     .columns = {{.name = "id", .type_text = "bigint"}},
+                                     .storage_location = "s3://lake/t/tickets/"}));
+  LetIn("bob");
+  Grant("bob", SecurableType::kTable, table.full_name, {Privilege::kSelect});
+  // A path inside the table, spelled loosely: the credential is for that path only.
+  TY_ASSERT_OK_AND_ASSIGN(
+      TemporaryCredential read,
+      catalog_->TemporaryPathCredential(User("bob"), "s3://lake/t//tickets/_delta_log/",
+                                        PathOperation::kRead));
+  EXPECT_EQ(read.url, "s3://lake/t/tickets/_delta_log");
+  ASSERT_TRUE(read.aws_temp_credentials);
+  EXPECT_EQ(read.aws_temp_credentials->access_key_id, "ASIA1");
+  EXPECT_EQ(read.aws_temp_credentials->session_token, "t");
+  EXPECT_EQ(read.expiration_time, 1234);
+  ASSERT_EQ(issuer_.requests.size(), 1u);
+  EXPECT_EQ(issuer_.requests[0].url, "s3://lake/t/tickets/_delta_log");
+  EXPECT_EQ(issuer_.requests[0].access, blob::S3Access::kRead);
+  EXPECT_EQ(issuer_.requests[0].who, "bob");
+  // Refusals never reach STS: writing without MODIFY, a path above the table (it would
+  // cover the table's objects and more), a sibling whose name extends the table's.
+  EXPECT_THAT(catalog_->TemporaryPathCredential(User("bob"), "s3://lake/t/tickets",
+                                                PathOperation::kReadWrite),
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("MODIFY")));
+  EXPECT_THAT(catalog_->TemporaryPathCredential(admin_, "s3://lake/t", PathOperation::kRead),
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("main.support.tickets")));
+  EXPECT_THAT(catalog_->TemporaryPathCredential(admin_, "s3://lake", PathOperation::kRead),
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("main.support.tickets")));
+  EXPECT_THAT(
+      catalog_->TemporaryPathCredential(admin_, "s3://lake/t/tickets2", PathOperation::kRead),
+      StatusIs(StatusCode::kPermissionDenied, HasSubstr("no catalog object")));
+  EXPECT_EQ(issuer_.requests.size(), 1u);
+  Grant("bob", SecurableType::kTable, table.full_name, {Privilege::kModify});
+  TY_ASSERT_OK(catalog_->TemporaryPathCredential(User("bob"), "s3://lake/t/tickets",
+                                                 PathOperation::kReadWrite));
+  ASSERT_EQ(issuer_.requests.size(), 2u);
+  EXPECT_EQ(issuer_.requests[1].url, "s3://lake/t/tickets");
+  EXPECT_EQ(issuer_.requests[1].access, blob::S3Access::kReadWrite);
+
+  // A catalog rooted on S3: its managed volumes are there, and their credentials too.
+  TY_ASSERT_OK(catalog_->CreateCatalog(admin_, {.name = "lake", .storage_root = "s3://lake/c"}));
+  TY_ASSERT_OK(catalog_->CreateSchema(admin_, {.catalog_name = "lake", .name = "raw"}));
+  TY_ASSERT_OK_AND_ASSIGN(
+      VolumeInfo volume,
+      catalog_->CreateVolume(admin_, {.catalog_name = "lake", .schema_name = "raw", .name = "v"}));
+  EXPECT_EQ(volume.storage_location.rfind("s3://lake/c/", 0), 0u) << volume.storage_location;
+  TY_ASSERT_OK_AND_ASSIGN(
+      TemporaryCredential written,
+      catalog_->TemporaryVolumeCredential(admin_, volume.id, VolumeOperation::kWrite));
+  EXPECT_EQ(written.url, volume.storage_location);
+  ASSERT_EQ(issuer_.requests.size(), 3u);
+  EXPECT_EQ(issuer_.requests[2].access, blob::S3Access::kReadWrite);
+  EXPECT_EQ(issuer_.requests[2].who, "admin");
 }
 
 TEST_P(ModelServiceTest, VolumeCredentialsNeedReadVolumeOrWriteFiles) {

@@ -156,6 +156,15 @@ Status Server::InitServices() {
   catalog::CatalogServiceOptions catalog_options;
   catalog_options.metastore_root =
       std::filesystem::absolute(config_.data_dir + "/catalog").lexically_normal().string();
+  if (!config_.s3_credentials_role_arn.empty()) {
+    TY_ASSIGN_OR_RETURN(
+        blob::StsConfig sts,
+        blob::StsConfigFromEnv(config_.s3_credentials_role_arn, config_.s3_credentials_duration_s));
+    sts.clock = &clock_;
+    TY_ASSIGN_OR_RETURN(s3_credentials_, blob::MakeStsCredentialIssuer(std::move(sts)));
+    spdlog::info("S3 temporary credentials: {}", s3_credentials_->Describe());
+  }
+  catalog_options.s3_credentials = s3_credentials_.get();
   catalog_ =
       std::make_unique<catalog::CatalogService>(*db_, *identity_, clock_, random_, catalog_options);
   TY_RETURN_IF_ERROR(catalog_->Init());
@@ -340,13 +349,26 @@ void Server::InitApi() {
   api::RegisterSecretRoutes(*api_, *secrets_);
   api::RegisterCheckpointRoutes(*api_, *checkpoints_);
   api::RegisterLineageRoutes(*api_, lineage_->service());
-  api::RegisterUnityCatalogRoutes(*api_, *catalog_, clock_, tables_.get());
+  api::RegisterUnityCatalogRoutes(*api_, *catalog_, tables_.get());
   api::RegisterUcModelRoutes(*api_, *models_, *catalog_);
   api::RegisterTableRoutes(*api_, *catalog_, *tables_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
   });
+  // Who may run jobs as a service principal (JobSpec::run_as): EDIT on it is its use.
+  identity::IdentityService* ids = identity_.get();
+  api::RegisterGrantRoute(
+      *api_, std::string(identity::kServicePrincipalSecurable),
+      [ids](const std::string& name) -> Result<std::string> {
+        auto kind = ids->GetPrincipalKind(name);
+        if (!kind.ok() || *kind != identity::PrincipalKind::kServicePrincipal) {
+          return Status::NotFound("id: '" + name +
+                                  "' is no service principal; list them with 'trainyard "
+                                  "service-principals list'");
+        }
+        return std::string();  // no owner: admins and MANAGE holders grant
+      });
   registry::RegistryService* registry = registry_.get();
   catalog::ModelService* models = models_.get();
   api::RegisterGrantRoute(
