@@ -1,10 +1,12 @@
 """The quickstart's follow-up after the fine-tuning job, with the plain mlflow client and with
 Hugging Face transformers.
 
-`quickstart.py report JOB_ID` (mlflow client, .venv): prints the job's run, its metrics and
-eval accuracy before and after fine-tuning, and where the adapter and the merged model are;
-registers the merged model (the run's `model` artifacts) as support-intent-model, points the
-`champion` alias at it and downloads `models:/support-intent-model@champion`.
+`quickstart.py report JOB_ID DOWNLOAD_DIR` (mlflow client, .venv): prints the job's run, the
+table versions it trained on (its dataset inputs), its metrics and eval accuracy before and
+after fine-tuning, and where the adapter and the merged model are; registers the merged model
+(the run's `model` artifacts) as support-intent-model, points the `champion` alias at it,
+downloads `models:/support-intent-model@champion` into DOWNLOAD_DIR and writes the version's
+number to champion.version beside it.
 
 `quickstart.py classify MODEL_DIR TEST_JSONL` (transformers, .venv-hf): loads the downloaded
 model with transformers' AutoModelForCausalLM and classifies held-out tickets by greedy
@@ -40,6 +42,10 @@ def report(job_id, download_dir):
     print(f"  eval accuracy after fine-tuning:  {100 * m['eval_accuracy']:5.1f}%")
     print(f"  eval loss {m['eval_loss']:.4f} (perplexity {m['eval_perplexity']:.2f}), "
           f"final train loss {m['loss']:.4f}, {m['tokens_per_second']:,.0f} tokens/s")
+    for d in run.inputs.dataset_inputs:
+        context = {t.key: t.value for t in d.tags}.get("mlflow.data.context", "?")
+        print(f"  {context} data: table {d.dataset.name} at version {d.dataset.digest} "
+              f"(an MLflow dataset input of the run)")
     arts = [f.path for f in client.list_artifacts(run.info.run_id)]
     print(f"  run artifacts: {', '.join(arts)} ({run.info.artifact_uri})")
     # The merged model is plain Hugging Face files (not an MLflow "logged model"), so the
@@ -53,6 +59,9 @@ def report(job_id, download_dir):
                                           f"{run.info.artifact_uri}/model",
                                           run_id=run.info.run_id)
     client.set_registered_model_alias("support-intent-model", "champion", version.version)
+    with open(os.path.join(os.path.dirname(os.path.abspath(download_dir)), "champion.version"),
+              "w") as f:
+        f.write(f"{version.version}\n")
     path = mlflow.artifacts.download_artifacts("models:/support-intent-model@champion",
                                                dst_path=download_dir)
     print(f"Registered support-intent-model version {version.version} as @champion; "

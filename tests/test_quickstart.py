@@ -1,8 +1,9 @@
-"""The README's main command walks the journey end to end: synthetic support tickets, a LoRA
+"""The README's main command walks the journey end to end: synthetic support tickets imported
+into catalog tables, a LoRA
 fine-tuning job of a small Llama-style model on the native trainer that crashes once and
 resumes exactly from its checkpoint, logging to its MLflow run; then eval accuracy before and
-after, the model registered as @champion, and the merged model classifying held-out tickets in
-Hugging Face transformers."""
+after, the model registered as @champion, the merged model classifying held-out tickets in
+Hugging Face transformers, and the model version's lineage back to the table versions."""
 
 import os
 import re
@@ -26,6 +27,13 @@ def test_quickstart_runs_the_journey(tmp_path):
     after = float(re.search(r"eval accuracy after fine-tuning:\s+([\d.]+)%", out).group(1))
     assert before < 20 and after >= 60, (before, after)
     assert "as @champion" in out
+    # The job read the tables at the versions finetune.yaml pins, recorded on its run and in
+    # lineage upstream of the registered model version.
+    assert re.search(r"data\.train: \d+ rows of main\.support\.train@1", out), out[-4000:]
+    assert "training data: table main.support.train at version 1" in out, out[-4000:]
+    assert "validation data: table main.support.val at version 1" in out, out[-4000:]
+    assert "read <- table:main.support.train@1" in out, out[-4000:]
+    assert "read <- table:main.support.val@1" in out, out[-4000:]
     right = int(re.search(r"(\d+)/6 right", out).group(1))
     assert right >= 3, out[-3000:]
     job = re.search(r"Adapter \(PEFT format\): (\S+)", out).group(1)

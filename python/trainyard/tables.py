@@ -9,7 +9,9 @@ first write).
     df = tables.to_pandas("main.support.tickets", version=3)
 
 The server and token come from TRAINYARD_URL / TRAINYARD_TOKEN (or pass client=). Every page
-of one read is of the same table version, even while others write.
+of one read is of the same table version, even while others write. A table's row filter and
+column masks apply: read() returns the rows and values the token's user may see (the server
+enforces them; docs/catalog.md).
 """
 
 from __future__ import annotations

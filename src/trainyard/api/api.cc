@@ -198,6 +198,10 @@ bool ScopedTokenMayCall(http::Method method, std::string_view path) {
       {http::Method::kPost, "/registered-models/get-latest-versions"},
       {http::Method::kPost, "/model-versions/search"},
       {http::Method::kPost, "/temporary-table-credentials"},  // UC: a table the job may read
+      // UC: the user's grants decide, as for tables.
+      {http::Method::kPost, "/temporary-model-version-credentials"},
+      {http::Method::kPost, "/temporary-volume-credentials"},
+      {http::Method::kPost, "/temporary-path-credentials"},
       // The job's own sign of life and checkpoints.
       {http::Method::kPost, "/jobs/{job_id}/heartbeat"},
       {http::Method::kPost, "/jobs/{job_id}/checkpoints"},

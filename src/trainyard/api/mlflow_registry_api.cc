@@ -81,6 +81,24 @@ Result<registry::RegistrySearchRequest> SearchRequestFromJson(const json::object
 
 json::value Empty() { return json::object(); }
 
+// Drops the items of a search page the caller may not read (catalog models without EXECUTE;
+// plain MLflow models are readable by everyone).
+template <typename T>
+Status KeepReadable(RegistryService& reg, const identity::Principal& who, std::vector<T>& items) {
+  std::vector<T> kept;
+  kept.reserve(items.size());
+  for (auto& item : items) {
+    Status s = reg.AuthorizeRead(who, item.name);
+    if (s.ok()) {
+      kept.push_back(std::move(item));
+    } else if (s.code() != StatusCode::kPermissionDenied && !s.IsNotFound()) {
+      return s;
+    }
+  }
+  items = std::move(kept);
+  return Status::Ok();
+}
+
 class RegistryRoutes {
  public:
   RegistryRoutes(Api& api, RegistryService& registry) : api_(api), registry_(registry) {}
@@ -112,6 +130,7 @@ class RegistryRoutes {
     api.Route(Method::kGet, kMlflowPrefixes, "/registered-models/get",
               [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_RETURN_IF_ERROR(reg.AuthorizeRead(c.principal, name));
                 TY_ASSIGN_OR_RETURN(auto model, reg.GetRegisteredModel(name));
                 return json::object{{"registered_model", RegisteredModelToJson(model)}};
               });
@@ -119,6 +138,7 @@ class RegistryRoutes {
     JsonHandler search = [&reg](Call& c) -> Result<json::value> {
       TY_ASSIGN_OR_RETURN(auto request, SearchRequestFromJson(c.body));
       TY_ASSIGN_OR_RETURN(auto page, reg.SearchRegisteredModels(request));
+      TY_RETURN_IF_ERROR(KeepReadable(reg, c.principal, page.items));
       json::array models;
       models.reserve(page.items.size());
       for (const auto& m : page.items) models.emplace_back(RegisteredModelToJson(m));
@@ -176,6 +196,7 @@ class RegistryRoutes {
     JsonHandler latest = [&reg](Call& c) -> Result<json::value> {
       TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
       TY_ASSIGN_OR_RETURN(auto stages, StringList(c.body, "stages"));
+      TY_RETURN_IF_ERROR(reg.AuthorizeRead(c.principal, name));
       TY_ASSIGN_OR_RETURN(auto versions, reg.GetLatestVersions(name, stages));
       return json::object{{"model_versions", ModelVersionsToJson(versions)}};
     };
@@ -208,6 +229,7 @@ class RegistryRoutes {
               [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(std::string alias, RequiredString(c.body, "alias"));
+                TY_RETURN_IF_ERROR(reg.AuthorizeRead(c.principal, name));
                 TY_ASSIGN_OR_RETURN(auto version, reg.GetModelVersionByAlias(name, alias));
                 return json::object{{"model_version", ModelVersionToJson(version)}};
               });
@@ -237,6 +259,7 @@ class RegistryRoutes {
               [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_RETURN_IF_ERROR(reg.AuthorizeRead(c.principal, name));
                 TY_ASSIGN_OR_RETURN(auto v, reg.GetModelVersion(name, version));
                 return json::object{{"model_version", ModelVersionToJson(v)}};
               });
@@ -244,6 +267,7 @@ class RegistryRoutes {
     JsonHandler search = [&reg](Call& c) -> Result<json::value> {
       TY_ASSIGN_OR_RETURN(auto request, SearchRequestFromJson(c.body));
       TY_ASSIGN_OR_RETURN(auto page, reg.SearchModelVersions(request));
+      TY_RETURN_IF_ERROR(KeepReadable(reg, c.principal, page.items));
       json::object o{{"model_versions", ModelVersionsToJson(page.items)}};
       if (!page.next_page_token.empty()) o["next_page_token"] = page.next_page_token;
       return o;
@@ -273,6 +297,7 @@ class RegistryRoutes {
               [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
                 TY_ASSIGN_OR_RETURN(int64_t version, RequiredInt64(c.body, "version"));
+                TY_RETURN_IF_ERROR(reg.AuthorizeRead(c.principal, name));
                 TY_ASSIGN_OR_RETURN(std::string uri, reg.GetModelVersionDownloadUri(name, version));
                 return json::object{{"artifact_uri", uri}};
               });

@@ -64,11 +64,49 @@ json::object StringMap(const std::map<std::string, std::string>& m) {
   return o;
 }
 
+json::array Names(const std::vector<std::string>& names) {
+  json::array out;
+  for (const auto& n : names) out.emplace_back(n);
+  return out;
+}
+
+json::object RowFilterToJson(const catalog::RowFilterInfo& f) {
+  return json::object{{"predicate", f.predicate},
+                      {"input_column_names", Names(f.columns)},
+                      {"updated_at", f.updated_at},
+                      {"updated_by", f.updated_by}};
+}
+
+json::object MaskToJson(const catalog::ColumnMaskInfo& m) {
+  return json::object{{"kind", tables::MaskKindName(m.kind)},
+                      {"except", Names(m.except)},
+                      {"updated_at", m.updated_at},
+                      {"updated_by", m.updated_by}};
+}
+
+// A table's policies: {"full_name", "row_filter"?, "column_masks": {column: mask}}.
+json::object PoliciesToJson(const catalog::TableInfo& t) {
+  json::object masks;
+  for (const auto& c : t.columns) {
+    if (c.mask) masks[c.name] = MaskToJson(*c.mask);
+  }
+  json::object o{{"full_name", t.full_name}, {"column_masks", std::move(masks)}};
+  if (t.row_filter) o["row_filter"] = RowFilterToJson(*t.row_filter);
+  return o;
+}
+
 json::value DescriptionToJson(const catalog::TableDescription& d) {
   json::array columns;
   for (const auto& f : d.delta.schema->fields()) {
-    columns.push_back(json::object{
-        {"name", f->name()}, {"type", f->type()->ToString()}, {"nullable", f->nullable()}});
+    json::object c{
+        {"name", f->name()}, {"type", f->type()->ToString()}, {"nullable", f->nullable()}};
+    for (const auto& info : d.table.columns) {
+      if (info.name != f->name() || !info.mask) continue;
+      json::object mask = MaskToJson(*info.mask);
+      mask["applies_to_caller"] = d.caller_policy.masks.count(f->name()) > 0;
+      c["mask"] = std::move(mask);
+    }
+    columns.push_back(std::move(c));
   }
   json::array files;
   for (const auto& f : d.delta.files) {
@@ -93,6 +131,11 @@ json::value DescriptionToJson(const catalog::TableDescription& d) {
                  {"size_bytes", d.delta.size_bytes},
                  {"files", std::move(files)}};
   if (d.delta.num_rows) o["num_rows"] = *d.delta.num_rows;
+  if (d.table.row_filter) {
+    json::object filter = RowFilterToJson(*d.table.row_filter);
+    filter["applies_to_caller"] = d.caller_policy.row_filter.has_value();
+    o["row_filter"] = std::move(filter);
+  }
   return o;
 }
 
@@ -204,6 +247,20 @@ Result<json::value> DeleteRows(TableService& ts, Call& c) {
   return json::object{{"version", r.version}, {"rows_deleted", r.rows_affected}};
 }
 
+Result<json::value> SetRowFilter(catalog::CatalogService& cs, Call& c) {
+  TY_ASSIGN_OR_RETURN(std::string predicate, RequiredString(c.body, "predicate"));
+  TY_ASSIGN_OR_RETURN(catalog::TableInfo t, cs.SetRowFilter(c.principal, FullName(c), predicate));
+  return PoliciesToJson(t);
+}
+
+Result<json::value> SetColumnMask(catalog::CatalogService& cs, Call& c) {
+  TY_ASSIGN_OR_RETURN(catalog::ColumnMaskInfo mask, catalog::DecodeColumnMask(c.request.body));
+  TY_ASSIGN_OR_RETURN(
+      catalog::TableInfo t,
+      cs.SetColumnMask(c.principal, FullName(c), c.request.path_params.at("column"), mask));
+  return PoliciesToJson(t);
+}
+
 }  // namespace
 
 bool IsTableImport(http::Method method, std::string_view path) {
@@ -211,8 +268,9 @@ bool IsTableImport(http::Method method, std::string_view path) {
          path.size() > 7 && path.substr(path.size() - 7) == "/import";
 }
 
-void RegisterTableRoutes(Api& api, TableService& tables) {
+void RegisterTableRoutes(Api& api, catalog::CatalogService& catalog, TableService& tables) {
   TableService* ts = &tables;
+  catalog::CatalogService* cs = &catalog;
   api.Route(Method::kGet, kTrainyardPrefixes, "/tables/{full_name}",
             [ts](Call& c) -> Result<json::value> {
               TY_ASSIGN_OR_RETURN(tables::VersionSpec at, VersionOf(c.request));
@@ -229,6 +287,23 @@ void RegisterTableRoutes(Api& api, TableService& tables) {
             [ts](Call& c) { return History(*ts, c); });
   api.Route(Method::kPost, kTrainyardPrefixes, "/tables/{full_name}/delete",
             [ts](Call& c) { return DeleteRows(*ts, c); });
+  api.Route(Method::kPut, kTrainyardPrefixes, "/tables/{full_name}/row-filter",
+            [cs](Call& c) { return SetRowFilter(*cs, c); });
+  api.Route(Method::kDelete, kTrainyardPrefixes, "/tables/{full_name}/row-filter",
+            [cs](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(catalog::TableInfo t,
+                                  cs->ClearRowFilter(c.principal, FullName(c)));
+              return PoliciesToJson(t);
+            });
+  api.Route(Method::kPut, kTrainyardPrefixes, "/tables/{full_name}/columns/{column}/mask",
+            [cs](Call& c) { return SetColumnMask(*cs, c); });
+  api.Route(Method::kDelete, kTrainyardPrefixes, "/tables/{full_name}/columns/{column}/mask",
+            [cs](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(catalog::TableInfo t,
+                                  cs->ClearColumnMask(c.principal, FullName(c),
+                                                      c.request.path_params.at("column")));
+              return PoliciesToJson(t);
+            });
 }
 
 }  // namespace trainyard::api

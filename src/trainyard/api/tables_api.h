@@ -13,6 +13,14 @@
 //   GET  .../{full_name}/export     ?format=jsonl|csv|parquet|arrow&version=&timestamp=
 //   GET  .../{full_name}/history    ?limit=
 //   POST .../{full_name}/delete     {"predicate": "..."}
+//   PUT  .../{full_name}/row-filter {"predicate": "region = 'EU' OR is_member('leads')"}
+//   DELETE .../{full_name}/row-filter
+//   PUT  .../{full_name}/columns/{column}/mask  {"kind": "last4", "except": ["pii-readers"]}
+//   DELETE .../{full_name}/columns/{column}/mask
+//                                   the four answer {full_name, row_filter?, column_masks};
+//                                   owner or MANAGE (catalog::CatalogService::SetRowFilter)
+// Describe shows the row filter and each column's mask, each with applies_to_caller; every
+// read returns what they leave the caller (catalog::TableService enforces them).
 // Bad input is 400 naming the field; an unknown version 404 saying the latest; a timestamp
 // before the first commit 400. Thread-safe after registration.
 #pragma once
@@ -24,8 +32,8 @@
 
 namespace trainyard::api {
 
-// Registers the routes; `tables` must outlive `api`.
-void RegisterTableRoutes(Api& api, catalog::TableService& tables);
+// Registers the routes; `catalog` and `tables` must outlive `api`.
+void RegisterTableRoutes(Api& api, catalog::CatalogService& catalog, catalog::TableService& tables);
 
 // For http::ServerOptions::stream_body_to_file: an import's body goes to a file.
 bool IsTableImport(http::Method method, std::string_view path);

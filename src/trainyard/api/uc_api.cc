@@ -1,7 +1,9 @@
 #include "trainyard/api/uc_api.h"
 
 #include "trainyard/api/uc_json.h"
+#include "trainyard/api/uc_model_json.h"
 #include "trainyard/catalog/permissions.h"
+#include "trainyard/catalog/table_policy.h"
 
 namespace trainyard::api {
 
@@ -228,18 +230,13 @@ void RegisterPermissions(Api& api, CatalogService& cs) {
   });
 }
 
-// How long a temporary credential is good for.
-constexpr int64_t kTemporaryCredentialMillis = 60 * 60 * 1000;
-
-bool IsLocalLocation(std::string_view location) {
-  return location.rfind("file:", 0) == 0 || (!location.empty() && location[0] == '/');
-}
-
-// POST /temporary-table-credentials {table_id, operation: READ | READ_WRITE}. For a table on
-// local storage the credential is the location itself, valid for an hour, handed out only to
-// a caller who may read it (SELECT) or, for READ_WRITE, change it (MODIFY). Tables with row
-// filters or column masks will be refused here (issue 16, item 4), as Databricks does.
-Result<json::value> TemporaryTableCredential(CatalogService& cs, Clock& clock, Call& c) {
+// POST /temporary-table-credentials {table_id, operation: READ | READ_WRITE}, handed out only
+// to a caller who may read the table (SELECT) or, for READ_WRITE, change it (MODIFY). For a
+// table on local storage the credential is the location itself, valid for an hour; on S3 it
+// is an STS credential for that table's prefix only (CatalogService::StorageCredential). A
+// table with a row filter or column masks is refused to everyone (PERMISSION_DENIED), as
+// Databricks does: direct storage access would bypass them.
+Result<json::value> TemporaryTableCredential(CatalogService& cs, Call& c) {
   TY_ASSIGN_OR_RETURN(std::string table_id, RequiredString(c.body, "table_id"));
   TY_ASSIGN_OR_RETURN(auto operation, OptionalString(c.body, "operation"));
   std::string op = operation.value_or("");
@@ -247,23 +244,21 @@ Result<json::value> TemporaryTableCredential(CatalogService& cs, Clock& clock, C
     return Status::InvalidArgument("operation must be READ or READ_WRITE (got '" + op + "')");
   }
   TY_ASSIGN_OR_RETURN(catalog::TableInfo table, cs.GetTableById(c.principal, table_id));
+  TY_RETURN_IF_ERROR(catalog::CheckDirectAccess(table));
   TY_RETURN_IF_ERROR(cs.Authorize(
       c.principal, op == "READ" ? catalog::Privilege::kSelect : catalog::Privilege::kModify,
       catalog::SecurableType::kTable, table.full_name));
-  if (!IsLocalLocation(table.storage_location)) {
-    return Status::NotImplemented("temporary credentials for " + table.storage_location +
-                                  " are not served yet: only tables on local storage have them");
-  }
-  return json::object{{"url", table.storage_location},
-                      {"expiration_time", clock.NowMillis() + kTemporaryCredentialMillis}};
+  TY_ASSIGN_OR_RETURN(auto credential,
+                      cs.StorageCredential(c.principal, table.storage_location, op != "READ"));
+  return TemporaryCredentialToJson(credential);
 }
 
 }  // namespace
 
-void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog, Clock& clock,
+void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog,
                                 catalog::TableService* tables) {
   UcRoute(api, Method::kPost, "/temporary-table-credentials",
-          [&catalog, &clock](Call& c) { return TemporaryTableCredential(catalog, clock, c); });
+          [&catalog](Call& c) { return TemporaryTableCredential(catalog, c); });
   RegisterCatalogs(api, catalog);
   RegisterSchemas(api, catalog);
   RegisterTables(api, catalog, tables);

@@ -8,12 +8,12 @@
 // Callers authenticate with Trainyard's bearer tokens (api.h); CatalogService authorizes
 // every call with the caller's Principal. Handlers only decode, call and encode.
 //
-// Temporary table credentials (POST /temporary-table-credentials) for tables on local
-// storage: the location, for an hour, to callers with SELECT (READ) or MODIFY (READ_WRITE).
+// Temporary table credentials (POST /temporary-table-credentials), to callers with SELECT
+// (READ) or MODIFY (READ_WRITE): for tables on local storage the location, for an hour; on S3
+// an STS credential scoped to the table's prefix (docs/decisions/0014).
 //
-// Not here yet (a later session): registered models and model versions (the seam is
-// CatalogService's registered-model methods and registry/), and temporary credentials for
-// S3 locations, volumes, paths and model versions.
+// Registered models, model versions and the temporary credentials of model versions,
+// volumes and paths are uc_model_api.h's.
 #pragma once
 
 #include "trainyard/api/api.h"
@@ -24,9 +24,9 @@ namespace trainyard::api {
 
 extern const std::vector<std::string> kUnityCatalogPrefixes;  // /api/2.1/unity-catalog
 
-// Registers the routes; `catalog` and `clock` (credentials' expiry) must outlive `api`.
-// With `tables`, creating a MANAGED DELTA table also creates its empty Delta table.
-void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog, Clock& clock,
+// Registers the routes; `catalog` must outlive `api`. With `tables`, creating a MANAGED
+// DELTA table also creates its empty Delta table.
+void RegisterUnityCatalogRoutes(Api& api, catalog::CatalogService& catalog,
                                 catalog::TableService* tables = nullptr);
 
 }  // namespace trainyard::api

@@ -111,6 +111,16 @@ json::object ColumnToJson(const catalog::ColumnInfo& c) {
   o["type_scale"] = 0;
   PutIfSet(o, "comment", c.comment);
   if (c.partition_index) o["partition_index"] = *c.partition_index;
+  if (c.mask) {
+    // Databricks' ColumnMask names a SQL function; ours is a built-in kind (not in UC OSS).
+    json::array except;
+    for (const auto& name : c.mask->except) except.emplace_back(name);
+    o["mask"] = json::object{
+        {"function_name", "trainyard.mask_" + std::string(tables::MaskKindName(c.mask->kind))},
+        {"using_column_names", json::array{}},
+        {"kind", tables::MaskKindName(c.mask->kind)},
+        {"except", std::move(except)}};
+  }
   return o;
 }
 
@@ -213,6 +223,14 @@ json::object TableToJson(const catalog::TableInfo& t) {
   o["columns"] = std::move(columns);
   PutIfSet(o, "storage_location", t.storage_location);
   o["properties"] = PropertiesToJson(t.properties);
+  if (t.row_filter) {
+    // Databricks' TableRowFilter names a SQL function; ours is a predicate (not in UC OSS).
+    json::array inputs;
+    for (const auto& c : t.row_filter->columns) inputs.emplace_back(c);
+    o["row_filter"] = json::object{{"function_name", "trainyard.row_filter"},
+                                   {"input_column_names", std::move(inputs)},
+                                   {"predicate", t.row_filter->predicate}};
+  }
   return o;
 }
 

@@ -1,11 +1,13 @@
-// libFuzzer target for the Unity Catalog API's request decoders (uc_json.h): any body must
-// be decoded or refused with InvalidArgument, never crash; a decoded table's columns keep
+// libFuzzer target for the Unity Catalog API's request decoders (uc_json.h, uc_model_json.h):
+// any body must be decoded or refused with InvalidArgument, never crash; a version number
+// is positive; a decoded table's columns keep
 // the order and count of the body's array, and paging never exceeds UC's maximum.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
 
 #include "trainyard/api/uc_json.h"
+#include "trainyard/api/uc_model_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace trainyard;
@@ -20,6 +22,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   refused_well(api::DecodeCreateVolume(*body).status());
   refused_well(api::DecodeCreateFunction(*body).status());
   refused_well(api::DecodeUpdate(*body).status());
+  refused_well(api::DecodeCreateRegisteredModel(*body).status());
+  refused_well(api::DecodeCreateModelVersion(*body).status());
+  refused_well(api::DecodeUpdateModelVersion(*body).status());
+  refused_well(api::DecodeVolumeCredentialRequest(*body).status());
+  refused_well(api::DecodePathCredentialRequest(*body).status());
+  auto credential = api::DecodeModelVersionCredentialRequest(*body);
+  refused_well(credential.status());
+  if (credential.ok() && credential->version < 1) std::abort();
+  auto version = api::ParseModelVersionNumber("version", text);
+  refused_well(version.status());
+  if (version.ok() && *version < 1) std::abort();
   auto table = api::DecodeCreateTable(*body);
   refused_well(table.status());
   if (table.ok()) {

@@ -83,6 +83,8 @@ Result<std::string> TableDetails(const CreateTableRequest& r, std::string& forma
   return json::serialize(d);
 }
 
+}  // namespace
+
 TableInfo ToTable(const ObjectRow& row) {
   TableInfo t = WithInfo<TableInfo>(row);
   json::object d = DetailsOf(row);
@@ -108,6 +110,8 @@ TableInfo ToTable(const ObjectRow& row) {
   }
   return t;
 }
+
+namespace {
 
 VolumeInfo ToVolume(const ObjectRow& row) {
   VolumeInfo v = WithInfo<VolumeInfo>(row);
@@ -268,28 +272,31 @@ Result<TableInfo> CatalogService::CreateTable(const Principal& who, const Create
 
 Result<TableInfo> CatalogService::GetTable(const Principal& who, std::string_view full_name) {
   TY_ASSIGN_OR_RETURN(ObjectRow row, impl_->Get(who, SecurableType::kTable, full_name));
-  return ToTable(row);
+  return impl_->PresentTable(who, ToTable(row));
 }
 
 Result<TableInfo> CatalogService::GetTableById(const Principal& who, std::string_view table_id) {
   TY_ASSIGN_OR_RETURN(ObjectRow row, impl_->GetById(who, SecurableType::kTable, table_id));
-  return ToTable(row);
+  return impl_->PresentTable(who, ToTable(row));
 }
 
 Result<Page<TableInfo>> CatalogService::ListTables(const Principal& who,
                                                    std::string_view catalog_name,
                                                    std::string_view schema_name,
                                                    const PageRequest& page) {
-  return MapPage<TableInfo>(
-      impl_->List(who, SecurableType::kTable, {std::string(catalog_name), std::string(schema_name)},
-                  page),
-      ToTable);
+  TY_ASSIGN_OR_RETURN(
+      Page<TableInfo> tables,
+      MapPage<TableInfo>(impl_->List(who, SecurableType::kTable,
+                                     {std::string(catalog_name), std::string(schema_name)}, page),
+                         ToTable));
+  TY_RETURN_IF_ERROR(impl_->PresentTables(who, tables.items));
+  return tables;
 }
 
 Result<TableInfo> CatalogService::UpdateTable(const Principal& who, std::string_view full_name,
                                               const UpdateObjectRequest& request) {
   TY_ASSIGN_OR_RETURN(ObjectRow row, impl_->Update(who, SecurableType::kTable, full_name, request));
-  return ToTable(row);
+  return impl_->PresentTable(who, ToTable(row));
 }
 
 Status CatalogService::DeleteTable(const Principal& who, std::string_view full_name) {
@@ -420,6 +427,16 @@ Result<RegisteredModelInfo> CatalogService::GetRegisteredModel(const Principal& 
 Result<Page<RegisteredModelInfo>> CatalogService::ListRegisteredModels(
     const Principal& who, std::string_view catalog_name, std::string_view schema_name,
     const PageRequest& page) {
+  if (catalog_name.empty() && schema_name.empty()) {
+    return MapPage<RegisteredModelInfo>(impl_->ListAll(who, SecurableType::kRegisteredModel, page),
+                                        WithInfo<RegisteredModelInfo>);
+  }
+  if (catalog_name.empty() || schema_name.empty()) {
+    return Status::InvalidArgument(
+        std::string(catalog_name.empty() ? "catalog_name" : "schema_name") + " is required with " +
+        (catalog_name.empty() ? "schema_name" : "catalog_name") +
+        ": give both to list one schema's models, or neither to list every model you may see");
+  }
   return MapPage<RegisteredModelInfo>(
       impl_->List(who, SecurableType::kRegisteredModel,
                   {std::string(catalog_name), std::string(schema_name)}, page),

@@ -339,6 +339,21 @@ Result<Page<ObjectRow>> CatalogService::Impl::List(const identity::Principal& wh
   return out;
 }
 
+Result<Page<ObjectRow>> CatalogService::Impl::ListAll(const identity::Principal& who,
+                                                      SecurableType type, const PageRequest& page) {
+  TY_ASSIGN_OR_RETURN(auto paging, DecodePage(page));
+  TY_ASSIGN_OR_RETURN(Subject subject, SubjectOf(who));
+  TY_ASSIGN_OR_RETURN(auto rows, store.ListAll(type, paging.second, paging.first));
+  Page<ObjectRow> out;
+  if (static_cast<int>(rows.size()) == paging.first) {
+    out.next_page_token = Base64Encode(std::string(kPageTokenPrefix) + rows.back().info.full_name);
+  }
+  for (auto& row : rows) {
+    if (MayRead(subject, type, row.info.id)) out.items.push_back(std::move(row));
+  }
+  return out;
+}
+
 Result<ObjectRow> CatalogService::Impl::Update(const identity::Principal& who, SecurableType type,
                                                std::string_view full_name,
                                                const UpdateObjectRequest& request) {

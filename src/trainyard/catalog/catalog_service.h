@@ -48,9 +48,13 @@
 #include "trainyard/common/status.h"
 #include "trainyard/identity/authorizer.h"
 #include "trainyard/store/database.h"
+#include "trainyard/tables/predicate_reader.h"
 
 namespace trainyard::identity {
 class IdentityService;
+}
+namespace trainyard::blob {
+class S3CredentialIssuer;
 }
 
 namespace trainyard::catalog {
@@ -62,6 +66,10 @@ struct CatalogServiceOptions {
   // The metastore's managed storage root: a local directory or an s3:// prefix. A catalog
   // without its own root keeps managed data under `<root>/<catalog id>`.
   std::string metastore_root;
+  // Issues the scoped S3 credentials of temporary credentials for s3:// locations; not
+  // owned; nullptr: such credentials are not served (the server was started without
+  // --s3-credentials-role-arn).
+  blob::S3CredentialIssuer* s3_credentials = nullptr;
 };
 
 class CatalogService {
@@ -101,7 +109,9 @@ class CatalogService {
                                   const UpdateObjectRequest& request);
   Status DeleteSchema(const identity::Principal& who, std::string_view full_name, bool force);
 
-  // Tables, named "catalog.schema.table".
+  // Tables, named "catalog.schema.table". A table comes with its row filter and column masks;
+  // where they restrict the caller (table_policy.h), its storage_location is left empty, so
+  // the location is no way around them.
   Result<TableInfo> CreateTable(const identity::Principal& who, const CreateTableRequest& request);
   Result<TableInfo> GetTable(const identity::Principal& who, std::string_view full_name);
   // For temporary credentials, which name a table by id; the same check as GetTable.
@@ -111,6 +121,25 @@ class CatalogService {
   Result<TableInfo> UpdateTable(const identity::Principal& who, std::string_view full_name,
                                 const UpdateObjectRequest& request);
   Status DeleteTable(const identity::Principal& who, std::string_view full_name);
+  // The table's row with its policies and storage location, without an access check: for
+  // TableService, which has authorized the caller already.
+  Result<TableInfo> LoadTable(std::string_view full_name);
+
+  // Row filters and column masks (table_policy.h; not in UC OSS). Setting or clearing one
+  // needs the table's owner or MANAGE, like other changes of its metadata, and is audited
+  // with what was set. InvalidArgument naming `predicate`, `column`, `kind` or `except[i]`
+  // for a filter that does not parse or names no column, an unknown column, a mask kind the
+  // column's type cannot keep, or an exemption that is no user, service principal or group.
+  // Clearing what is not set is Ok. Each returns the table as GetTable does.
+  Result<TableInfo> SetRowFilter(const identity::Principal& who, std::string_view full_name,
+                                 std::string_view predicate);
+  Result<TableInfo> ClearRowFilter(const identity::Principal& who, std::string_view full_name);
+  Result<TableInfo> SetColumnMask(const identity::Principal& who, std::string_view full_name,
+                                  std::string_view column, const ColumnMaskInfo& mask);
+  Result<TableInfo> ClearColumnMask(const identity::Principal& who, std::string_view full_name,
+                                    std::string_view column);
+  // Who reads, for row filters and masks: the user and their groups (transitively, sorted).
+  Result<tables::PredicateReader> ReaderOf(const identity::Principal& who);
 
   // Volumes, named "catalog.schema.volume".
   Result<VolumeInfo> CreateVolume(const identity::Principal& who,
@@ -141,6 +170,8 @@ class CatalogService {
                                                     const CreateRegisteredModelRequest& request);
   Result<RegisteredModelInfo> GetRegisteredModel(const identity::Principal& who,
                                                  std::string_view full_name);
+  // With catalog_name and schema_name both empty: every model the caller may see, by
+  // full name (UC's list without a parent); one without the other is InvalidArgument.
   Result<Page<RegisteredModelInfo>> ListRegisteredModels(const identity::Principal& who,
                                                          std::string_view catalog_name,
                                                          std::string_view schema_name,
@@ -149,6 +180,32 @@ class CatalogService {
                                                     std::string_view full_name,
                                                     const UpdateObjectRequest& request);
   Status DeleteRegisteredModel(const identity::Principal& who, std::string_view full_name);
+
+  // Temporary credentials (UC's /temporary-volume-credentials and
+  // /temporary-path-credentials): the URL and an expiry. Local storage: the expiry is
+  // kTemporaryCredentialMillis on. S3: an STS credential scoped to the location (read, or
+  // read and write) with STS's expiry; NotImplemented when no S3CredentialIssuer is
+  // configured. A volume: READ VOLUME to read, and WRITE FILES (granted on it or inherited)
+  // to write.
+  Result<TemporaryCredential> TemporaryVolumeCredential(const identity::Principal& who,
+                                                        std::string_view volume_id,
+                                                        VolumeOperation operation);
+  // A path (file:///abs, file:/abs, /abs or s3://bucket/prefix) is checked as the object
+  // whose storage it lies in: a table (SELECT to read, MODIFY to write), volume (READ
+  // VOLUME, WRITE FILES), registered model (EXECUTE, MANAGE), schema or catalog root (READ
+  // FILES, WRITE FILES); a path that contains another object's storage, lies in no object's
+  // storage or in a function's is PermissionDenied. PATH_CREATE_TABLE needs CREATE EXTERNAL
+  // TABLE on the metastore (and CREATE TABLE on the schema whose root it lies in) and a path
+  // outside every table, volume and model. InvalidArgument naming `url` for a relative or
+  // malformed URL.
+  Result<TemporaryCredential> TemporaryPathCredential(const identity::Principal& who,
+                                                      std::string_view url,
+                                                      PathOperation operation);
+  // The credential for `location` once `who` has been authorized for it: local → the URL
+  // and expiry; s3:// → an STS credential for reading (or, with `write`, also writing) that
+  // location only, its session named after `who`.
+  Result<TemporaryCredential> StorageCredential(const identity::Principal& who,
+                                                std::string_view location, bool write);
 
   // Permissions. `full_name` is "" for the metastore. `principal` "" = every principal.
   // Direct grants on the securable (UC's getPermissions).

@@ -61,10 +61,24 @@ struct CatalogService::Impl {
                             std::string_view id);
   Result<Page<ObjectRow>> List(const identity::Principal& who, SecurableType type,
                                std::vector<std::string> parent_levels, const PageRequest& page);
+  // Objects of `type` in every parent, by full name, that the caller may see.
+  Result<Page<ObjectRow>> ListAll(const identity::Principal& who, SecurableType type,
+                                  const PageRequest& page);
   Result<ObjectRow> Update(const identity::Principal& who, SecurableType type,
                            std::string_view full_name, const UpdateObjectRequest& request);
   Status Delete(const identity::Principal& who, SecurableType type, std::string_view full_name,
                 bool force);
+
+  // Table policies (catalog_table_policies.cc). The reader's identity for them.
+  Result<tables::PredicateReader> ReaderOf(const identity::Principal& who);
+  // Attaches each table's row filter and column masks from the store.
+  Status AttachPolicies(std::vector<TableInfo>& tables);
+  // Attaches the policies and hides storage_location from `who` where they restrict `who`.
+  Status PresentTables(const identity::Principal& who, std::vector<TableInfo>& tables);
+  Result<TableInfo> PresentTable(const identity::Principal& who, TableInfo table);
+  // Owner or MANAGE on the table, audited once with `change` (what is being set).
+  Status CheckPolicyChange(const identity::Principal& who, const TableInfo& table,
+                           const std::string& change);
 
   std::string NewId();
   std::string ManagedRoot(const std::string& parent_id);
@@ -77,6 +91,8 @@ struct CatalogService::Impl {
   AccessIndex index;
 };
 
+// The table's fields from its row (no policies attached).
+TableInfo ToTable(const ObjectRow& row);
 // The privilege that lets one see (get, list) an object of `type`.
 Privilege ReadPrivilege(SecurableType type);
 // "table main.support.tickets", "metastore".

@@ -424,6 +424,106 @@ TEST_P(CatalogServiceTest, EveryDecisionIsAuditedWithItsOutcome) {
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("outcome")));
 }
 
+TEST_P(CatalogServiceTest, RowFiltersAndMasksAreValidatedAuthorizedStoredAndAudited) {
+  TY_ASSERT_OK(catalog_->CreateCatalog(admin_, {.name = "main"}));
+  TY_ASSERT_OK(catalog_->CreateSchema(admin_, {.catalog_name = "main", .name = "support"}));
+  const std::string t = "main.support.people";
+  TY_ASSERT_OK(
+      catalog_->CreateTable(admin_, {.catalog_name = "main",
+                                     .schema_name = "support",
+                                     .name = "people",
+                                     .columns = {{.name = "id", .type_text = "bigint"},
+                                                 {.name = "region", .type_text = "string"},
+                                                 {.name = "email", .type_text = "string"}}}));
+  TY_ASSERT_OK(ids_->CreateGroup(admin_, "leads"));
+  Principal bob = User("bob"), carol = User("carol");
+  Grant("bob", SecurableType::kCatalog, "main",
+        {Privilege::kUseCatalog, Privilege::kUseSchema, Privilege::kSelect});
+  // A reader may not set them; the owner (here the admin) may.
+  EXPECT_THAT(catalog_->SetRowFilter(bob, t, "region = 'EU'"),
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("MANAGE")));
+  TY_ASSERT_OK_AND_ASSIGN(auto filtered,
+                          catalog_->SetRowFilter(admin_, t, "region = 'EU' OR is_member('leads')"));
+  ASSERT_TRUE(filtered.row_filter.has_value());
+  EXPECT_EQ(filtered.row_filter->columns, (std::vector<std::string>{"region"}));
+  EXPECT_EQ(filtered.row_filter->updated_by, "admin");
+  EXPECT_THAT(catalog_->SetRowFilter(admin_, t, "country = 'EU'"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("no column \"country\"")));
+  EXPECT_THAT(catalog_->SetRowFilter(admin_, t, "region ="),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("predicate")));
+  // MANAGE is enough for masks too.
+  Grant("carol", SecurableType::kCatalog, "main", {Privilege::kUseCatalog, Privilege::kUseSchema});
+  Grant("carol", SecurableType::kTable, t, {Privilege::kManage});
+  TY_ASSERT_OK_AND_ASSIGN(
+      auto masked,
+      catalog_->SetColumnMask(carol, t, "EMAIL", {tables::MaskKind::kLast4, {"leads"}}));
+  ASSERT_TRUE(masked.columns[2].mask.has_value());
+  EXPECT_EQ(masked.columns[2].mask->except, (std::vector<std::string>{"leads"}));
+  EXPECT_EQ(masked.columns[2].mask->updated_by, "carol");
+  EXPECT_THAT(catalog_->SetColumnMask(admin_, t, "phone", {tables::MaskKind::kNull, {}}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("column")));
+  EXPECT_THAT(catalog_->SetColumnMask(admin_, t, "id", {tables::MaskKind::kLast4, {}}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("kind")));
+  EXPECT_THAT(catalog_->SetColumnMask(admin_, t, "email", {tables::MaskKind::kHash, {"nobody"}}),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("except[0]")));
+  EXPECT_THAT(catalog_->SetColumnMask(bob, t, "email", {tables::MaskKind::kNull, {}}),
+              StatusIs(StatusCode::kPermissionDenied));
+
+  // Readers see the policies; the storage location only where they do not restrict them.
+  TY_ASSERT_OK_AND_ASSIGN(auto seen, catalog_->GetTable(bob, t));
+  ASSERT_TRUE(seen.row_filter.has_value());
+  EXPECT_EQ(seen.row_filter->predicate, "region = 'EU' OR is_member('leads')");
+  EXPECT_TRUE(seen.storage_location.empty());
+  TY_ASSERT_OK_AND_ASSIGN(auto listed, catalog_->ListTables(bob, "main", "support", {}));
+  ASSERT_EQ(listed.items.size(), 1u);
+  EXPECT_TRUE(listed.items[0].storage_location.empty());
+  EXPECT_TRUE(listed.items[0].columns[2].mask.has_value());
+  TY_ASSERT_OK(ids_->AddGroupMember(admin_, "leads", "bob"));
+  TY_ASSERT_OK_AND_ASSIGN(seen, catalog_->GetTable(bob, t));
+  EXPECT_FALSE(seen.storage_location.empty());
+  TY_ASSERT_OK_AND_ASSIGN(auto loaded, catalog_->LoadTable(t));
+  EXPECT_FALSE(loaded.storage_location.empty());
+
+  // Stored: a new service over the same database has them.
+  catalog_ = MakeService();
+  TY_ASSERT_OK(catalog_->Init());
+  TY_ASSERT_OK_AND_ASSIGN(loaded, catalog_->LoadTable(t));
+  ASSERT_TRUE(loaded.row_filter.has_value());
+  ASSERT_TRUE(loaded.columns[2].mask.has_value());
+  EXPECT_EQ(loaded.columns[2].mask->kind, tables::MaskKind::kLast4);
+
+  // Cleared (twice is fine), and gone with the table.
+  TY_ASSERT_OK_AND_ASSIGN(auto cleared, catalog_->ClearRowFilter(admin_, t));
+  EXPECT_FALSE(cleared.row_filter.has_value());
+  TY_ASSERT_OK(catalog_->ClearRowFilter(admin_, t));
+  EXPECT_THAT(catalog_->ClearColumnMask(admin_, t, "phone"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("column")));
+  TY_ASSERT_OK(catalog_->SetRowFilter(admin_, t, "id > 1"));
+  TY_ASSERT_OK(catalog_->DeleteTable(admin_, t));
+  TY_ASSERT_OK(
+      catalog_->CreateTable(admin_, {.catalog_name = "main",
+                                     .schema_name = "support",
+                                     .name = "people",
+                                     .columns = {{.name = "email", .type_text = "string"}}}));
+  TY_ASSERT_OK_AND_ASSIGN(loaded, catalog_->LoadTable(t));
+  EXPECT_FALSE(loaded.row_filter.has_value());
+  EXPECT_FALSE(loaded.columns[0].mask.has_value());
+
+  // Each change is audited with what was set, and a refused one as a DENY.
+  ids_->FlushAuditForTest();
+  TY_ASSERT_OK_AND_ASSIGN(
+      auto allowed,
+      ids_->ReadAudit(admin_, {.user = "carol", .securable = "table " + t, .outcome = "ALLOW"}));
+  ASSERT_FALSE(allowed.empty());
+  EXPECT_EQ(allowed.back().privilege, "MANAGE");
+  EXPECT_THAT(allowed.back().detail, HasSubstr("set mask of column EMAIL: last4 except leads"));
+  TY_ASSERT_OK_AND_ASSIGN(
+      auto denied,
+      ids_->ReadAudit(admin_, {.user = "bob", .securable = "table " + t, .outcome = "DENY"}));
+  ASSERT_EQ(denied.size(), 2u);
+  EXPECT_THAT(denied.back().detail, HasSubstr("refused: set row filter: region = 'EU'"));
+}
+
 TEST_P(CatalogServiceTest, FunctionsAndRegisteredModelsAreSecurablesToo) {
   TY_ASSERT_OK(catalog_->CreateCatalog(admin_, {.name = "main"}));
   TY_ASSERT_OK(catalog_->CreateSchema(admin_, {.catalog_name = "main", .name = "s"}));

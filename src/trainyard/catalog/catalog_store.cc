@@ -3,6 +3,7 @@
 #include <map>
 
 #include "trainyard/common/json.h"
+#include "trainyard/store/sql.h"
 
 namespace trainyard::catalog {
 namespace {
@@ -60,6 +61,13 @@ Result<std::optional<ObjectRow>> OneRow(Result<store::Rows> rows) {
   return std::optional<ObjectRow>(std::move(row));
 }
 
+// SUBSTR counts characters on both backends.
+int64_t Utf8Length(std::string_view s) {
+  int64_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 // The condition "full_name lies under `prefix`" without LIKE (names may hold '_').
 std::string UnderPrefixSql() { return "SUBSTR(full_name, 1, CAST(? AS INTEGER)) = ?"; }
 
@@ -97,6 +105,14 @@ std::vector<store::Migration> CatalogStore::Migrations() {
                "CREATE TABLE catalog_grants (securable_id TEXT NOT NULL, principal TEXT NOT NULL,"
                " privilege TEXT NOT NULL, PRIMARY KEY (securable_id, principal, privilege))",
                "CREATE INDEX catalog_grants_by_principal ON catalog_grants (principal)",
+           }},
+          {"catalog",
+           2,
+           {
+               "CREATE TABLE catalog_table_policies (table_id TEXT NOT NULL,"
+               " column_name TEXT NOT NULL, kind TEXT NOT NULL, spec TEXT NOT NULL,"
+               " updated_at BIGINT NOT NULL, updated_by TEXT NOT NULL,"
+               " PRIMARY KEY (table_id, column_name))",
            }}};
 }
 
@@ -154,6 +170,67 @@ Result<std::vector<ObjectRow>> CatalogStore::List(SecurableType type, const std:
     for (const auto& r : rows) {
       TY_ASSIGN_OR_RETURN(ObjectRow row, RowFromDb(r));
       out.push_back(std::move(row));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<ObjectRow>> CatalogStore::ListAll(SecurableType type,
+                                                     const std::string& after_full_name,
+                                                     int limit) {
+  std::vector<ObjectRow> out;
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.Query(std::string("SELECT ") + kColumns +
+                     " FROM catalog_objects WHERE type = ? AND full_name > ? ORDER BY full_name "
+                     "LIMIT ?",
+                 {std::string(SecurableTypeName(type)), after_full_name, int64_t{limit}}));
+    for (const auto& r : rows) {
+      TY_ASSIGN_OR_RETURN(ObjectRow row, RowFromDb(r));
+      out.push_back(std::move(row));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<ObjectRow>> CatalogStore::FindByLocations(
+    const std::vector<std::string>& locations) {
+  std::vector<ObjectRow> out;
+  if (locations.empty()) return out;
+  if (locations.size() > store::kMaxListParams) {
+    return Status::InvalidArgument("a path may have at most " +
+                                   std::to_string(store::kMaxListParams / 3) + " components");
+  }
+  std::vector<store::Value> params(locations.begin(), locations.end());
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query(std::string("SELECT ") + kColumns +
+                                                " FROM catalog_objects WHERE storage_location IN " +
+                                                store::InList(params.size()),
+                                            params));
+    for (const auto& r : rows) {
+      TY_ASSIGN_OR_RETURN(ObjectRow row, RowFromDb(r));
+      out.push_back(std::move(row));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::optional<ObjectRow>> CatalogStore::FindUnderLocation(
+    const std::vector<std::string>& prefixes) {
+  std::optional<ObjectRow> out;
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    for (const auto& prefix : prefixes) {
+      // SUBSTR, not LIKE: paths may hold '_' and '%'.
+      TY_ASSIGN_OR_RETURN(
+          out, OneRow(tx.Query(std::string("SELECT ") + kColumns +
+                                   " FROM catalog_objects WHERE SUBSTR(storage_location, 1, "
+                                   "CAST(? AS INTEGER)) = ? LIMIT 1",
+                               {Utf8Length(prefix), prefix})));
+      if (out) break;
     }
     return Status::Ok();
   }));
@@ -228,6 +305,8 @@ Result<std::vector<std::string>> CatalogStore::DeleteSubtree(const ObjectRow& ro
     for (const auto& id : ids) {
       TY_RETURN_IF_ERROR(
           tx.Exec("DELETE FROM catalog_grants WHERE securable_id = ?", {id}).status());
+      TY_RETURN_IF_ERROR(
+          tx.Exec("DELETE FROM catalog_table_policies WHERE table_id = ?", {id}).status());
       TY_RETURN_IF_ERROR(tx.Exec("DELETE FROM catalog_objects WHERE id = ?", {id}).status());
     }
     return Status::Ok();
@@ -282,6 +361,54 @@ Result<std::vector<std::string>> CatalogStore::DeleteGrantsOf(const std::string&
   });
   if (!s.ok()) return s;
   return ids;
+}
+
+Status CatalogStore::PutPolicy(const PolicyRow& row) {
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    return tx
+        .Exec(
+            "INSERT INTO catalog_table_policies (table_id, column_name, kind, spec, updated_at, "
+            "updated_by) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (table_id, column_name) DO UPDATE "
+            "SET kind = excluded.kind, spec = excluded.spec, updated_at = excluded.updated_at, "
+            "updated_by = excluded.updated_by",
+            {row.table_id, row.column, row.kind, row.spec, row.updated_at, row.updated_by})
+        .status();
+  });
+}
+
+Result<bool> CatalogStore::DeletePolicy(const std::string& table_id, const std::string& column) {
+  int64_t n = 0;
+  TY_RETURN_IF_ERROR(db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(n, tx.Exec("DELETE FROM catalog_table_policies WHERE table_id = ? AND "
+                                   "column_name = ?",
+                                   {table_id, column}));
+    return Status::Ok();
+  }));
+  return n > 0;
+}
+
+Result<std::vector<PolicyRow>> CatalogStore::ListPolicies(
+    const std::vector<std::string>& table_ids) {
+  std::vector<PolicyRow> out;
+  if (table_ids.empty()) return out;
+  std::string placeholders;
+  std::vector<store::Value> params;
+  for (const auto& id : table_ids) {
+    placeholders += placeholders.empty() ? "?" : ", ?";
+    params.emplace_back(id);
+  }
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT table_id, column_name, kind, spec, "
+                                            "updated_at, updated_by FROM catalog_table_policies "
+                                            "WHERE table_id IN (" +
+                                                placeholders + ") ORDER BY table_id, column_name",
+                                            params));
+    for (const auto& r : rows) {
+      out.push_back(PolicyRow{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Int(4), r.Text(5)});
+    }
+    return Status::Ok();
+  }));
+  return out;
 }
 
 Status CatalogStore::LoadAll(std::vector<ObjectRow>& objects, std::vector<GrantRow>& grants) {

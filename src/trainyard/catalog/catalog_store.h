@@ -3,7 +3,8 @@
 //
 // Every securable is one row of catalog_objects: the fields all securables share, and a
 // JSON text of the fields of its type (`details`). The metastore has no row; its grants
-// are kept under the securable id kMetastoreId.
+// are kept under the securable id kMetastoreId. A table's row filter and column masks are
+// rows of catalog_table_policies (migration 2), deleted with the table.
 //
 // Thread-safe (the Database is); keeps a reference to `db`.
 #pragma once
@@ -26,6 +27,17 @@ struct ObjectRow {
   std::string details = "{}";  // the type's own fields, JSON
 };
 
+// A table's row filter (column "", kind "row_filter", spec: the predicate) or a column's
+// mask (kind: the mask kind's name, spec: a JSON array of the exempt principals).
+struct PolicyRow {
+  std::string table_id;
+  std::string column;
+  std::string kind;
+  std::string spec;
+  int64_t updated_at = 0;
+  std::string updated_by;
+};
+
 struct GrantRow {
   std::string securable_id;
   std::string principal;
@@ -45,6 +57,15 @@ class CatalogStore {
   // Children of `parent_id` of `type` with names after `after_name`, by name, at most `limit`.
   Result<std::vector<ObjectRow>> List(SecurableType type, const std::string& parent_id,
                                       const std::string& after_name, int limit);
+  // Objects of `type` in any parent, by full name after `after_full_name`, at most `limit`.
+  Result<std::vector<ObjectRow>> ListAll(SecurableType type, const std::string& after_full_name,
+                                         int limit);
+  // Objects whose storage_location is exactly one of `locations` (at most
+  // store::kMaxListParams of them).
+  Result<std::vector<ObjectRow>> FindByLocations(const std::vector<std::string>& locations);
+  // An object whose storage_location starts with one of `prefixes` (each ending in '/'),
+  // if any.
+  Result<std::optional<ObjectRow>> FindUnderLocation(const std::vector<std::string>& prefixes);
   // How many objects lie under the object named `full_name` (any depth).
   Result<int64_t> CountDescendants(const std::string& full_name);
   // Writes owner, comment, properties, details and updated_at/by of `row` (by id).
@@ -62,6 +83,13 @@ class CatalogStore {
   Result<std::vector<GrantRow>> ListGrants(const std::string& securable_id);
   // Removes every grant to `principal`; returns the securables it had grants on.
   Result<std::vector<std::string>> DeleteGrantsOf(const std::string& principal);
+
+  // Table policies. PutPolicy inserts or replaces the (table_id, column) row; DeletePolicy
+  // returns whether there was one; ListPolicies returns those of the tables given, by table
+  // and column.
+  Status PutPolicy(const PolicyRow& row);
+  Result<bool> DeletePolicy(const std::string& table_id, const std::string& column);
+  Result<std::vector<PolicyRow>> ListPolicies(const std::vector<std::string>& table_ids);
 
   // Everything, for the in-memory index: rows without details, and all grants.
   Status LoadAll(std::vector<ObjectRow>& objects, std::vector<GrantRow>& grants);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trainyard/catalog/permissions.h"
+#include "trainyard/tables/mask_kind.h"
 
 namespace trainyard::catalog {
 
@@ -45,6 +46,25 @@ std::string_view TableTypeName(TableType t);  // "MANAGED", "EXTERNAL"
 inline constexpr const char* kDataSourceFormats[] = {"DELTA",   "CSV", "JSON", "AVRO",
                                                      "PARQUET", "ORC", "TEXT"};
 
+// A column's mask (not in UC OSS; Databricks has column masks): a reader not named in `except`
+// (as themselves or through a group, transitively) sees the column's values masked
+// (tables/column_mask.h). Set and cleared with CatalogService::SetColumnMask.
+struct ColumnMaskInfo {
+  tables::MaskKind kind = tables::MaskKind::kRedact;
+  std::vector<std::string> except{};  // users, service principals, groups: they see raw values
+  int64_t updated_at = 0;             // epoch ms
+  std::string updated_by{};
+};
+
+// A table's row filter: a reader sees the rows where `predicate` (tables/predicate.h's
+// grammar, with current_user() and is_member('group')), bound to them, is TRUE.
+struct RowFilterInfo {
+  std::string predicate{};
+  std::vector<std::string> columns{};  // the columns it reads (UC's input_column_names)
+  int64_t updated_at = 0;
+  std::string updated_by{};
+};
+
 struct ColumnInfo {
   std::string name{};
   std::string type_text{};  // "string", "array<int>"
@@ -54,12 +74,14 @@ struct ColumnInfo {
   bool nullable = true;
   std::string comment{};
   std::optional<int32_t> partition_index{};
+  std::optional<ColumnMaskInfo> mask{};
 };
 
 struct TableInfo : ObjectInfo {
   TableType table_type = TableType::kManaged;
   std::string data_source_format = "DELTA";
   std::vector<ColumnInfo> columns{};
+  std::optional<RowFilterInfo> row_filter{};
 };
 
 enum class VolumeType { kManaged, kExternal };
@@ -83,6 +105,29 @@ struct FunctionInfo : ObjectInfo {
 // The catalog's side of a registered model (securable, owner, grants, storage). Its
 // versions live in the model registry; see CatalogService's registry seam.
 struct RegisteredModelInfo : ObjectInfo {};
+
+// An AWS credential (UC's AwsCredentials): temporary, from STS, scoped to one location.
+struct AwsTemporaryCredentials {
+  std::string access_key_id{};
+  std::string secret_access_key{};
+  std::string session_token{};
+};
+
+// A temporary credential (UC's TemporaryCredentials): the location's URL and when the
+// credential expires (epoch ms). For storage on the local file system there is no secret:
+// the caller reads and writes the files itself, so it is a statement of what it may use, not
+// a key. For S3 it carries an STS credential that works for that location only
+// (docs/decisions/0014).
+struct TemporaryCredential {
+  std::string url{};
+  int64_t expiration_time = 0;
+  std::optional<AwsTemporaryCredentials> aws_temp_credentials{};
+};
+inline constexpr int64_t kTemporaryCredentialMillis = 60 * 60 * 1000;
+
+// UC's VolumeOperation and PathOperation.
+enum class VolumeOperation { kRead, kWrite };
+enum class PathOperation { kRead, kReadWrite, kCreateTable };
 
 // Paging: `max_results` 0 = kDefaultMaxResults; more than kMaxMaxResults is capped.
 inline constexpr int kDefaultMaxResults = 100;

@@ -70,6 +70,9 @@ uint32_t AppliesMask(Privilege p) {
       return kContainers | Bit(SecurableType::kVolume);
     case Privilege::kReadFiles:
     case Privilege::kWriteFiles:
+      // On a volume too: WRITE FILES is what writing a volume's files takes (UC OSS has no
+      // WRITE VOLUME privilege).
+      return kContainers | Bit(SecurableType::kVolume);
     case Privilege::kCreateExternalTable:
     case Privilege::kCreateExternalVolume:
     case Privilege::kCreateManagedStorage:

@@ -9,7 +9,9 @@
 
 #include "trainyard/blob/blob_store.h"
 #include "trainyard/common/json.h"
+#include "trainyard/common/strings.h"
 #include "trainyard/tables/arrow_util.h"
+#include "trainyard/tables/column_mask.h"
 #include "trainyard/tables/delta_schema.h"
 
 namespace trainyard::catalog {
@@ -218,8 +220,56 @@ Result<TableService::Opened> TableService::OpenRow(TableInfo row) {
 Result<TableService::Opened> TableService::Open(const identity::Principal& who,
                                                 std::string_view full_name, Privilege privilege) {
   TY_RETURN_IF_ERROR(catalog_.Authorize(who, privilege, SecurableType::kTable, full_name));
-  TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.GetTable(identity::Principal::System(), full_name));
+  TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.LoadTable(full_name));
   return OpenRow(std::move(row));
+}
+
+Result<ReadPolicy> TableService::PolicyOf(const identity::Principal& who, const Opened& o,
+                                          const arrow::Schema& schema) {
+  if (!HasPolicies(o.row)) return ReadPolicy{};
+  TY_ASSIGN_OR_RETURN(tables::PredicateReader reader, catalog_.ReaderOf(who));
+  TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyFor(o.row, reader));
+  // Masks name the catalog's columns; the data's may differ in case (Delta's names are
+  // case-insensitive), and a mask must never miss its column for that. A column the data (at
+  // this version) does not have has nothing to mask.
+  std::map<std::string, tables::MaskKind> masks;
+  for (const auto& [column, kind] : policy.masks) {
+    for (const auto& field : schema.fields()) {
+      if (ToLower(field->name()) == ToLower(column)) masks[field->name()] = kind;
+    }
+  }
+  policy.masks = std::move(masks);
+  return policy;
+}
+
+Result<std::unique_ptr<arrow::RecordBatchReader>> TableService::ReadGoverned(
+    Opened& o, const ReadPolicy& policy, tables::ReadOptions read,
+    std::optional<tables::Predicate> filter) {
+  read.filter = policy.row_filter;
+  std::optional<tables::Predicate> over_masked;
+  if (filter) {
+    std::vector<std::string> names = filter->Columns();
+    bool names_masked = std::any_of(names.begin(), names.end(),
+                                    [&](const std::string& c) { return policy.masks.count(c); });
+    if (names_masked) {
+      over_masked = std::move(filter);
+    } else {
+      read.filter = read.filter ? tables::Predicate::And(*read.filter, *filter) : *filter;
+    }
+  }
+  std::vector<std::string> output;
+  if (over_masked && !read.columns.empty()) {
+    output = read.columns;  // read the filter's columns too, then project them away
+    for (const std::string& c : over_masked->Columns()) {
+      if (std::find(read.columns.begin(), read.columns.end(), c) == read.columns.end()) {
+        read.columns.push_back(c);
+      }
+    }
+  }
+  TY_ASSIGN_OR_RETURN(std::unique_ptr<arrow::RecordBatchReader> reader, o.table->Read(read));
+  if (policy.masks.empty() && !over_masked) return reader;
+  return tables::MaskRows(std::move(reader), policy.masks, std::move(over_masked),
+                          std::move(output));
 }
 
 Status TableService::CreateDeltaForRow(const TableInfo& row) {
@@ -297,6 +347,15 @@ Result<ImportTableResult> TableService::Import(const identity::Principal& who,
   }
   TY_RETURN_IF_ERROR(opened.status());
   TY_ASSIGN_OR_RETURN(tables::TableInfo current, opened->table->Describe());
+  if (request.mode == ImportMode::kOverwrite) {
+    TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, *opened, *current.schema));
+    if (policy.row_filter) {
+      return Status::PermissionDenied(
+          "mode: table " + opened->row.full_name +
+          " has a row filter that hides rows from you, and an overwrite would replace them too; "
+          "append, or delete the rows you see first");
+    }
+  }
   tables::ImportOptions options;
   options.expected_schema = current.schema;
   TY_ASSIGN_OR_RETURN(auto importer, OpenImporter(request, std::move(options)));
@@ -322,15 +381,22 @@ Result<RowsPage> TableService::ReadRows(const identity::Principal& who,
     read.at = request.at;
   }
   read.columns = request.columns;
+  std::optional<tables::Predicate> filter;
   if (!request.filter.empty()) {
     Result<tables::Predicate> p = tables::Predicate::Parse(request.filter);
     if (!p.ok()) return Status::InvalidArgument("filter: " + p.status().message());
-    read.filter = std::move(p).value();
+    filter = std::move(p).value();
   }
   TY_ASSIGN_OR_RETURN(Opened o, Open(who, request.full_name, Privilege::kSelect));
   TY_ASSIGN_OR_RETURN(tables::TableInfo info, o.table->Describe(read.at));
   read.at = {info.version, std::nullopt};
-  TY_ASSIGN_OR_RETURN(auto reader, o.table->Read(read));
+  TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, o, *info.schema));
+  if (filter && filter->UsesReader()) {
+    TY_RETURN_IF_ERROR(filter->Validate(*info.schema));
+    TY_ASSIGN_OR_RETURN(tables::PredicateReader reader, catalog_.ReaderOf(who));
+    filter = filter->BindReader(reader);
+  }
+  TY_ASSIGN_OR_RETURN(auto reader, ReadGoverned(o, policy, std::move(read), std::move(filter)));
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
   int64_t skipped = 0, taken = 0;
   bool more = false;
@@ -363,7 +429,9 @@ Result<TableDescription> TableService::Describe(const identity::Principal& who,
                                                 const tables::VersionSpec& at) {
   TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kSelect));
   TY_ASSIGN_OR_RETURN(tables::TableInfo delta, o.table->Describe(at));
-  return TableDescription{std::move(o.row), std::move(delta)};
+  TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, o, *delta.schema));
+  if (policy.restricted()) o.row.storage_location.clear();
+  return TableDescription{std::move(o.row), std::move(delta), std::move(policy)};
 }
 
 Result<std::vector<tables::HistoryEntry>> TableService::History(const identity::Principal& who,
@@ -371,7 +439,20 @@ Result<std::vector<tables::HistoryEntry>> TableService::History(const identity::
                                                                 int64_t limit) {
   if (limit < 0) return Status::InvalidArgument("limit: must not be negative");
   TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kSelect));
-  return o.table->History(limit);
+  TY_ASSIGN_OR_RETURN(std::vector<tables::HistoryEntry> entries, o.table->History(limit));
+  if (HasPolicies(o.row)) {
+    TY_ASSIGN_OR_RETURN(tables::PredicateReader reader, catalog_.ReaderOf(who));
+    TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyFor(o.row, reader));
+    if (policy.restricted()) {
+      for (auto& e : entries) {
+        if (auto it = e.operation_parameters.find("predicate");
+            it != e.operation_parameters.end()) {
+          it->second = "\"(hidden: a row filter or column masks apply to you)\"";
+        }
+      }
+    }
+  }
+  return entries;
 }
 
 Result<int64_t> TableService::Export(const identity::Principal& who, std::string_view full_name,
@@ -380,9 +461,10 @@ Result<int64_t> TableService::Export(const identity::Principal& who, std::string
                                      const TableCallContext& context) {
   TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kSelect));
   TY_ASSIGN_OR_RETURN(tables::TableInfo info, o.table->Describe(at));
+  TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, o, *info.schema));
   tables::ReadOptions read;
   read.at.version = info.version;
-  TY_ASSIGN_OR_RETURN(auto reader, o.table->Read(read));
+  TY_ASSIGN_OR_RETURN(auto reader, ReadGoverned(o, policy, std::move(read), std::nullopt));
   TY_RETURN_IF_ERROR(tables::ExportRecords(*reader, format, sink).status());
   RecordRead(who, o.row.full_name, info.version, context);
   return info.version;
@@ -398,7 +480,24 @@ Result<tables::CommitResult> TableService::DeleteRows(const identity::Principal&
   Result<tables::Predicate> p = tables::Predicate::Parse(predicate);
   if (!p.ok()) return Status::InvalidArgument("predicate: " + p.status().message());
   TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kModify));
-  TY_ASSIGN_OR_RETURN(tables::CommitResult commit, o.table->Delete(*p));
+  tables::Predicate where = std::move(p).value();
+  if (HasPolicies(o.row) || where.UsesReader()) {
+    TY_ASSIGN_OR_RETURN(tables::TableInfo info, o.table->Describe());
+    TY_RETURN_IF_ERROR(where.Validate(*info.schema));
+    TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, o, *info.schema));
+    for (const std::string& c : where.Columns()) {
+      if (policy.masks.count(c)) {
+        return Status::PermissionDenied("predicate: column '" + c +
+                                        "' is masked for you, so you may not delete by its "
+                                        "values; delete by other columns");
+      }
+    }
+    TY_ASSIGN_OR_RETURN(tables::PredicateReader reader, catalog_.ReaderOf(who));
+    where = where.BindReader(reader);
+    // Only rows the caller sees: a filtered reader cannot delete what it cannot read.
+    if (policy.row_filter) where = tables::Predicate::And(*policy.row_filter, std::move(where));
+  }
+  TY_ASSIGN_OR_RETURN(tables::CommitResult commit, o.table->Delete(where));
   RecordWrite(who, o.row.full_name, commit.version, context);
   return commit;
 }

@@ -15,6 +15,24 @@
 // Reads page: at most kMaxPageRows rows a page; the page token pins the version the first
 // page read, so the pages of one read are consistent while other writers commit.
 //
+// Row filters and column masks (table_policy.h) are enforced here, so that no read path
+// bypasses them: ReadRows (every format the API encodes), Export, Describe and History see
+// the table as its policies leave the caller, owners and admins included (as Databricks does):
+//   - the row filter, bound to the caller, is ANDed into the read's filter (pruning and all);
+//   - masked columns come back masked, keeping their type (tables/column_mask.h);
+//   - a caller's own `filter` is evaluated over what they see: over the masked values when it
+//     names a masked column (so it cannot probe raw values), pushed down with the row filter
+//     otherwise; current_user() and is_member() work in it too;
+//   - Describe leaves storage_location empty for a restricted caller, and History hides the
+//     predicates of past deletes and overwrites (their literals are row values) from them.
+// Writes by a restricted caller: an append is allowed (the rows may be ones they will not see,
+// as in Databricks); DeleteRows deletes only rows the caller sees (the filter is ANDed in) and
+// refuses a predicate over a column masked for them; an overwrite is refused while the row
+// filter hides rows from them (it would replace rows they cannot see).
+// Masks apply to the data's column of the same name in any case; a stored filter that no
+// longer parses fails the read (FailedPrecondition), never reads unfiltered. Policies are the
+// table's current ones, whatever version is read.
+//
 // Lineage: every read and write is recorded with the table version through the
 // LineageRecorder when the call has a context (a run id given by the caller, or the job of a
 // job-scoped token); lineage has no node for a bare user. Recording is best effort: a
@@ -33,6 +51,7 @@
 #include <vector>
 
 #include "trainyard/catalog/catalog_service.h"
+#include "trainyard/catalog/table_policy.h"
 #include "trainyard/common/clock.h"
 #include "trainyard/identity/authorizer.h"
 #include "trainyard/lineage/lineage_recorder.h"
@@ -92,8 +111,9 @@ struct RowsPage {
 };
 
 struct TableDescription {
-  TableInfo table{};          // the catalog's row
-  tables::TableInfo delta{};  // schema, version, files, rows, bytes, partitioning, properties
+  TableInfo table{};           // the catalog's row, with its row filter and column masks
+  tables::TableInfo delta{};   // schema, version, files, rows, bytes, partitioning, properties
+  ReadPolicy caller_policy{};  // what the policies leave the caller (restricted() or not)
 };
 
 // Arrow schema -> the catalog's columns (type_text "bigint"-style names as UC reports them,
@@ -142,6 +162,15 @@ class TableService {
   Result<Opened> Open(const identity::Principal& who, std::string_view full_name,
                       Privilege privilege);
   Result<Opened> OpenRow(TableInfo row);
+  // The policy for `who` on the opened table, its masks keyed by `schema`'s (the data's)
+  // column names.
+  Result<ReadPolicy> PolicyOf(const identity::Principal& who, const Opened& o,
+                              const arrow::Schema& schema);
+  // A reader of the snapshot `read.at` as `policy` lets its reader see it, with the caller's
+  // `filter` (bound to them) applied over what they see. `read.filter` must be empty.
+  Result<std::unique_ptr<arrow::RecordBatchReader>> ReadGoverned(
+      Opened& o, const ReadPolicy& policy, tables::ReadOptions read,
+      std::optional<tables::Predicate> filter);
   Result<ImportTableResult> ImportNew(const identity::Principal& who,
                                       const ImportTableRequest& request);
   void RecordRead(const identity::Principal& who, const std::string& table, int64_t version,

@@ -161,6 +161,150 @@ TEST_P(TableServiceTest, ReadsNeedSelectAndWritesModify) {
   EXPECT_THAT(Import("{\"id\":2}\n", bob_), StatusIs(StatusCode::kPermissionDenied));
 }
 
+// main.support.tickets with a row filter (EU rows, unless a lead), an email mask (last4,
+// except pii readers) and a salary mask (null, for everyone); bob reads and modifies, carol is
+// a lead and a pii reader through nested groups.
+class GovernedTableTest : public TableServiceTest {
+ protected:
+  void SetUp() override {
+    TableServiceTest::SetUp();
+    if (HasFatalFailure()) return;
+    TY_ASSERT_OK(ids_->CreateUser(admin_, {.name = "carol"}));
+    for (const char* g : {"leads", "pii-readers", "staff"})
+      TY_ASSERT_OK(ids_->CreateGroup(admin_, g));
+    TY_ASSERT_OK(ids_->AddGroupMember(admin_, "staff", "carol"));
+    TY_ASSERT_OK(ids_->AddGroupMember(admin_, "leads", "staff"));
+    TY_ASSERT_OK(ids_->AddGroupMember(admin_, "pii-readers", "leads"));
+    TY_ASSERT_OK(Import(R"({"id":1,"region":"EU","email":"anna@example.eu","salary":100}
+{"id":2,"region":"US","email":"bill@example.com","salary":200}
+{"id":3,"region":"EU","email":"cleo@example.eu","salary":300}
+{"id":4,"region":"US","email":"dana@example.com","salary":400}
+)",
+                        admin_)
+                     .status());
+    for (const char* who : {"bob", "carol"}) {
+      TY_ASSERT_OK(catalog_->UpdatePermissions(
+          admin_, SecurableType::kCatalog, "main",
+          {{who,
+            {Privilege::kUseCatalog, Privilege::kUseSchema, Privilege::kSelect, Privilege::kModify},
+            {}}}));
+    }
+    TY_ASSERT_OK(catalog_->SetRowFilter(admin_, kTable, "region = 'EU' OR is_member('leads')"));
+    TY_ASSERT_OK(catalog_->SetColumnMask(admin_, kTable, "email",
+                                         {tables::MaskKind::kLast4, {"pii-readers"}}));
+    TY_ASSERT_OK(catalog_->SetColumnMask(admin_, kTable, "salary", {tables::MaskKind::kNull, {}}));
+  }
+
+  // The rows `who` reads, as "id:region:email:salary" (the columns read), sorted.
+  std::vector<std::string> Rows(const Principal& who, std::string filter = "",
+                                std::vector<std::string> columns = {}) {
+    ReadRowsRequest read{
+        .full_name = kTable, .columns = std::move(columns), .filter = std::move(filter)};
+    auto page = tables_->ReadRows(who, read);
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    if (!page.ok()) return {};
+    std::vector<std::string> out;
+    auto table = page->rows->CombineChunksToBatch().ValueOrDie();
+    for (int64_t i = 0; i < table->num_rows(); ++i) {
+      std::string row;
+      for (int c = 0; c < table->num_columns(); ++c) {
+        auto scalar = table->column(c)->GetScalar(i).ValueOrDie();
+        row += (c ? ":" : "") + (scalar->is_valid ? scalar->ToString() : std::string("null"));
+      }
+      out.push_back(row);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  static constexpr const char* kTable = "main.support.tickets";
+  Principal carol_{"carol", false, "", ""};
+};
+
+TEST_P(GovernedTableTest, ReadsSeeOnlyFilteredRowsAndMaskedValues) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(Rows(bob_), (V{"1:EU:***********e.eu:null", "3:EU:***********e.eu:null"}));
+  // A lead and pii reader (through nested groups) sees every row and raw emails, not salaries.
+  EXPECT_EQ(Rows(carol_), (V{"1:EU:anna@example.eu:null", "2:US:bill@example.com:null",
+                             "3:EU:cleo@example.eu:null", "4:US:dana@example.com:null"}));
+  // Owners and admins are filtered too (the admin is in no group here).
+  EXPECT_EQ(Rows(admin_).size(), 2u);
+  // The caller's filter is ANDed with the row filter, and sees masked values only.
+  EXPECT_EQ(Rows(bob_, "region = 'US'"), V{});
+  EXPECT_EQ(Rows(bob_, "email = 'anna@example.eu'"), V{});
+  EXPECT_EQ(Rows(bob_, "salary = 100"), V{});
+  EXPECT_EQ(Rows(bob_, "email = '***********e.eu' AND id > 1", {"id"}), V{"3"});
+  EXPECT_EQ(Rows(carol_, "email = 'anna@example.eu'", {"id", "region"}), V{"1:EU"});
+  EXPECT_EQ(Rows(bob_, "region = current_user() OR id = 1", {"id"}), V{"1"});
+  // Revoking a membership takes effect on the next read.
+  TY_ASSERT_OK(ids_->RemoveGroupMember(admin_, "staff", "carol"));
+  EXPECT_EQ(Rows(carol_), (V{"1:EU:***********e.eu:null", "3:EU:***********e.eu:null"}));
+}
+
+TEST_P(GovernedTableTest, ExportDescribeAndHistoryAreGovernedToo) {
+  for (auto format : {tables::ExportFormat::kJsonl, tables::ExportFormat::kCsv,
+                      tables::ExportFormat::kParquet, tables::ExportFormat::kArrowIpc}) {
+    std::string out;
+    TY_ASSERT_OK(tables_->Export(bob_, kTable, {}, format, [&](std::string_view b) {
+      out.append(b);
+      return Status::Ok();
+    }));
+    for (const char* secret : {"anna@", "bill", "dana", "example.com"}) {
+      EXPECT_EQ(out.find(secret), std::string::npos) << secret << " in format " << int(format);
+    }
+    if (format == tables::ExportFormat::kJsonl) {
+      EXPECT_EQ(out,
+                "{\"id\":1,\"region\":\"EU\",\"email\":\"***********e.eu\",\"salary\":null}\n"
+                "{\"id\":3,\"region\":\"EU\",\"email\":\"***********e.eu\",\"salary\":null}\n");
+    }
+  }
+  TY_ASSERT_OK_AND_ASSIGN(auto d, tables_->Describe(bob_, kTable));
+  EXPECT_TRUE(d.caller_policy.restricted());
+  EXPECT_TRUE(d.table.storage_location.empty());
+  ASSERT_TRUE(d.table.row_filter.has_value());
+  TY_ASSERT_OK_AND_ASSIGN(auto c, tables_->Describe(carol_, kTable));
+  EXPECT_EQ(c.caller_policy.masks.size(), 1u);  // salary
+  EXPECT_FALSE(c.caller_policy.row_filter.has_value());
+  TY_ASSERT_OK(catalog_->ClearColumnMask(admin_, kTable, "salary"));
+  TY_ASSERT_OK_AND_ASSIGN(c, tables_->Describe(carol_, kTable));
+  EXPECT_FALSE(c.caller_policy.restricted());
+  EXPECT_FALSE(c.table.storage_location.empty());
+  // A delete's predicate holds row values: hidden from restricted readers in the history.
+  TY_ASSERT_OK(tables_->DeleteRows(carol_, kTable, "email = 'dana@example.com'").status());
+  TY_ASSERT_OK_AND_ASSIGN(auto history, tables_->History(bob_, kTable));
+  EXPECT_EQ(history[0].operation, "DELETE");
+  EXPECT_THAT(history[0].operation_parameters["predicate"], HasSubstr("hidden"));
+  TY_ASSERT_OK_AND_ASSIGN(history, tables_->History(carol_, kTable));
+  EXPECT_THAT(history[0].operation_parameters["predicate"], HasSubstr("dana@example.com"));
+}
+
+TEST_P(GovernedTableTest, WritesCannotReachRowsOrValuesTheWriterCannotSee) {
+  // Delete everything: only the rows bob sees go.
+  TY_ASSERT_OK_AND_ASSIGN(auto deleted, tables_->DeleteRows(bob_, kTable, "TRUE"));
+  EXPECT_EQ(deleted.rows_affected, 2);
+  EXPECT_EQ(Rows(carol_),
+            (std::vector<std::string>{"2:US:bill@example.com:null", "4:US:dana@example.com:null"}));
+  // Deleting by a masked column's raw values would probe them.
+  EXPECT_THAT(tables_->DeleteRows(bob_, kTable, "email = 'bill@example.com'"),
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("masked")));
+  // An overwrite would replace rows bob cannot see; an append is fine.
+  EXPECT_THAT(Import("{\"id\":9,\"region\":\"EU\",\"email\":\"x\",\"salary\":1}\n", bob_,
+                     ImportMode::kOverwrite),
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("row filter")));
+  TY_ASSERT_OK(
+      Import("{\"id\":9,\"region\":\"US\",\"email\":\"x\",\"salary\":1}\n", bob_).status());
+  EXPECT_EQ(Rows(carol_).size(), 3u);
+  EXPECT_EQ(Rows(bob_).size(), 0u);
+  // A lead sees every row, so may overwrite.
+  TY_ASSERT_OK(Import("{\"id\":5,\"region\":\"EU\",\"email\":\"e\",\"salary\":1}\n", carol_,
+                      ImportMode::kOverwrite)
+                   .status());
+  EXPECT_EQ(Rows(bob_).size(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GovernedTableTest, ::testing::Values("sqlite", "postgres"),
+                         [](const auto& param_info) { return param_info.param; });
+
 INSTANTIATE_TEST_SUITE_P(Backends, TableServiceTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -420,6 +420,19 @@ void AddGroupCommands(CLI::App& app, Registrar& reg) {
                 "Created service principal " + a->name +
                     " (make it a token with 'trainyard token create --user " + a->name + "')");
   });
+  auto* sp_use = sps->add_subcommand(
+      "grant-use", "let a user run jobs as a service principal (run_as); admins or MANAGE");
+  sp_use->add_option("name", a->name, "service principal name")->required();
+  sp_use->add_option("user", a->member, "the user who may use it")->required();
+  sp_use->add_flag("--manage", a->force, "also let the user grant its use to others");
+  reg.Add(sp_use, [a](Client& c) -> std::optional<int> {
+    std::string privilege = a->force ? "MANAGE" : "EDIT";
+    return Done(c.Call("POST", "/api/trainyard/v1/grants/service_principal",
+                       {{"id", a->name}, {"user", a->member}, {"privilege", privilege}}),
+                "Granted " + a->member + " the use of service principal " + a->name +
+                    (a->force ? " (and the right to grant it)" : "") +
+                    ": jobs with 'run_as: " + a->name + "' may now be submitted by " + a->member);
+  });
   auto* sp_list = sps->add_subcommand("list", "list service principals");
   reg.Add(sp_list, [](Client& c) -> std::optional<int> { return ListServicePrincipals(c); });
 }

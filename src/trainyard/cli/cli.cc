@@ -367,6 +367,15 @@ void AddServerListenOptions(CLI::App* server_cmd, ServerOptions& o) {
   server_cmd->add_option("--checkpoints", config.checkpoints,
                          "checkpoint store: a directory (default <data-dir>/checkpoints) or "
                          "s3://BUCKET/PREFIX");
+  server_cmd->add_option("--s3-credentials-role-arn", config.s3_credentials_role_arn,
+                         "IAM role to assume (STS AssumeRole, credentials from AWS_* variables) "
+                         "for temporary credentials scoped to catalog objects on S3; unset: "
+                         "none are issued");
+  server_cmd
+      ->add_option("--s3-credentials-duration", config.s3_credentials_duration_s,
+                   "seconds such a credential lasts (900-43200; the role's maximum session "
+                   "duration must allow it)")
+      ->capture_default_str();
   server_cmd->add_flag("--sync-full", config.sqlite_sync_full,
                        "SQLite: fsync every commit (survives power loss, slower)");
   server_cmd->add_option("--workers", config.worker_threads, "request worker threads")

@@ -138,7 +138,10 @@ int DescribeJob(Client& client, const std::string& job_id) {
   const json::value& res = spec.as_object().at("resources");
   std::vector<std::vector<std::string>> info = {
       {"Job", Str(j, "job_id") + " (" + Str(j, "name") + ")"},
-      {"Project", Str(j, "project") + ", owner " + Str(j, "owner")},
+      {"Project",
+       Str(j, "project") + ", owner " + Str(j, "owner") +
+           (Str(spec, "run_as").empty() ? ""
+                                        : ", runs as service principal " + Str(spec, "run_as"))},
       {"State", Str(j, "state") + (Str(j, "message").empty() ? "" : ": " + Str(j, "message"))},
       {"Command", Str(spec, "command")},
       {"Resources", Str(res, "nodes") + " node(s) x " + Str(res, "gpus_per_node") + " GPU, " +

@@ -9,6 +9,7 @@
 
 #include "trainyard/cli/client.h"
 #include "trainyard/cli/table.h"
+#include "trainyard/common/strings.h"
 
 namespace trainyard::cli {
 namespace {
@@ -17,6 +18,8 @@ constexpr const char* kTables = "/api/trainyard/v1/tables/";
 
 struct Args {
   std::string name, file, mode = "append", format, run_id;
+  std::string predicate, column, kind;
+  std::vector<std::string> except;
   int64_t version = -1;
   int64_t n = 10;
 };
@@ -59,14 +62,38 @@ int Import(Client& client, const Args& a) {
   return 0;
 }
 
+// "last4 except pii-readers, bob".
+std::string MaskText(const json::value& mask) {
+  std::string out = Str(mask, "kind");
+  std::string except;
+  for (const auto& name : Arr(mask, "except")) {
+    except += (except.empty() ? "" : ", ") + std::string(name.as_string());
+  }
+  return except.empty() ? out : out + " except " + except;
+}
+
+bool AppliesToCaller(const json::value& policy) {
+  const json::object& o = policy.as_object();
+  return o.contains("applies_to_caller") && o.at("applies_to_caller").as_bool();
+}
+
 int Show(Client& client, const Args& a) {
   auto d = client.Call("GET", kTables + a.name, VersionQuery(a));
   if (!d.ok()) return Fail(d.status());
+  const json::object& o = d->as_object();
+  std::string filter = "-";
+  if (o.contains("row_filter")) {
+    const json::value& f = o.at("row_filter");
+    filter = Str(f, "predicate") + (AppliesToCaller(f) ? " (applies to you)" : " (not to you)");
+  }
+  std::string location = Str(*d, "storage_location");
+  if (location.empty()) location = "(hidden: a row filter or column masks apply to you)";
   std::vector<std::vector<std::string>> facts = {
       {"name", Str(*d, "full_name")},
       {"owner", Str(*d, "owner")},
       {"type", Str(*d, "table_type") + " " + Str(*d, "data_source_format")},
-      {"location", Str(*d, "storage_location")},
+      {"location", location},
+      {"row filter", filter},
       {"version", std::to_string(Int(*d, "version"))},
       {"updated", FormatTime(Int(*d, "timestamp_ms"))},
       {"rows", d->as_object().contains("num_rows") ? std::to_string(Int(*d, "num_rows")) : "?"},
@@ -80,11 +107,62 @@ int Show(Client& client, const Args& a) {
   PrintTable(std::cout, {"FIELD", "VALUE"}, facts, 100);
   std::vector<std::vector<std::string>> columns;
   for (const auto& c : Arr(*d, "columns")) {
-    columns.push_back({Str(c, "name"), Str(c, "type"), c.at("nullable").as_bool() ? "yes" : "no"});
+    std::string mask = "-";
+    if (c.as_object().contains("mask")) {
+      const json::value& m = c.at("mask");
+      mask = MaskText(m) + (AppliesToCaller(m) ? " (applies to you)" : " (not to you)");
+    }
+    columns.push_back(
+        {Str(c, "name"), Str(c, "type"), c.at("nullable").as_bool() ? "yes" : "no", mask});
   }
   std::cout << "\n";
-  PrintTable(std::cout, {"COLUMN", "TYPE", "NULLABLE"}, columns, 80);
+  PrintTable(std::cout, {"COLUMN", "TYPE", "NULLABLE", "MASK"}, columns, 80);
   return 0;
+}
+
+// Prints a table's policies as the set/clear calls return them.
+int PrintPolicies(const Result<json::value>& r, const std::string& done) {
+  if (!r.ok()) return Fail(r.status());
+  std::cout << done << "\n";
+  const json::object& o = r->as_object();
+  std::cout << "row filter: "
+            << (o.contains("row_filter") ? Str(o.at("row_filter"), "predicate") : "-") << "\n";
+  std::vector<std::vector<std::string>> rows;
+  if (o.contains("column_masks") && o.at("column_masks").is_object()) {
+    for (const auto& kv : o.at("column_masks").as_object()) {
+      rows.push_back({std::string(kv.key()), MaskText(kv.value())});
+    }
+  }
+  if (!rows.empty()) PrintTable(std::cout, {"COLUMN", "MASK"}, rows, 80);
+  return 0;
+}
+
+int SetRowFilter(Client& client, const Args& a) {
+  return PrintPolicies(
+      client.Call("PUT", kTables + a.name + "/row-filter", {{"predicate", a.predicate}}),
+      "Set the row filter of " + a.name);
+}
+
+int ClearRowFilter(Client& client, const Args& a) {
+  return PrintPolicies(client.Call("DELETE", kTables + a.name + "/row-filter"),
+                       "Cleared the row filter of " + a.name);
+}
+
+std::string MaskPath(const Args& a) {
+  return kTables + a.name + "/columns/" + UrlEncode(a.column) + "/mask";
+}
+
+int SetMask(Client& client, const Args& a) {
+  json::array except;
+  for (const auto& name : a.except) except.emplace_back(name);
+  return PrintPolicies(
+      client.Call("PUT", MaskPath(a), {{"kind", a.kind}, {"except", std::move(except)}}),
+      "Set the mask of " + a.name + "." + a.column);
+}
+
+int ClearMask(Client& client, const Args& a) {
+  return PrintPolicies(client.Call("DELETE", MaskPath(a)),
+                       "Cleared the mask of " + a.name + "." + a.column);
 }
 
 std::string MapText(const json::value& m) {
@@ -219,6 +297,21 @@ std::function<std::optional<int>(Client&)> AddTableDataCommands(
   exp->add_option("file", a->file, "out.jsonl | .csv | .parquet | .arrow")->required();
   exp->add_option("--version", a->version, "an older version");
   exp->add_option("--format", a->format, "jsonl, csv, parquet or arrow (default: by extension)");
+  add("set-row-filter",
+      "only rows where a predicate holds for the reader: \"region = 'EU' OR "
+      "is_member('support-leads')\" (owner or MANAGE)",
+      SetRowFilter)
+      ->add_option("predicate", a->predicate,
+                   "the filter grammar plus current_user() and is_member('group')")
+      ->required();
+  add("clear-row-filter", "remove a table's row filter", ClearRowFilter);
+  CLI::App* set_mask = add("set-mask", "mask a column for readers outside --except", SetMask);
+  set_mask->add_option("column", a->column, "the column")->required();
+  set_mask->add_option("--kind", a->kind, "redact, hash, null or last4")->required();
+  set_mask->add_option("--except", a->except,
+                       "a group, user or service principal that sees raw values (repeatable)");
+  CLI::App* clear_mask = add("clear-mask", "remove a column's mask", ClearMask);
+  clear_mask->add_option("column", a->column, "the column")->required();
   return [a, commands](Client& client) -> std::optional<int> {
     for (const auto& [command, run] : commands) {
       if (command->parsed()) return run(client, *a);

@@ -242,12 +242,17 @@ Status IdentityService::Authorize(const Principal& who, Action action, const Sec
                                     what.type + " '" + what.id +
                                     "'; use the owner's own token (trainyard token create)");
   }
-  if (!who.scope.empty() && action == Action::kEdit &&
-      !(scope_write_policy_ && scope_write_policy_(who.scope, accessed))) {
-    return Status::PermissionDenied("a token scoped to " + who.scope +
-                                    " may only write to its own job and run, not to " +
-                                    accessed.type + " '" + accessed.id +
-                                    "'; use the owner's own token (trainyard token create)");
+  if (!who.scope.empty() && action == Action::kEdit) {
+    if (!(scope_write_policy_ && scope_write_policy_(who.scope, accessed))) {
+      return Status::PermissionDenied("a token scoped to " + who.scope +
+                                      " may only write to its own job and run, not to " +
+                                      accessed.type + " '" + accessed.id +
+                                      "'; use the owner's own token (trainyard token create)");
+    }
+    // A job that runs as a service principal (JobSpec::run_as) gives that principal's token
+    // its own job and run to write, though the submitter owns them. Other scoped tokens
+    // write them with their user's rights: the policy widens nothing.
+    if (scope_runs_as_ && scope_runs_as_(who.scope, who.user)) return Status::Ok();
   }
   if (who.is_admin) return Status::Ok();
   if (!what.owner.empty() && what.owner == who.user) return Status::Ok();

@@ -15,8 +15,15 @@
 // counted, and the count is recorded every few seconds in one summary record.
 // Scoped tokens (a job's, "job:<id>") are limited in Authorize(), the one place
 // that checks them: they may read what their user may read, write only the objects
-// the scope's policy names (its job and its run; SetScopeWritePolicy), and never
-// MANAGE. Token, grant and user management refuse them outright.
+// the scope's policy names (its job and its run; SetScopeWritePolicy), with their user's
+// rights (or, when the scope's job runs as the token's service principal, SetScopeRunsAs,
+// without further rights), and never MANAGE. Token, grant and user management refuse them
+// outright.
+//
+// Service principals: who may run a job as one (JobSpec::run_as) is AuthorizeRunAs's
+// rule, Databricks' "Service Principal User" role kept simple: admins, the service
+// principal itself, and users granted EDIT ("use") or MANAGE (use, and grant use to others)
+// on securable `service_principal/<name>` (POST /grants/service_principal).
 //
 // Users can be disabled and deleted by admins; their tokens (including jobs'
 // scoped tokens) stop working on the next request.
@@ -76,6 +83,10 @@ std::string_view ScopedJob(const Principal& who);
 // Whether a scoped token may write `what` (its own job, its own run). Set by the
 // service that issues the scope; without one, scoped tokens may write nothing.
 using ScopeWritePolicy = std::function<bool(const std::string& scope, const Securable& what)>;
+// Whether the job of `scope` runs as `user` (a service principal named by the job's
+// run_as): that token then writes what the ScopeWritePolicy allows, its own job and run,
+// which its submitter owns. Set by the service that issues the scope.
+using ScopeRunsAs = std::function<bool(const std::string& scope, const std::string& user)>;
 
 struct CreateUserRequest {
   std::string name{};
@@ -127,6 +138,10 @@ struct AuditQuery {
   std::string outcome = {};    // "ALLOW" or "DENY"
 };
 
+// The identity securable a service principal is (its id is its name): EDIT on it is the
+// right to run jobs as it, MANAGE also to grant that.
+inline constexpr std::string_view kServicePrincipalSecurable = "service_principal";
+
 // The user name of audit records of failed authentications (not a valid user name).
 inline constexpr std::string_view kUnauthenticatedUser = "(unauthenticated)";
 
@@ -154,6 +169,7 @@ class IdentityService : public Authorizer {
                    const Securable& accessed) override;
   // Set once, before requests are served.
   void SetScopeWritePolicy(ScopeWritePolicy policy) { scope_write_policy_ = std::move(policy); }
+  void SetScopeRunsAs(ScopeRunsAs runs_as) { scope_runs_as_ = std::move(runs_as); }
 
   // Admins only (and never with a scoped token).
   Result<User> CreateUser(const Principal& who, const CreateUserRequest& request);
@@ -177,6 +193,10 @@ class IdentityService : public Authorizer {
   // Service principals: identities for workloads (tokens, no password); admins only.
   // Authorization treats them as users; their tokens may be scoped to a job.
   Result<User> CreateServicePrincipal(const Principal& who, const std::string& name);
+  // Whether `who` may run a job as `service_principal` (see above). Errors start with
+  // "run_as: ": InvalidArgument when it names no service principal, FailedPrecondition when
+  // it is disabled, PermissionDenied (saying who may grant its use) otherwise.
+  Status AuthorizeRunAs(const Principal& who, const std::string& service_principal);
 
   // Groups contain users, service principals and groups. Creating, deleting and changing
   // membership is for admins only. Adding a member that would make a cycle is
@@ -260,6 +280,7 @@ class IdentityService : public Authorizer {
   Clock& clock_;
   Random& random_;
   ScopeWritePolicy scope_write_policy_;
+  ScopeRunsAs scope_runs_as_;
   UserDeletedListener user_deleted_listener_;
 
   Mutex cache_mu_;

@@ -122,6 +122,16 @@ TEST_F(IdentityTest, ScopedTokensWriteOnlyWhatTheirPolicyNamesAndNeverManage) {
   Securable bobs{"experiment", "8", "bob"};
   EXPECT_EQ(ids_->Authorize(job, Action::kEdit, bobs, {"run", "r-own", "bob"}).code(),
             StatusCode::kPermissionDenied);
+  // ... unless the scope's job runs as the token's user (JobSpec::run_as): then what the
+  // policy names is its to write, and still nothing else, and never MANAGE.
+  ids_->SetScopeRunsAs([](const std::string& scope, const std::string& user) {
+    return scope == "job:j-1" && user == "alice";
+  });
+  EXPECT_TRUE(ids_->Authorize(job, Action::kEdit, bobs, {"run", "r-own", "bob"}).ok());
+  EXPECT_EQ(ids_->Authorize(job, Action::kEdit, bobs, {"run", "r-other", "bob"}).code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(ids_->Authorize(job, Action::kManage, bobs).code(), StatusCode::kPermissionDenied);
+  ids_->SetScopeRunsAs(nullptr);
   // No token, grant or user management.
   EXPECT_EQ(ids_->Grant(job, exp, "alice", Action::kManage).code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(ids_->RevokeToken(job, job_token->second.token_id).code(),

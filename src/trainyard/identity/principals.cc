@@ -64,6 +64,42 @@ Result<User> IdentityService::CreateServicePrincipal(const Principal& who,
   return u;
 }
 
+Status IdentityService::AuthorizeRunAs(const Principal& who, const std::string& sp) {
+  if (!who.scope.empty()) {
+    return Status::PermissionDenied("run_as: a token scoped to " + who.scope +
+                                    " may not start jobs as another principal");
+  }
+  auto kind = GetPrincipalKind(sp);
+  if (!kind.ok() && kind.status().IsNotFound()) {
+    return Status::InvalidArgument("run_as: '" + sp +
+                                   "' is no service principal; list them with 'trainyard "
+                                   "service-principals list'");
+  }
+  TY_RETURN_IF_ERROR(kind.status());
+  if (*kind != PrincipalKind::kServicePrincipal) {
+    return Status::InvalidArgument(
+        "run_as: '" + sp + "' is a " + std::string(PrincipalKindName(*kind)) +
+        ", not a service principal (a job runs as its submitter unless run_as names one)");
+  }
+  TY_ASSIGN_OR_RETURN(User principal, GetUser(sp));
+  if (principal.disabled) {
+    return Status::FailedPrecondition("run_as: service principal '" + sp +
+                                      "' is disabled; an admin enables it with 'trainyard users "
+                                      "enable " +
+                                      sp + "'");
+  }
+  if (who.user == sp) return Status::Ok();
+  Status s = Authorize(who, Action::kEdit, {std::string(kServicePrincipalSecurable), sp, ""});
+  if (s.code() == StatusCode::kPermissionDenied) {
+    return Status::PermissionDenied("run_as: user '" + who.user +
+                                    "' may not run jobs as service principal '" + sp +
+                                    "'; an admin grants its use with 'trainyard "
+                                    "service-principals grant-use " +
+                                    sp + " " + who.user + "'");
+  }
+  return s;
+}
+
 Result<Group> IdentityService::CreateGroup(const Principal& who, const std::string& name) {
   TY_RETURN_IF_ERROR(CheckGroupAdministration(who, "create groups"));
   if (name.empty() || name.size() > 128 || !std::all_of(name.begin(), name.end(), [](char c) {

@@ -87,6 +87,43 @@ TEST_P(PrincipalsTest, ServicePrincipalsHaveTokensAndAreAdminMade) {
   EXPECT_TRUE(groups->empty());
 }
 
+TEST_P(PrincipalsTest, RunAsIsForAdminsTheServicePrincipalAndUsersGrantedItsUse) {
+  TY_ASSERT_OK(ids_->CreateServicePrincipal(admin_, "bot"));
+  TY_ASSERT_OK(ids_->CreateUser(admin_, {.name = "dave"}));
+  TY_ASSERT_OK(ids_->CreateGroup(admin_, "team"));
+  const Principal carol{"carol", false, "", ""}, dave{"dave", false, "", ""};
+  const Securable bot{std::string(kServicePrincipalSecurable), "bot", ""};
+  TY_EXPECT_OK(ids_->AuthorizeRunAs(admin_, "bot"));
+  TY_EXPECT_OK(ids_->AuthorizeRunAs(Principal{"bot", false, "", ""}, "bot"));
+  EXPECT_THAT(ids_->AuthorizeRunAs(carol, "bot"),
+              StatusIs(StatusCode::kPermissionDenied,
+                       HasSubstr("run_as: user 'carol' may not run jobs as service principal "
+                                 "'bot'; an admin grants its use with 'trainyard "
+                                 "service-principals grant-use bot carol'")));
+  // Granting its use is for admins and MANAGE holders; a scoped token never runs as another.
+  EXPECT_THAT(ids_->Grant(carol, bot, "carol", Action::kEdit),
+              StatusIs(StatusCode::kPermissionDenied));
+  TY_ASSERT_OK(ids_->Grant(admin_, bot, "carol", Action::kEdit));
+  TY_EXPECT_OK(ids_->AuthorizeRunAs(carol, "bot"));
+  EXPECT_THAT(ids_->AuthorizeRunAs(Principal{"carol", false, "t", "job:j-1"}, "bot"),
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("run_as: a token scoped")));
+  EXPECT_THAT(ids_->Grant(carol, bot, "dave", Action::kEdit),
+              StatusIs(StatusCode::kPermissionDenied));
+  TY_ASSERT_OK(ids_->Grant(admin_, bot, "carol", Action::kManage));
+  TY_ASSERT_OK(ids_->Grant(carol, bot, "dave", Action::kEdit));
+  TY_EXPECT_OK(ids_->AuthorizeRunAs(dave, "bot"));
+  // Only service principals; a disabled one is refused to everyone.
+  EXPECT_THAT(ids_->AuthorizeRunAs(admin_, "carol"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("'carol' is a user")));
+  EXPECT_THAT(ids_->AuthorizeRunAs(admin_, "team"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("'team' is a group")));
+  EXPECT_THAT(ids_->AuthorizeRunAs(admin_, "ghost"),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("no service principal")));
+  TY_ASSERT_OK(ids_->SetUserDisabled(admin_, "bot", true));
+  EXPECT_THAT(ids_->AuthorizeRunAs(admin_, "bot"),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("disabled")));
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, PrincipalsTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -177,6 +177,28 @@ JobService::JobService(store::Database& db, Clock& clock, Random& random,
   identity_.SetScopeWritePolicy([this](const std::string& scope, const identity::Securable& what) {
     return ScopeMayWrite(scope, what);
   });
+  identity_.SetScopeRunsAs([this](const std::string& scope, const std::string& user) {
+    return ScopeRunsAs(scope, user);
+  });
+}
+
+// Whether the job of `scope` runs as `user` (its spec's run_as, which never changes).
+bool JobService::ScopeRunsAs(const std::string& scope, const std::string& user) {
+  identity::Principal scoped;
+  scoped.scope = scope;
+  std::string job_id(identity::ScopedJob(scoped));
+  if (job_id.empty() || user.empty()) return false;
+  {
+    MutexLock lock(scope_mu_);
+    auto it = run_as_of_job_.find(job_id);
+    if (it != run_as_of_job_.end()) return it->second == user;
+  }
+  auto job = store_.GetJob(job_id);
+  if (!job.ok() || !*job) return false;
+  MutexLock lock(scope_mu_);
+  if (run_as_of_job_.size() > kMaxCachedJobRuns) run_as_of_job_.clear();
+  run_as_of_job_[job_id] = (*job)->spec.run_as;
+  return (*job)->spec.run_as == user;
 }
 
 // A job's token may write its own job (heartbeats, checkpoints) and its own run.
@@ -203,6 +225,7 @@ bool JobService::ScopeMayWrite(const std::string& scope, const identity::Securab
 JobService::~JobService() {
   Stop();
   identity_.SetScopeWritePolicy(nullptr);
+  identity_.SetScopeRunsAs(nullptr);
 }
 
 // --- persistence
@@ -420,6 +443,7 @@ Status JobService::CheckSubmit(const identity::Principal& who, const JobSpec& sp
   if (!who.scope.empty()) {
     return Status::PermissionDenied("a token scoped to " + who.scope + " may not submit jobs");
   }
+  if (!spec.run_as.empty()) TY_RETURN_IF_ERROR(identity_.AuthorizeRunAs(who, spec.run_as));
   if (!options_.multi_user && !who.is_admin) {
     return Status::PermissionDenied(
         "this server runs in single-user mode (every job would run as the server's own OS "
@@ -477,23 +501,44 @@ Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec)
   j.state = JobState::kPending;
   j.experiment_id = experiment_id;
   j.submitted_at = now;
-  TY_ASSIGN_OR_RETURN(
-      tracking::Run run,
-      tracking_.CreateRun(who, experiment_id, who.user, j.spec.name, now,
-                          {{"trainyard.job_id", j.job_id}, {"trainyard.project", j.spec.project}}));
+  std::vector<tracking::KeyValue> tags = {{"trainyard.job_id", j.job_id},
+                                          {"trainyard.project", j.spec.project}};
+  if (!j.spec.run_as.empty()) tags.push_back({"trainyard.run_as", j.spec.run_as});
+  TY_ASSIGN_OR_RETURN(tracking::Run run,
+                      tracking_.CreateRun(who, experiment_id, who.user, j.spec.name, now, tags));
   j.run_id = run.info.run_id;
   TY_RETURN_IF_ERROR(
       tracking_.UpdateRun(who, j.run_id, "SCHEDULED", std::nullopt, std::nullopt).status());
   MutexLock lock(mu_);
   rec->seq = next_seq_++;
   TY_RETURN_IF_ERROR(Persist(*rec));
-  Event(*rec, "submitted by " + who.user, now);
+  Event(*rec,
+        "submitted by " + who.user +
+            (j.spec.run_as.empty() ? "" : " to run as service principal " + j.spec.run_as),
+        now);
   run_to_job_[j.run_id] = j.job_id;
   JobInfo out = j;
   if (submit_listener_) submit_listener_(who, out);
   active_[j.job_id] = std::move(rec);
   Wake();
   return out;
+}
+
+Result<std::string> JobService::WorkloadPrincipal(const JobInfo& j) {
+  if (j.spec.run_as.empty()) return j.owner;
+  // The submitter's right to use the service principal is checked again at each launch: a
+  // revoked grant, or a disabled principal, stops the job's next attempt.
+  TY_ASSIGN_OR_RETURN(identity::User owner, identity_.GetUser(j.owner));
+  if (owner.disabled) {
+    // As for a job without run_as, whose token the disabled owner cannot get.
+    return Status::FailedPrecondition("user '" + j.owner +
+                                      "' is disabled; an admin enables it with 'trainyard users "
+                                      "enable " +
+                                      j.owner + "'");
+  }
+  TY_RETURN_IF_ERROR(identity_.AuthorizeRunAs(
+      identity::Principal{owner.name, owner.is_admin, "", ""}, j.spec.run_as));
+  return j.spec.run_as;
 }
 
 Status JobService::NoOsAccount(const std::string& user) {
@@ -841,11 +886,12 @@ Status JobService::Launch(Record& r, const Placement& placement, int64_t now) {
   if (options_.logs_in_job_dir) subdirs.push_back(paths.log_dir.filename().string());
   TY_RETURN_IF_ERROR(
       EnsurePrivateDirectory(paths.private_dir.string(), account.uid, account.gid, subdirs));
-  identity::Principal owner{j.owner, false, "", ""};
+  TY_ASSIGN_OR_RETURN(std::string acting_as, WorkloadPrincipal(j));
   auto token = identity_.CreateToken(
-      owner, {.user = j.owner,
-              .description = "job " + j.job_id + " attempt " + std::to_string(attempt),
-              .scope = "job:" + j.job_id});
+      identity::Principal::System(),
+      {.user = acting_as,
+       .description = "job " + j.job_id + " attempt " + std::to_string(attempt),
+       .scope = "job:" + j.job_id});
   if (!token.ok()) return token.status();
   r.running->token_id = token->second.token_id;
   launch.env["TRAINYARD_TOKEN"] = token->first;

@@ -220,12 +220,16 @@ class JobService {
     gid_t gid = 0;
   };
   Result<JobAccount> ResolveAccount(const JobInfo& j);
+  // Whom the workload's scoped token acts as: the service principal of run_as (the owner
+  // still allowed to use it, and not disabled), else the owner.
+  Result<std::string> WorkloadPrincipal(const JobInfo& j);
   static Status NoOsAccount(const std::string& user);
   Status AuthorizeWorkload(const identity::Principal& who, const std::string& job_id)
       TY_REQUIRES(mu_);
   void OnRunActivity(const std::string& run_id) TY_EXCLUDES(progress_mu_);
   bool ScopeMayWrite(const std::string& scope, const identity::Securable& what)
       TY_EXCLUDES(scope_mu_);
+  bool ScopeRunsAs(const std::string& scope, const std::string& user) TY_EXCLUDES(scope_mu_);
 
   JobStore store_;
   Clock& clock_;
@@ -258,6 +262,7 @@ class JobService {
 
   Mutex scope_mu_;
   std::unordered_map<std::string, std::string> run_of_job_ TY_GUARDED_BY(scope_mu_);
+  std::unordered_map<std::string, std::string> run_as_of_job_ TY_GUARDED_BY(scope_mu_);
 
   Mutex progress_mu_;
   std::unordered_map<std::string, int64_t> progress_by_run_ TY_GUARDED_BY(progress_mu_);

@@ -2,6 +2,7 @@
 // a fake clock, an in-memory store, and loop passes driven by the test.
 #include "trainyard/jobs/job_service.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +13,8 @@
 
 namespace trainyard::jobs {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Records launches and stops; the test decides when and how attempts end.
 class ScriptedExecutor : public executors::Executor {
@@ -353,6 +356,65 @@ TEST_F(JobServiceTest, RejectsWhatThePoolCanNeverRun) {
   EXPECT_NE(job.status().message().find("processes_per_node (3) must divide"), std::string::npos);
   identity::Principal scoped{"admin", false, "t", "job:j-x"};
   EXPECT_EQ(jobs_->Submit(scoped, Spec("x")).status().code(), StatusCode::kPermissionDenied);
+}
+
+TEST_F(JobServiceTest, RunAsGivesTheWorkloadTheServicePrincipalsTokenLimitedToItsJob) {
+  TY_ASSERT_OK(identity_->CreateServicePrincipal(admin_, "etl-bot"));
+  TY_ASSERT_OK(identity_->CreateUser(admin_, {.name = "carol"}));
+  JobSpec spec = Spec("etl");
+  spec.run_as = "etl-bot";
+  auto job = jobs_->Submit(admin_, spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  auto other = jobs_->Submit(admin_, Spec("plain"));
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(job->owner, "admin");  // the submitter still owns the job and its run
+  jobs_->RunPassForTest();
+  ASSERT_EQ(executor_.launches.size(), 2u);
+  const auto& launch =
+      executor_.launches[0].job_id == job->job_id ? executor_.launches[0] : executor_.launches[1];
+  TY_ASSERT_OK_AND_ASSIGN(identity::Principal workload,
+                          identity_->Authenticate(launch.env.at("TRAINYARD_TOKEN")));
+  EXPECT_EQ(workload.user, "etl-bot");
+  EXPECT_FALSE(workload.is_admin);
+  EXPECT_EQ(workload.scope, "job:" + job->job_id);
+  // It writes its own job and run, though the submitter owns them, and nothing else.
+  TY_EXPECT_OK(jobs_->Heartbeat(workload, job->job_id));
+  TY_EXPECT_OK(jobs_->ReportCheckpoint(workload, job->job_id, 10, "/ck/10"));
+  tracking::Metric loss;
+  loss.key = "loss";
+  loss.value = 0.5;
+  TY_EXPECT_OK(tracking_->LogBatch(workload, job->run_id, {loss}, {}, {}));
+  EXPECT_THAT(jobs_->Heartbeat(workload, other->job_id), StatusIs(StatusCode::kPermissionDenied));
+  EXPECT_THAT(tracking_->LogBatch(workload, other->run_id, {loss}, {}, {}),
+              StatusIs(StatusCode::kPermissionDenied));
+  auto run = tracking_->GetRun(job->run_id);
+  ASSERT_TRUE(run.ok());
+  bool tagged = false;
+  for (const auto& t : run->tags) tagged |= t.key == "trainyard.run_as" && t.value == "etl-bot";
+  EXPECT_TRUE(tagged);
+
+  // Who may not use it, and what is no service principal, are refused at submit.
+  identity::Principal carol{"carol", false, "", ""};
+  EXPECT_THAT(jobs_->Submit(carol, spec),
+              StatusIs(StatusCode::kPermissionDenied, HasSubstr("run_as: user 'carol'")));
+  spec.run_as = "carol";
+  EXPECT_THAT(jobs_->Submit(admin_, spec),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("run_as: 'carol' is a user")));
+  spec.run_as = "ghost";
+  EXPECT_THAT(jobs_->Submit(admin_, spec),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("run_as: 'ghost'")));
+
+  // The right is checked again at launch: a disabled principal's job does not start.
+  spec.run_as = "etl-bot";
+  spec.max_restarts = 0;
+  auto later = jobs_->Submit(admin_, spec);
+  ASSERT_TRUE(later.ok()) << later.status().ToString();
+  TY_ASSERT_OK(identity_->SetUserDisabled(admin_, "etl-bot", true));
+  jobs_->RunPassForTest();
+  EXPECT_EQ(executor_.launches.size(), 2u);
+  JobInfo refused = Get(later->job_id);
+  ASSERT_EQ(refused.attempt_list.size(), 1u);
+  EXPECT_THAT(refused.attempt_list[0].cause, HasSubstr("run_as: service principal 'etl-bot'"));
 }
 
 }  // namespace

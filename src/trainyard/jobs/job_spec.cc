@@ -189,7 +189,16 @@ Status ReadSecrets(const SpecReader& r, const YAML::Node& n, JobSpec& spec) {
   return Status::Ok();
 }
 
-// name, project, experiment.
+// A principal's name as identity allows it: 1-128 of [A-Za-z0-9_.@-].
+bool IsPrincipalName(std::string_view v) {
+  if (v.empty() || v.size() > kMaxRunAsBytes) return false;
+  for (char c : v) {
+    if (!IsAsciiAlnum(c) && c != '_' && c != '-' && c != '.' && c != '@') return false;
+  }
+  return true;
+}
+
+// name, project, experiment, run_as.
 Status ReadNames(const SpecReader& r, const YAML::Node& root, JobSpec& spec) {
   if (!root["name"]) return r.Error(root, "name", "is required");
   TY_ASSIGN_OR_RETURN(spec.name, r.String(root["name"], "name"));
@@ -206,6 +215,16 @@ Status ReadNames(const SpecReader& r, const YAML::Node& root, JobSpec& spec) {
       return r.Error(v, "experiment",
                      "must be a non-empty name of at most " + std::to_string(kMaxExperimentBytes) +
                          " characters");
+    }
+  }
+  if (auto v = root["run_as"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.run_as, r.String(v, "run_as"));
+    TY_RETURN_IF_ERROR(MaxBytes(r, v, "run_as", spec.run_as, kMaxRunAsBytes));
+    if (!IsPrincipalName(spec.run_as)) {
+      return r.Error(v, "run_as",
+                     "must name a service principal: 1-128 letters, digits, '_', '-', '.' or "
+                     "'@' (got \"" +
+                         Abbreviate(spec.run_as, 140) + "\")");
     }
   }
   return Status::Ok();
@@ -374,7 +393,8 @@ Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
                                  "preemption_grace",
                                  "crash_loop_limit",
                                  "failure_policies",
-                                 "secrets"}));
+                                 "secrets",
+                                 "run_as"}));
   JobSpec spec;
   TY_RETURN_IF_ERROR(ReadNames(r, root, spec));
   TY_RETURN_IF_ERROR(ReadCommand(r, root, spec));
@@ -440,6 +460,7 @@ json::object JobSpecToJson(const JobSpec& s) {
   o["name"] = s.name;
   o["project"] = s.project;
   if (!s.experiment.empty()) o["experiment"] = s.experiment;
+  if (!s.run_as.empty()) o["run_as"] = s.run_as;
   o["command"] = s.command;
   if (!s.env.empty()) {
     json::object env;

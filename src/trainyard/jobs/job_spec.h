@@ -41,6 +41,7 @@ inline constexpr size_t kMaxEnvValueBytes = 64 << 10;
 inline constexpr size_t kMaxEnvTotalBytes = 512 << 10;
 inline constexpr size_t kMaxWorkingDirBytes = 4096;
 inline constexpr size_t kMaxFailurePolicies = 64;
+inline constexpr size_t kMaxRunAsBytes = 128;  // a principal's name, as identity allows
 // Failure policy patterns: PCRE2 syntax, at most BoundedRegex::kMaxPatternBytes (1024) bytes.
 
 // A regular expression (PCRE2 syntax) matched against the tail of the failed attempt's logs.
@@ -75,6 +76,11 @@ struct JobSpec {
   // Where each secret reference is ("job.yaml:12: secrets.HF_TOKEN"), for errors found at
   // submit; not serialized.
   std::map<std::string, std::string> secret_sources;
+  // The service principal the job acts as ("" = its submitter): the workload's scoped token
+  // is that principal's, so the catalog authorizes its reads and writes with that
+  // principal's grants. Whether the submitter may use it is checked at submit and at each
+  // launch (IdentityService::AuthorizeRunAs).
+  std::string run_as;
 
   int EffectiveProcessesPerNode() const {
     if (processes_per_node > 0) return processes_per_node;

@@ -96,6 +96,38 @@ TEST(JobSpecTest, SecretsMapVariablesToSecretNamesWithTheirLines) {
             std::string::npos);
 }
 
+TEST(JobSpecTest, RunAsNamesAServicePrincipalWithItsLine) {
+  auto spec = ParseJobSpec("name: a\ncommand: x\nrun_as: etl-bot@team.x\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->run_as, "etl-bot@team.x");
+  json::object o = JobSpecToJson(*spec);
+  EXPECT_EQ(o.at("run_as").as_string(), "etl-bot@team.x");
+  auto again = ParseJobSpecJson(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->run_as, "etl-bot@team.x");
+  // Unset: the submitter, and the JSON form leaves it out.
+  auto plain = ParseJobSpec("name: a\ncommand: x\n", "job.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->run_as, "");
+  EXPECT_FALSE(JobSpecToJson(*plain).contains("run_as"));
+
+  auto bad = ParseJobSpec("name: a\ncommand: x\nrun_as: \"bot; rm -rf /\"\n", "job.yaml");
+  EXPECT_EQ(bad.status().message().rfind("job.yaml:3: run_as must name a service principal", 0), 0u)
+      << bad.status().message();
+  bad = ParseJobSpec("name: a\ncommand: x\nrun_as: \"\"\n", "job.yaml");
+  EXPECT_EQ(bad.status().message().rfind("job.yaml:3: run_as must name a service principal", 0), 0u)
+      << bad.status().message();
+  bad = ParseJobSpec("name: a\ncommand: x\nrun_as: [a, b]\n", "job.yaml");
+  EXPECT_EQ(bad.status().message().rfind("job.yaml:3: run_as must be", 0), 0u)
+      << bad.status().message();
+  bad = ParseJobSpecJson(json::object{{"name", "a"}, {"command", "x"}, {"run_as", json::object{}}});
+  EXPECT_NE(bad.status().message().find("run_as"), std::string::npos) << bad.status().message();
+  bad = ParseJobSpecJson(
+      json::object{{"name", "a"}, {"command", "x"}, {"run_as", std::string(300, 'b')}});
+  EXPECT_NE(bad.status().message().find("run_as must be at most 128 bytes"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(JobSpecTest, ErrorsGiveFileLineAndKeyPath) {
   auto spec = ParseJobSpec("name: a\ncommand: x\nresources:\n  gpus_per_node: two\n", "job.yaml");
   ASSERT_FALSE(spec.ok());

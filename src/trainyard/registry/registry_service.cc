@@ -239,6 +239,16 @@ Status RegistryService::AuthorizeEdit(const identity::Principal& who, const std:
   return authz_.Authorize(who, identity::Action::kEdit, {"registered_model", name, owner});
 }
 
+Status RegistryService::AuthorizeRead(const identity::Principal& who, const std::string& name) {
+  TY_ASSIGN_OR_RETURN(std::string owner, RegisteredModelOwner(name));
+  return authz_.Authorize(who, identity::Action::kRead, {"registered_model", name, owner});
+}
+
+std::optional<std::string> RegistryService::Claimed(std::string_view name) {
+  if (ns_ == nullptr) return std::nullopt;
+  return ns_->Claim(name);
+}
+
 std::vector<store::Migration> RegistryService::Migrations() {
   return {
       {"registry",
@@ -442,11 +452,17 @@ Status RegistryService::FillModels(Transaction& tx, std::vector<RegisteredModel>
 // ---------------------------------------------------------------- registered models
 
 Result<RegisteredModel> RegistryService::CreateRegisteredModel(
-    const identity::Principal& who, const CreateRegisteredModelRequest& request) {
+    const identity::Principal& who, const CreateRegisteredModelRequest& original) {
   const std::string& owner = who.user;
-  TY_RETURN_IF_ERROR(ValidateName("name", request.name));
-  for (const KeyValue& t : request.tags) TY_RETURN_IF_ERROR(ValidateTag("registered model", t));
-  TY_RETURN_IF_ERROR(ValidateDescription(request.description));
+  TY_RETURN_IF_ERROR(ValidateName("name", original.name));
+  for (const KeyValue& t : original.tags) TY_RETURN_IF_ERROR(ValidateTag("registered model", t));
+  TY_RETURN_IF_ERROR(ValidateDescription(original.description));
+  CreateRegisteredModelRequest request = original;
+  std::optional<std::string> claimed = Claimed(request.name);
+  if (claimed) {
+    request.name = *claimed;
+    TY_RETURN_IF_ERROR(ns_->Create(who, request.name, request.description));
+  }
   RegisteredModel out;
   Status s = db_.Write([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(Rows existing,
@@ -470,7 +486,10 @@ Result<RegisteredModel> RegistryService::CreateRegisteredModel(
     TY_ASSIGN_OR_RETURN(out, LoadModel(tx, request.name));
     return Status::Ok();
   });
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    if (claimed) (void)ns_->Remove(request.name);
+    return s;
+  }
   ForgetOwner(request.name);
   return out;
 }
@@ -565,10 +584,15 @@ Result<RegisteredModel> RegistryService::UpdateRegisteredModel(
 
 Result<RegisteredModel> RegistryService::RenameRegisteredModel(const identity::Principal& who,
                                                                const std::string& name,
-                                                               const std::string& new_name) {
+                                                               const std::string& requested_name) {
   TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
   TY_RETURN_IF_ERROR(ValidateName("name", name));
-  TY_RETURN_IF_ERROR(ValidateName("new_name", new_name));
+  TY_RETURN_IF_ERROR(ValidateName("new_name", requested_name));
+  const bool claimed_old = Claimed(name).has_value();
+  const std::optional<std::string> claimed_new = Claimed(requested_name);
+  const std::string new_name = claimed_new.value_or(requested_name);
+  const bool in_namespace = (claimed_old || claimed_new) && new_name != name;
+  if (in_namespace) TY_RETURN_IF_ERROR(ns_->Rename(who, name, new_name));
   RegisteredModel out;
   Status s = db_.Write([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(Rows rows,
@@ -598,7 +622,10 @@ Result<RegisteredModel> RegistryService::RenameRegisteredModel(const identity::P
     TY_ASSIGN_OR_RETURN(out, LoadModel(tx, new_name));
     return Status::Ok();
   });
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    if (in_namespace) (void)ns_->Rename(identity::Principal::System(), new_name, name);
+    return s;
+  }
   ForgetOwner(name);
   ForgetOwner(new_name);
   return out;
@@ -618,6 +645,7 @@ Status RegistryService::DeleteRegisteredModel(const identity::Principal& who,
     return Status::Ok();
   });
   ForgetOwner(name);
+  if (s.ok() && Claimed(name)) return ns_->Remove(name);
   return s;
 }
 
@@ -909,6 +937,47 @@ Result<RegistryService::ResolvedSource> RegistryService::ResolveSource(
   return out;
 }
 
+Result<RegistryService::ResolvedSource> RegistryService::ResolveUploadedSource(
+    const CreateModelVersionRequest& request) {
+  if (request.source.empty()) return Status::InvalidArgument("missing required field 'source'");
+  for (char c : request.source) {
+    auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      return Status::InvalidArgument("source " + Quoted(request.source) +
+                                     " contains a control character");
+    }
+  }
+  const std::string& root = request.storage_root;
+  if (!StartsWith(root, "file:///") && !StartsWith(root, "s3://")) {
+    return Status::Internal("storage_root must be a file:/// or s3:// URI (got " + Quoted(root) +
+                            ")");
+  }
+  ResolvedSource out{request.source, "", request.run_id, request.model_id};
+  // The run and logged model behind a source in this server's stores, for lineage; any
+  // other source is a label (the files are the ones the client uploads).
+  if (Status s = ValidateSourceUri(request.source); s.ok()) {
+    CreateModelVersionRequest resolvable = request;
+    resolvable.storage_root.clear();
+    auto resolved = ResolveSource(resolvable);
+    if (!resolved.ok() && !resolved.status().IsNotFound()) return resolved.status();
+    if (resolved.ok()) {
+      out.run_id = resolved->run_id;
+      out.model_id = resolved->model_id;
+    } else if (!request.run_id.empty() || !request.model_id.empty()) {
+      return resolved.status();  // a run or model named explicitly must exist
+    }
+  } else if (!request.run_id.empty()) {
+    auto experiment = tracking_.RunExperiment(request.run_id);
+    if (!experiment.ok()) {
+      if (experiment.status().IsNotFound()) {
+        return Status::NotFound("run_id: run " + Quoted(request.run_id) + " does not exist");
+      }
+      return experiment.status();
+    }
+  }
+  return out;
+}
+
 Result<ModelVersion> RegistryService::CreateModelVersion(const identity::Principal& who,
                                                          const CreateModelVersionRequest& request) {
   TY_RETURN_IF_ERROR(AuthorizeEdit(who, request.name));
@@ -925,7 +994,9 @@ Result<ModelVersion> RegistryService::CreateModelVersion(const identity::Princip
     }
   }
   // Outside the write transaction: tracking and registry reads open their own.
-  TY_ASSIGN_OR_RETURN(ResolvedSource source, ResolveSource(request));
+  const bool uploaded = !request.storage_root.empty();
+  TY_ASSIGN_OR_RETURN(ResolvedSource source,
+                      uploaded ? ResolveUploadedSource(request) : ResolveSource(request));
   ModelVersion out;
   Status s = db_.Write([&](Transaction& tx) -> Status {
     TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT last_version FROM registered_models WHERE "
@@ -938,6 +1009,13 @@ Result<ModelVersion> RegistryService::CreateModelVersion(const identity::Princip
                             "UPDATE registered_models SET last_version = ?, "
                             "last_updated_timestamp = ? WHERE name = ?",
                             {version, now, request.name}));
+    if (uploaded) {
+      std::string root = request.storage_root;
+      while (EndsWith(root, "/")) root.pop_back();
+      source.storage_location = root + "/versions/" + std::to_string(version);
+    }
+    const ModelVersionStatus status =
+        uploaded ? ModelVersionStatus::kPendingRegistration : ModelVersionStatus::kReady;
     TY_RETURN_IF_ERROR(Exec(
         tx,
         "INSERT INTO model_versions (name, version, creation_timestamp, last_updated_timestamp, "
@@ -946,8 +1024,7 @@ Result<ModelVersion> RegistryService::CreateModelVersion(const identity::Princip
         {request.name, version, now, now, NullIfEmpty(owner), std::string(StageName(Stage::kNone)),
          NullIfEmpty(request.description), source.source, source.storage_location,
          NullIfEmpty(source.run_id), NullIfEmpty(request.run_link),
-         std::string(ModelVersionStatusName(ModelVersionStatus::kReady)),
-         NullIfEmpty(source.model_id)}));
+         std::string(ModelVersionStatusName(status)), NullIfEmpty(source.model_id)}));
     for (const KeyValue& t : request.tags) {
       TY_RETURN_IF_ERROR(Exec(tx,
                               "INSERT INTO model_version_tags (name, version, key, value) VALUES "
@@ -967,6 +1044,32 @@ Result<ModelVersion> RegistryService::GetModelVersion(const std::string& name, i
   TY_RETURN_IF_ERROR(ValidateName("name", name));
   ModelVersion out;
   Status s = db_.Read([&](Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(out, LoadVersion(tx, name, version));
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<ModelVersion> RegistryService::FinalizeModelVersion(const identity::Principal& who,
+                                                           const std::string& name,
+                                                           int64_t version) {
+  TY_RETURN_IF_ERROR(AuthorizeEdit(who, name));
+  ModelVersion out;
+  Status s = db_.Write([&](Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(out, LoadVersion(tx, name, version));
+    if (out.status != ModelVersionStatus::kPendingRegistration) {
+      return Status::FailedPrecondition(
+          "version " + std::to_string(version) + " of registered model " + Quoted(name) + " is " +
+          std::string(ModelVersionStatusName(out.status)) +
+          ", not PENDING_REGISTRATION: only a version being registered can be finalized");
+    }
+    int64_t now = clock_.NowMillis();
+    TY_RETURN_IF_ERROR(Exec(
+        tx,
+        "UPDATE model_versions SET status = ?, last_updated_timestamp = ? "
+        "WHERE name = ? AND version = ?",
+        {std::string(ModelVersionStatusName(ModelVersionStatus::kReady)), now, name, version}));
     TY_ASSIGN_OR_RETURN(out, LoadVersion(tx, name, version));
     return Status::Ok();
   });

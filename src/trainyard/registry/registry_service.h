@@ -22,7 +22,15 @@
 // Authorization: every public method that changes a registered model or one of its
 // versions, tags or aliases takes the caller's Principal and asks the Authorizer given at
 // construction for EDIT on the model first (NotFound when there is no such model). Reads
-// are open to every authenticated caller, as the Authorizer grants READ to all.
+// take no Principal; callers that serve a request ask AuthorizeRead() first (the Authorizer
+// grants READ to all on plain MLflow models, EXECUTE decides on catalog models).
+//
+// One registry seen two ways (docs/decisions/0013): with a ModelNamespace set, names it
+// claims (the catalog's "catalog.schema.model") are stored in its form, and creating,
+// renaming and deleting such a model also creates, renames and removes its object there.
+// A version created with a `storage_root` (Unity Catalog's create-model-version) starts
+// PENDING_REGISTRATION at `<storage_root>/versions/<version>`, where the client writes its
+// files, and becomes READY with FinalizeModelVersion.
 //
 // Thread-safe. The service keeps references to `db`, `clock`, `authz` and `tracking`,
 // which must outlive it.
@@ -39,6 +47,7 @@
 #include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 #include "trainyard/identity/authorizer.h"
+#include "trainyard/registry/model_namespace.h"
 #include "trainyard/registry/types.h"
 #include "trainyard/store/database.h"
 
@@ -75,6 +84,10 @@ struct CreateModelVersionRequest {
   std::string run_link{};
   std::string description{};
   std::string model_id{};
+  // Set: the version's files are written by the client to `<storage_root>/versions/<n>`
+  // (a file:// or s3:// URI), it starts PENDING_REGISTRATION, and `source` is recorded as
+  // given (the server never reads from it). Empty: resolved from source, READY at once.
+  std::string storage_root{};
 };
 
 struct RegistrySearchRequest {
@@ -90,6 +103,14 @@ class RegistryService {
                   tracking::TrackingService& tracking, RegistryLimits limits = {});
   RegistryService(const RegistryService&) = delete;
   RegistryService& operator=(const RegistryService&) = delete;
+
+  // Claimed names go through `ns` (see above). Set once, before serving; `ns` must outlive
+  // the service.
+  void SetNamespace(ModelNamespace* ns) { ns_ = ns; }
+
+  // Ok when `who` may read the model `name` (its versions and files): the Authorizer's READ.
+  // NotFound when there is no such model.
+  Status AuthorizeRead(const identity::Principal& who, const std::string& name);
 
   // Component "registry": registered_models, registered_model_tags, model_versions,
   // model_version_tags, registered_model_aliases.
@@ -153,6 +174,10 @@ class RegistryService {
                                           const std::optional<std::string>& description);
   Status DeleteModelVersion(const identity::Principal& who, const std::string& name,
                             int64_t version);
+  // PENDING_REGISTRATION → READY (EDIT on the model): the client has written the files.
+  // FailedPrecondition when the version is not pending.
+  Result<ModelVersion> FinalizeModelVersion(const identity::Principal& who, const std::string& name,
+                                            int64_t version);
   // Where the version's files can be downloaded from (see the contract above).
   Result<std::string> GetModelVersionDownloadUri(const std::string& name, int64_t version);
   // With archive_existing_versions (only for Staging and Production), the model's other
@@ -182,6 +207,10 @@ class RegistryService {
   Status ValidateAlias(const std::string& alias) const;
   Status ValidateDescription(const std::string& description) const;
   Result<ResolvedSource> ResolveSource(const CreateModelVersionRequest& request);
+  // A source recorded as given for a version whose files are uploaded (storage_root set).
+  Result<ResolvedSource> ResolveUploadedSource(const CreateModelVersionRequest& request);
+  // The namespace's form of `name` when it claims it.
+  std::optional<std::string> Claimed(std::string_view name);
   Result<std::string> ResolveRegistryUri(const std::string& uri);
   Result<RegisteredModel> LoadModel(store::Transaction& tx, const std::string& name);
   Result<ModelVersion> LoadVersion(store::Transaction& tx, const std::string& name,
@@ -195,6 +224,7 @@ class RegistryService {
   tracking::TrackingService& tracking_;
   const RegistryLimits limits_;
   VersionListener version_listener_;
+  ModelNamespace* ns_ = nullptr;
 
   Mutex cache_mu_;
   std::unordered_map<std::string, std::string> owner_ TY_GUARDED_BY(cache_mu_);  // by name

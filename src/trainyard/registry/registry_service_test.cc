@@ -659,6 +659,36 @@ TEST_P(RegistryServiceTest, Authorization) {
   EXPECT_EQ(v.user_id, "bob");
 }
 
+TEST_P(RegistryServiceTest, UploadedVersionsArePendingUntilFinalized) {
+  CreateModel("m");
+  // The client writes the files under storage_root; the source is only recorded.
+  TY_ASSERT_OK_AND_ASSIGN(
+      ModelVersion v,
+      registry_->CreateModelVersion(As("alice"), {.name = "m",
+                                                  .source = "file:///home/alice/model",
+                                                  .storage_root = "file:///data/models/abc/"}));
+  EXPECT_EQ(v.status, ModelVersionStatus::kPendingRegistration);
+  EXPECT_EQ(v.storage_location, "file:///data/models/abc/versions/1");
+  EXPECT_EQ(v.source, "file:///home/alice/model");
+  EXPECT_ERROR(registry_->FinalizeModelVersion(identity::Principal{"bob", false, "", ""}, "m", 1),
+               StatusCode::kPermissionDenied, "bob");
+  TY_ASSERT_OK_AND_ASSIGN(ModelVersion ready, registry_->FinalizeModelVersion(As("alice"), "m", 1));
+  EXPECT_EQ(ready.status, ModelVersionStatus::kReady);
+  EXPECT_ERROR(registry_->FinalizeModelVersion(As("alice"), "m", 1),
+               StatusCode::kFailedPrecondition, "READY");
+  EXPECT_ERROR(registry_->FinalizeModelVersion(As("alice"), "m", 2), StatusCode::kNotFound,
+               "no version 2");
+  // A run named explicitly must exist, uploaded or not.
+  EXPECT_ERROR(registry_->CreateModelVersion(As("alice"), {.name = "m",
+                                                           .source = "runs:/nope/model",
+                                                           .run_id = "nope",
+                                                           .storage_root = "file:///data/m"}),
+               StatusCode::kNotFound, "nope");
+  // Versions resolved from their source stay READY at once.
+  EXPECT_EQ(registry_->GetModelVersion("m", CreateVersion("m"))->status,
+            ModelVersionStatus::kReady);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, RegistryServiceTest, ::testing::Values("sqlite", "postgres"),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -17,8 +17,10 @@
 #include "trainyard/api/mlflow_tracking_api.h"
 #include "trainyard/api/tables_api.h"
 #include "trainyard/api/uc_api.h"
+#include "trainyard/api/uc_model_api.h"
 #include "trainyard/catalog/catalog_authorizer.h"
 #include "trainyard/catalog/catalog_service.h"
+#include "trainyard/catalog/model_service.h"
 #include "trainyard/catalog/table_service.h"
 #include "trainyard/checkpoints/checkpoint_service.h"
 #include "trainyard/common/strings.h"
@@ -154,6 +156,15 @@ Status Server::InitServices() {
   catalog::CatalogServiceOptions catalog_options;
   catalog_options.metastore_root =
       std::filesystem::absolute(config_.data_dir + "/catalog").lexically_normal().string();
+  if (!config_.s3_credentials_role_arn.empty()) {
+    TY_ASSIGN_OR_RETURN(
+        blob::StsConfig sts,
+        blob::StsConfigFromEnv(config_.s3_credentials_role_arn, config_.s3_credentials_duration_s));
+    sts.clock = &clock_;
+    TY_ASSIGN_OR_RETURN(s3_credentials_, blob::MakeStsCredentialIssuer(std::move(sts)));
+    spdlog::info("S3 temporary credentials: {}", s3_credentials_->Describe());
+  }
+  catalog_options.s3_credentials = s3_credentials_.get();
   catalog_ =
       std::make_unique<catalog::CatalogService>(*db_, *identity_, clock_, random_, catalog_options);
   TY_RETURN_IF_ERROR(catalog_->Init());
@@ -163,6 +174,9 @@ Status Server::InitServices() {
                                                           "mlflow-artifacts:");
   TY_RETURN_IF_ERROR(tracking_->Init("admin"));
   registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *authorizer_, *tracking_);
+  // One registry seen two ways: three-level names are catalog models (decision 0013).
+  models_ = std::make_unique<catalog::ModelService>(*catalog_, *registry_);
+  registry_->SetNamespace(models_.get());
   return Status::Ok();
 }
 
@@ -335,16 +349,43 @@ void Server::InitApi() {
   api::RegisterSecretRoutes(*api_, *secrets_);
   api::RegisterCheckpointRoutes(*api_, *checkpoints_);
   api::RegisterLineageRoutes(*api_, lineage_->service());
-  api::RegisterUnityCatalogRoutes(*api_, *catalog_, clock_, tables_.get());
-  api::RegisterTableRoutes(*api_, *tables_);
+  api::RegisterUnityCatalogRoutes(*api_, *catalog_, tables_.get());
+  api::RegisterUcModelRoutes(*api_, *models_, *catalog_);
+  api::RegisterTableRoutes(*api_, *catalog_, *tables_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
   });
+  // Who may run jobs as a service principal (JobSpec::run_as): EDIT on it is its use.
+  identity::IdentityService* ids = identity_.get();
+  api::RegisterGrantRoute(
+      *api_, std::string(identity::kServicePrincipalSecurable),
+      [ids](const std::string& name) -> Result<std::string> {
+        auto kind = ids->GetPrincipalKind(name);
+        if (!kind.ok() || *kind != identity::PrincipalKind::kServicePrincipal) {
+          return Status::NotFound("id: '" + name +
+                                  "' is no service principal; list them with 'trainyard "
+                                  "service-principals list'");
+        }
+        return std::string();  // no owner: admins and MANAGE holders grant
+      });
   registry::RegistryService* registry = registry_.get();
-  api::RegisterGrantRoute(*api_, "registered_model", [registry](const std::string& name) {
-    return registry->RegisteredModelOwner(name);
-  });
+  catalog::ModelService* models = models_.get();
+  api::RegisterGrantRoute(
+      *api_, "registered_model",
+      [registry, models](const std::string& name) -> Result<std::string> {
+        // A catalog model's grants are the catalog's; identity's would never be consulted.
+        if (auto full_name = models->Claim(name)) {
+          return Status::InvalidArgument(
+              "id: '" + *full_name +
+              "' is a catalog model; grant on it with 'trainyard grant EXECUTE ON MODEL " +
+              *full_name +
+              " TO <principal>' (or PATCH /api/2.1/unity-catalog/permissions/"
+              "registered_model/" +
+              *full_name + ")");
+        }
+        return registry->RegisteredModelOwner(name);
+      });
 }
 
 Status Server::Start() {

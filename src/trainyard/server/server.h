@@ -9,6 +9,7 @@
 
 #include "trainyard/api/api.h"
 #include "trainyard/blob/blob_store.h"
+#include "trainyard/blob/sts.h"
 #include "trainyard/common/clock.h"
 #include "trainyard/common/status.h"
 #include "trainyard/http/router.h"
@@ -38,6 +39,7 @@ class LineageWiring;
 namespace trainyard::catalog {
 class CatalogService;
 class CatalogAuthorizer;
+class ModelService;
 class TableService;
 }  // namespace trainyard::catalog
 
@@ -50,6 +52,10 @@ struct ServerConfig {
   std::string db;           // "" → SQLite at <data_dir>/trainyard.db
   std::string artifacts;    // "" → <data_dir>/artifacts
   std::string checkpoints;  // "" → <data_dir>/checkpoints
+  // Temporary credentials for catalog objects on S3: the IAM role the server assumes (STS
+  // AssumeRole with a session policy per location) and for how long; "" → none are issued.
+  std::string s3_credentials_role_arn;
+  int s3_credentials_duration_s = 3600;
   bool sqlite_sync_full = false;
   int io_threads = 2;
   int worker_threads = 16;
@@ -123,12 +129,15 @@ class Server {
   // Before the services whose listeners record into it, so it is destroyed after them.
   std::unique_ptr<LineageWiring> lineage_;
   std::unique_ptr<blob::BlobStore> blobs_;
+  std::unique_ptr<blob::S3CredentialIssuer> s3_credentials_;  // nullptr: none configured
   std::unique_ptr<identity::IdentityService> identity_;
   std::unique_ptr<catalog::CatalogService> catalog_;
   std::unique_ptr<catalog::CatalogAuthorizer> authorizer_;  // catalog grants, then identity's
   std::unique_ptr<catalog::TableService> tables_;           // a table's data (after lineage_)
   std::unique_ptr<tracking::TrackingService> tracking_;
   std::unique_ptr<registry::RegistryService> registry_;
+  // UC's registered models: catalog securables over the registry's models (its namespace).
+  std::unique_ptr<catalog::ModelService> models_;
   std::unique_ptr<executors::Executor> executor_;
   std::unique_ptr<jobs::ProjectService> projects_;
   std::unique_ptr<jobs::SecretService> secrets_;

@@ -1,6 +1,7 @@
 #include "trainyard/tables/delta_log.h"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 
 #include "trainyard/common/json.h"
@@ -276,6 +277,31 @@ Result<Action> ActionFromJson(const json::object& object) {
   return a;
 }
 
+namespace {
+
+// Whether every number in `v` is finite. The shared parser reads an out-of-range literal
+// (1e400) as infinity, which no JSON writer can write back: such a line is corrupt.
+bool AllNumbersFinite(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::double_:
+      return std::isfinite(v.get_double());
+    case json::kind::array:
+      for (const auto& e : v.get_array()) {
+        if (!AllNumbersFinite(e)) return false;
+      }
+      return true;
+    case json::kind::object:
+      for (const auto& kv : v.get_object()) {
+        if (!AllNumbersFinite(kv.value())) return false;
+      }
+      return true;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
 Result<Action> ParseActionLine(std::string_view line) {
   Result<json::value> parsed = ParseJsonExact(line);
   if (!parsed.ok()) {
@@ -289,6 +315,10 @@ Result<Action> ParseActionLine(std::string_view line) {
   if (!parsed->is_object()) {
     return Status::InvalidArgument("an action must be a JSON object (got " + DescribeJson(*parsed) +
                                    ")");
+  }
+  if (!AllNumbersFinite(*parsed)) {
+    return Status::InvalidArgument(
+        "the action holds a number out of range (the file is truncated or corrupt)");
   }
   return ActionFromJson(parsed->as_object());
 }

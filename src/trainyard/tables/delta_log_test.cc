@@ -58,6 +58,10 @@ TEST(DeltaLogTest, ErrorsNameTheLineAndField) {
   TY_EXPECT_ERROR(ParseCommit("[1]").status(), StatusCode::kInvalidArgument, "JSON object");
   TY_EXPECT_ERROR(ParseCommit("{\"add\":").status(), StatusCode::kInvalidArgument,
                   "not valid JSON");
+  // An out-of-range number reads as infinity, which could not be written back (found by
+  // delta_log_fuzz): the entry is corrupt.
+  TY_EXPECT_ERROR(ParseCommit("{}\n{\"commitInfo\":{\"timestamp\":1E400}}").status(),
+                  StatusCode::kInvalidArgument, "line 2: the action holds a number out of range");
 }
 
 TEST(DeltaLogTest, NamesAndPaths) {

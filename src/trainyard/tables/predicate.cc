@@ -120,6 +120,14 @@ Predicate Predicate::Not(Predicate a) {
   n->children = {std::move(a)};
   return Predicate(std::move(n));
 }
+Predicate Predicate::CompareCurrentUser(std::string column, CompareOp op) {
+  auto n = MakeNode(Kind::kCompare, std::move(column), op, {Literal(std::monostate{})});
+  n->current_user = true;
+  return Predicate(std::move(n));
+}
+Predicate Predicate::IsMember(std::string group) {
+  return Predicate(MakeNode(Kind::kIsMember, "", CompareOp::kEq, {Literal(std::move(group))}));
+}
 
 std::string Predicate::ToString() const {
   const Node& n = *node_;
@@ -129,7 +137,10 @@ std::string Predicate::ToString() const {
     case Kind::kFalse:
       return "FALSE";
     case Kind::kCompare:
-      return QuoteIdentifier(n.column) + " " + OpText(n.op) + " " + LiteralToString(n.values[0]);
+      return QuoteIdentifier(n.column) + " " + OpText(n.op) + " " +
+             (n.current_user ? "current_user()" : LiteralToString(n.values[0]));
+    case Kind::kIsMember:
+      return "is_member(" + LiteralToString(n.values[0]) + ")";
     case Kind::kIsNull:
       return QuoteIdentifier(n.column) + " IS NULL";
     case Kind::kIsNotNull:
@@ -161,6 +172,47 @@ std::vector<std::string> Predicate::Columns() const {
     for (const auto& c : p->node_->children) stack.push_back(&c);
   }
   return {out.begin(), out.end()};
+}
+
+bool Predicate::UsesReader() const {
+  const Node& n = *node_;
+  if (n.kind == Kind::kIsMember || n.current_user) return true;
+  return std::any_of(n.children.begin(), n.children.end(),
+                     [](const Predicate& c) { return c.UsesReader(); });
+}
+
+Predicate Predicate::BindReader(const PredicateReader& reader) const {
+  const Node& n = *node_;
+  switch (n.kind) {
+    case Kind::kIsMember: {
+      const std::string& group = std::get<std::string>(n.values[0]);
+      return std::binary_search(reader.groups.begin(), reader.groups.end(), group) ? True()
+                                                                                   : False();
+    }
+    case Kind::kCompare:
+      return n.current_user ? Compare(n.column, n.op, reader.user) : *this;
+    case Kind::kAnd:
+    case Kind::kOr: {
+      Predicate a = n.children[0].BindReader(reader);
+      Predicate b = n.children[1].BindReader(reader);
+      // The absorbing value (FALSE for AND, TRUE for OR) decides; the neutral one drops out.
+      Kind absorbing = n.kind == Kind::kAnd ? Kind::kFalse : Kind::kTrue;
+      Kind neutral = n.kind == Kind::kAnd ? Kind::kTrue : Kind::kFalse;
+      if (a.kind() == absorbing || b.kind() == absorbing) return a.kind() == absorbing ? a : b;
+      if (a.kind() == neutral) return b;
+      if (b.kind() == neutral) return a;
+      return n.kind == Kind::kAnd ? And(std::move(a), std::move(b))
+                                  : Or(std::move(a), std::move(b));
+    }
+    case Kind::kNot: {
+      Predicate a = n.children[0].BindReader(reader);
+      if (a.kind() == Kind::kTrue) return False();
+      if (a.kind() == Kind::kFalse) return True();
+      return Not(std::move(a));
+    }
+    default:
+      return *this;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -211,6 +263,17 @@ class PredicateParser {
     pos_ += s.size();
     return true;
   }
+  // Consumes `name(` (a function call's start); a column of that name is left alone.
+  bool Function(std::string_view name) {
+    size_t save = pos_;
+    if (Keyword(name) && Symbol("(")) return true;
+    pos_ = save;
+    return false;
+  }
+  Status ExpectCallEnd(std::string_view name) {
+    if (Symbol(")")) return Status::Ok();
+    return Error("expected ')' after " + std::string(name) + "(... (got " + Describe() + ")");
+  }
 
   Result<Predicate> ParseOr(int depth) {
     TY_ASSIGN_OR_RETURN(Predicate left, ParseAnd(depth));
@@ -244,8 +307,48 @@ class PredicateParser {
     }
     if (Keyword("TRUE")) return Predicate::True();
     if (Keyword("FALSE")) return Predicate::False();
+    if (Function("IS_MEMBER")) {
+      SkipSpace();
+      if (pos_ >= text_.size() || text_[pos_] != '\'') {
+        return Error("is_member: expected a group name in single quotes (got " + Describe() + ")");
+      }
+      TY_ASSIGN_OR_RETURN(std::string group, ParseQuoted('\''));
+      if (group.empty()) return Error("is_member: the group name is empty");
+      TY_RETURN_IF_ERROR(ExpectCallEnd("is_member"));
+      return Predicate::IsMember(std::move(group));
+    }
+    if (Function("CURRENT_USER")) {  // current_user() op column: the column on the left
+      TY_RETURN_IF_ERROR(ExpectCallEnd("current_user"));
+      TY_ASSIGN_OR_RETURN(CompareOp op, ParseOperator("current_user()"));
+      TY_ASSIGN_OR_RETURN(std::string column, ParseIdentifier());
+      return Predicate::CompareCurrentUser(std::move(column), Flipped(op));
+    }
     TY_ASSIGN_OR_RETURN(std::string column, ParseIdentifier());
     return ParseCondition(std::move(column));
+  }
+  static CompareOp Flipped(CompareOp op) {
+    switch (op) {
+      case CompareOp::kLt:
+        return CompareOp::kGt;
+      case CompareOp::kLe:
+        return CompareOp::kGe;
+      case CompareOp::kGt:
+        return CompareOp::kLt;
+      case CompareOp::kGe:
+        return CompareOp::kLe;
+      default:
+        return op;
+    }
+  }
+  Result<CompareOp> ParseOperator(const std::string& after) {
+    static const std::pair<std::string_view, CompareOp> kOps[] = {
+        {"<=", CompareOp::kLe}, {">=", CompareOp::kGe}, {"!=", CompareOp::kNe},
+        {"<>", CompareOp::kNe}, {"==", CompareOp::kEq}, {"=", CompareOp::kEq},
+        {"<", CompareOp::kLt},  {">", CompareOp::kGt}};
+    for (const auto& [text, op] : kOps) {
+      if (Symbol(text)) return op;
+    }
+    return Error("expected an operator after " + after + " (got " + Describe() + ")");
   }
   Result<Predicate> ParseCondition(std::string column) {
     if (Keyword("IS")) {
@@ -259,6 +362,10 @@ class PredicateParser {
       if (!Symbol("(")) return Error("expected '(' after IN (got " + Describe() + ")");
       std::vector<Literal> values;
       do {
+        if (Function("CURRENT_USER")) {
+          return Error("current_user() is not allowed in an IN list (write \"" + column +
+                       " = current_user() OR " + column + " IN (...)\")");
+        }
         TY_ASSIGN_OR_RETURN(Literal v, ParseLiteral("IN"));
         values.push_back(std::move(v));
       } while (Symbol(","));
@@ -267,17 +374,16 @@ class PredicateParser {
       return negated ? Predicate::Not(std::move(in)) : in;
     }
     if (negated) return Error("expected IN after NOT (got " + Describe() + ")");
-    static const std::pair<std::string_view, CompareOp> kOps[] = {
-        {"<=", CompareOp::kLe}, {">=", CompareOp::kGe}, {"!=", CompareOp::kNe},
-        {"<>", CompareOp::kNe}, {"==", CompareOp::kEq}, {"=", CompareOp::kEq},
-        {"<", CompareOp::kLt},  {">", CompareOp::kGt}};
-    for (const auto& [text, op] : kOps) {
-      if (Symbol(text)) {
-        TY_ASSIGN_OR_RETURN(Literal v, ParseLiteral(text));
-        return Predicate::Compare(std::move(column), op, std::move(v));
-      }
+    SkipSpace();
+    size_t op_start = pos_;
+    TY_ASSIGN_OR_RETURN(CompareOp op, ParseOperator("column \"" + column + "\""));
+    if (Function("CURRENT_USER")) {
+      TY_RETURN_IF_ERROR(ExpectCallEnd("current_user"));
+      return Predicate::CompareCurrentUser(std::move(column), op);
     }
-    return Error("expected an operator after column \"" + column + "\" (got " + Describe() + ")");
+    std::string op_text(text_.substr(op_start, pos_ - op_start));
+    TY_ASSIGN_OR_RETURN(Literal v, ParseLiteral(op_text));
+    return Predicate::Compare(std::move(column), op, std::move(v));
   }
   Result<std::string> ParseIdentifier() {
     SkipSpace();
@@ -454,7 +560,9 @@ Result<std::shared_ptr<arrow::Scalar>> LiteralAsScalar(const Literal& value,
 
 class PredicateEvaluator {
  public:
-  explicit PredicateEvaluator(const arrow::Schema& schema) : schema_(schema) {}
+  // `check_only`: Validate's use; the reader's functions stand for a value of the right type.
+  PredicateEvaluator(const arrow::Schema& schema, bool check_only = false)
+      : schema_(schema), check_only_(check_only) {}
 
   Result<cp::Expression> Build(const Predicate& p) {
     const Predicate::Node& n = *p.node_;
@@ -484,6 +592,9 @@ class PredicateEvaluator {
         TY_ASSIGN_OR_RETURN(auto a, Build(n.children[0]));
         return cp::call("invert", {a});
       }
+      case Predicate::Kind::kIsMember:
+        if (!check_only_) return Unbound();
+        return cp::literal(true);
     }
     return cp::literal(true);
   }
@@ -497,8 +608,23 @@ class PredicateEvaluator {
     return field;
   }
 
+  static Status Unbound() {
+    return Status::InvalidArgument(
+        "filter: current_user() and is_member() have no reader here (bind the predicate to its "
+        "reader first)");
+  }
+
   Result<cp::Expression> BuildCompare(const Predicate::Node& n) {
     TY_ASSIGN_OR_RETURN(auto field, Field(n.column));
+    if (n.current_user) {
+      if (!check_only_) return Unbound();
+      if (!IsStringLike(*field->type())) {
+        return Status::InvalidArgument("filter: column \"" + n.column + "\" of type " +
+                                       field->type()->ToString() +
+                                       " cannot be compared with current_user() (a string)");
+      }
+      return cp::literal(true);
+    }
     TY_ASSIGN_OR_RETURN(auto scalar, ScalarFor(n.values[0], *field->type(), n.column));
     static const char* kNames[] = {"equal",      "not_equal", "less",
                                    "less_equal", "greater",   "greater_equal"};
@@ -520,11 +646,12 @@ class PredicateEvaluator {
   }
 
   const arrow::Schema& schema_;
+  const bool check_only_;
 };
 
 Status Predicate::Validate(const arrow::Schema& schema) const {
   InitializeCompute();
-  PredicateEvaluator evaluator(schema);
+  PredicateEvaluator evaluator(schema, /*check_only=*/true);
   TY_ASSIGN_OR_RETURN(cp::Expression e, evaluator.Build(*this));
   auto bound = e.Bind(schema);
   if (!bound.ok()) return FromArrow(bound.status(), "filter " + ToString());
@@ -647,8 +774,10 @@ class PredicateStatsEvaluator {
         return {false, true};
       case Predicate::Kind::kCompare: {
         const ColumnStats* s = stats();
-        return s ? CompareRange(*s, f, n.op, n.values[0]) : Possible{};
+        return s && !n.current_user ? CompareRange(*s, f, n.op, n.values[0]) : Possible{};
       }
+      case Predicate::Kind::kIsMember:
+        return {};
       case Predicate::Kind::kIsNull:
       case Predicate::Kind::kIsNotNull: {
         const ColumnStats* s = stats();

@@ -6,6 +6,14 @@
 //   column [NOT] IN (literal, ...)
 //   p AND q, p OR q, NOT p, (p), TRUE, FALSE
 //
+// Two functions of the reader, for row filters (catalog tables' governance):
+//   column op current_user()   (or current_user() op column): the reader's user name
+//   is_member('group')         TRUE when the reader is in the group, directly or through others
+// A predicate that uses them is evaluated only after BindReader() replaced them with the
+// reader's values; Evaluate() refuses an unbound one, Validate() checks it, and MayMatch()
+// treats them as unknown. current_user() compares only with a string column, and not in an IN
+// list (write `c IN ('a') OR c = current_user()`).
+//
 // Literals: integers, decimals (1.5, 1e3), 'single-quoted strings' ('' escapes a quote),
 // TRUE/FALSE, NULL. Identifiers are [A-Za-z_][A-Za-z0-9_.]* or "double-quoted". A date or
 // timestamp column compares with a string literal ('2024-05-01', '2024-05-01T10:00:00Z').
@@ -28,6 +36,7 @@
 #include <vector>
 
 #include "trainyard/common/status.h"
+#include "trainyard/tables/predicate_reader.h"
 
 namespace trainyard::tables {
 
@@ -57,7 +66,18 @@ struct FileStats {
 
 class Predicate {
  public:
-  enum class Kind { kTrue, kFalse, kCompare, kIsNull, kIsNotNull, kIn, kAnd, kOr, kNot };
+  enum class Kind {
+    kTrue,
+    kFalse,
+    kCompare,
+    kIsNull,
+    kIsNotNull,
+    kIn,
+    kAnd,
+    kOr,
+    kNot,
+    kIsMember,  // is_member('group'): values[0] is the group's name
+  };
 
   static Predicate True();
   static Predicate False();
@@ -68,6 +88,9 @@ class Predicate {
   static Predicate And(Predicate a, Predicate b);
   static Predicate Or(Predicate a, Predicate b);
   static Predicate Not(Predicate a);
+  // column op current_user()
+  static Predicate CompareCurrentUser(std::string column, CompareOp op);
+  static Predicate IsMember(std::string group);
 
   // Parses the grammar above. InvalidArgument naming the offset on bad input:
   // "filter: at offset 7: expected a literal after '>' (got end of input)".
@@ -78,6 +101,13 @@ class Predicate {
   std::string ToString() const;
   // The columns it names, sorted and unique.
   std::vector<std::string> Columns() const;
+  // Whether it uses current_user() or is_member().
+  bool UsesReader() const;
+
+  // The predicate for `reader`: current_user() becomes their name, is_member('g') TRUE or
+  // FALSE, and AND/OR/NOT with a TRUE or FALSE operand are folded (so a reader whom a row
+  // filter exempts gets TRUE). Pure; the result has no reader functions.
+  Predicate BindReader(const PredicateReader& reader) const;
 
   // Ok when every column exists in `schema` and its literals are comparable with the columns'
   // types; InvalidArgument naming the column otherwise.
@@ -95,7 +125,8 @@ class Predicate {
     Kind kind = Kind::kTrue;
     std::string column;
     CompareOp op = CompareOp::kEq;
-    std::vector<Literal> values;  // one for kCompare, several for kIn
+    std::vector<Literal> values;  // one for kCompare and kIsMember, several for kIn
+    bool current_user = false;    // kCompare against current_user() (values[0] unused)
     std::vector<Predicate> children;
   };
 

@@ -111,5 +111,69 @@ TEST(PredicateTest, PrunesByStatistics) {
   EXPECT_TRUE(may("id IN (1, 12)"));
 }
 
+TEST(PredicateTest, ReaderFunctionsParsePrintAndBind) {
+  TY_ASSERT_OK_AND_ASSIGN(Predicate p,
+                          Predicate::Parse("lang = 'de' OR IS_MEMBER('support-leads') OR "
+                                           "current_user() = lang OR lang < Current_User ( )"));
+  EXPECT_TRUE(p.UsesReader());
+  EXPECT_EQ(p.ToString(),
+            "(((lang = 'de' OR is_member('support-leads')) OR lang = current_user()) OR "
+            "lang < current_user())");
+  TY_ASSERT_OK_AND_ASSIGN(Predicate again, Predicate::Parse(p.ToString()));
+  EXPECT_EQ(again.ToString(), p.ToString());
+  EXPECT_EQ(p.Columns(), (std::vector<std::string>{"lang"}));
+  // A column of the function's name is still a column.
+  TY_ASSERT_OK_AND_ASSIGN(Predicate column, Predicate::Parse("is_member = 1 AND current_user > 2"));
+  EXPECT_FALSE(column.UsesReader());
+  EXPECT_EQ(column.Columns(), (std::vector<std::string>{"current_user", "is_member"}));
+
+  // A member of the group is exempt: the filter folds to TRUE.
+  EXPECT_EQ(p.BindReader({"ann", {"all", "support-leads"}}).kind(), Predicate::Kind::kTrue);
+  // Others get their name in place of current_user(), and is_member() gone.
+  Predicate bob = p.BindReader({"bob", {"all"}});
+  EXPECT_FALSE(bob.UsesReader());
+  EXPECT_EQ(bob.ToString(), "((lang = 'de' OR lang = 'bob') OR lang < 'bob')");
+  TY_ASSERT_OK_AND_ASSIGN(Predicate neg, Predicate::Parse("NOT is_member('x') AND id > 1"));
+  EXPECT_EQ(neg.BindReader({"u", {"x"}}).kind(), Predicate::Kind::kFalse);
+  EXPECT_EQ(neg.BindReader({"u", {}}).ToString(), "id > 1");
+  // Binding leaves predicates without reader functions alone.
+  TY_ASSERT_OK_AND_ASSIGN(Predicate plain, Predicate::Parse("TRUE AND id > 1"));
+  EXPECT_EQ(plain.BindReader({"u", {}}).ToString(), "id > 1");
+}
+
+TEST(PredicateTest, UnboundReaderFunctionsAreCheckedButNotEvaluated) {
+  auto schema = Batch()->schema();
+  TY_ASSERT_OK_AND_ASSIGN(Predicate p, Predicate::Parse("lang = current_user() OR is_member('g')"));
+  TY_EXPECT_OK(p.Validate(*schema));
+  TY_EXPECT_ERROR(p.Evaluate(*Batch()).status(), StatusCode::kInvalidArgument, "bind");
+  TY_EXPECT_ERROR(Predicate::Parse("id = current_user()")->Validate(*schema),
+                  StatusCode::kInvalidArgument, "cannot be compared with current_user()");
+  FileStats f;
+  f.num_records = 1;
+  f.columns["lang"] = {Literal(std::string("en")), Literal(std::string("en")), 0};
+  EXPECT_TRUE(p.MayMatch(f));  // unknown until bound
+  // Bound, it evaluates per row: "it's" reads its own rows, and the group is no help.
+  TY_ASSERT_OK_AND_ASSIGN(auto mask, p.BindReader({"it's", {}}).Evaluate(*Batch()));
+  EXPECT_EQ(mask->ToString(),
+            arrow::json::ArrayFromJSONString(arrow::boolean(), "[false, false, false, true]")
+                .ValueOrDie()
+                ->ToString());
+}
+
+TEST(PredicateTest, ReaderFunctionErrors) {
+  TY_EXPECT_ERROR(Predicate::Parse("is_member(group)").status(), StatusCode::kInvalidArgument,
+                  "group name in single quotes");
+  TY_EXPECT_ERROR(Predicate::Parse("is_member('')").status(), StatusCode::kInvalidArgument,
+                  "empty");
+  TY_EXPECT_ERROR(Predicate::Parse("is_member('a'").status(), StatusCode::kInvalidArgument,
+                  "expected ')'");
+  TY_EXPECT_ERROR(Predicate::Parse("lang IN ('a', current_user())").status(),
+                  StatusCode::kInvalidArgument, "not allowed in an IN list");
+  TY_EXPECT_ERROR(Predicate::Parse("current_user() = 'x'").status(), StatusCode::kInvalidArgument,
+                  "expected a column name");
+  TY_EXPECT_ERROR(Predicate::Parse("current_user(x) = lang").status(), StatusCode::kInvalidArgument,
+                  "expected ')'");
+}
+
 }  // namespace
 }  // namespace trainyard::tables

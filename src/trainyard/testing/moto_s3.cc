@@ -101,6 +101,7 @@ std::string MotoS3::Start(bool tls) {
     bucket_ = std::string(info.at("bucket").as_string());
     access_key_ = std::string(info.at("access_key_id").as_string());
     secret_key_ = std::string(info.at("secret_access_key").as_string());
+    role_arn_ = std::string(info.at("role_arn").as_string());
     if (tls) ca_file_ = std::string(info.at("ca_file").as_string());
   } catch (const std::exception& e) {
     return std::string("bad line from moto_s3.py: ") + e.what() + ": " + line;

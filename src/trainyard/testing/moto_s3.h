@@ -29,6 +29,9 @@ class MotoS3 {
   const std::string& access_key_id() const { return access_key_; }
   const std::string& secret_access_key() const { return secret_key_; }
   const std::string& ca_file() const { return ca_file_; }  // HTTPS only
+  // A role the access key may assume, allowed s3:* on the bucket; moto enforces the session
+  // policies given to AssumeRole (Action and Resource; not conditions).
+  const std::string& role_arn() const { return role_arn_; }
   // A per-process scratch directory (e.g. "cache" for S3 downloads), removed at exit.
   static std::string TempDir(const std::string& what);
 
@@ -38,7 +41,7 @@ class MotoS3 {
 
   pid_t pid_ = -1;
   int stdin_fd_ = -1;
-  std::string error_, endpoint_, region_, bucket_, access_key_, secret_key_, ca_file_;
+  std::string error_, endpoint_, region_, bucket_, access_key_, secret_key_, ca_file_, role_arn_;
 };
 
 }  // namespace trainyard::testing

@@ -65,23 +65,48 @@ std::vector<int64_t> Permutation(int64_t n, uint64_t seed) {
 constexpr uint64_t kSplitStream = 1;
 constexpr uint64_t kEpochStream = 2;
 
-// A string field of a JSONL record; absent or null is nullopt.
-Result<std::optional<std::string>> OptionalField(const json::object& o, std::string_view name,
+// How errors name a field's column: "message", or "text" (message) when mapped.
+std::string ColumnLabel(std::string_view field, const std::string& column) {
+  if (column == field) return "\"" + column + "\"";
+  return "column \"" + column + "\" (" + std::string(field) + ")";
+}
+
+// The column of `field` under `columns`.
+std::string ColumnOf(const ColumnMapping& columns, const std::string& field) {
+  auto it = columns.find(field);
+  return it == columns.end() ? field : it->second;
+}
+
+// A string field of a row; absent or null is nullopt.
+Result<std::optional<std::string>> OptionalField(const json::object& o, std::string_view field,
+                                                 const std::string& column,
                                                  const std::string& where) {
-  const json::value* v = o.if_contains(name);
+  const json::value* v = o.if_contains(column);
   if (v == nullptr || v->is_null()) return std::optional<std::string>();
   if (!v->is_string()) {
-    return Status::InvalidArgument(where + "\"" + std::string(name) + "\" must be a string (got " +
+    return Status::InvalidArgument(where + ColumnLabel(field, column) + " must be a string (got " +
                                    DescribeJson(*v) + ")");
   }
   return std::optional<std::string>(std::string(v->as_string()));
 }
 
-Result<std::string> RequiredField(const json::object& o, std::string_view name,
-                                  const std::string& where) {
-  TY_ASSIGN_OR_RETURN(auto v, OptionalField(o, name, where));
-  if (!v) return Status::InvalidArgument(where + "\"" + std::string(name) + "\" is required");
+Result<std::string> RequiredField(const json::object& o, std::string_view field,
+                                  const std::string& column, const std::string& where) {
+  TY_ASSIGN_OR_RETURN(auto v, OptionalField(o, field, column, where));
+  if (!v) return Status::InvalidArgument(where + ColumnLabel(field, column) + " is required");
   return std::move(*v);
+}
+
+enum class RecordKind { kFromRow, kClassification, kInstruction };
+
+RecordKind KindOf(const ColumnMapping& columns) {
+  for (const auto& [field, column] : columns) {
+    if (field == "message" || field == "label") return RecordKind::kClassification;
+    if (field == "instruction" || field == "input" || field == "response") {
+      return RecordKind::kInstruction;
+    }
+  }
+  return RecordKind::kFromRow;
 }
 
 class JsonlSource : public RecordSource {
@@ -161,30 +186,7 @@ class JsonlSource : public RecordSource {
       return Status::InvalidArgument(where + "must be a JSON object (got " + DescribeJson(parsed) +
                                      ")");
     }
-    const json::object& o = parsed.as_object();
-    Record r;
-    if (o.contains("message")) {
-      TY_ASSIGN_OR_RETURN(r.instruction, RequiredField(o, "message", where));
-      TY_ASSIGN_OR_RETURN(r.label, RequiredField(o, "label", where));
-      r.response = r.label;
-    } else if (o.contains("instruction")) {
-      TY_ASSIGN_OR_RETURN(r.instruction, RequiredField(o, "instruction", where));
-      TY_ASSIGN_OR_RETURN(auto input, OptionalField(o, "input", where));
-      r.input = input.value_or("");
-      TY_ASSIGN_OR_RETURN(auto response, OptionalField(o, "response", where));
-      if (!response) {
-        TY_ASSIGN_OR_RETURN(response, OptionalField(o, "output", where));
-      }
-      if (!response) {
-        return Status::InvalidArgument(where + "\"response\" (or \"output\") is required");
-      }
-      r.response = std::move(*response);
-    } else {
-      return Status::InvalidArgument(
-          where +
-          "a record needs \"instruction\" and \"response\" (optionally \"input\"), or "
-          "\"message\" and \"label\"");
-    }
+    TY_ASSIGN_OR_RETURN(Record r, RecordFromRow(parsed.as_object(), {}, where));
     out.push_back(std::move(r));
     return Status::Ok();
   }
@@ -198,6 +200,64 @@ std::string UserText(const Record& r) {
 }
 
 }  // namespace
+
+Result<Record> RecordFromRow(const json::object& o, const ColumnMapping& columns,
+                             const std::string& where) {
+  const std::string message = ColumnOf(columns, "message");
+  const std::string label = ColumnOf(columns, "label");
+  const std::string instruction = ColumnOf(columns, "instruction");
+  RecordKind kind = KindOf(columns);
+  if (kind == RecordKind::kFromRow) {
+    if (o.contains(message)) {
+      kind = RecordKind::kClassification;
+    } else if (o.contains(instruction)) {
+      kind = RecordKind::kInstruction;
+    } else {
+      return Status::InvalidArgument(
+          where +
+          "a record needs \"instruction\" and \"response\" (optionally \"input\"), or "
+          "\"message\" and \"label\"");
+    }
+  }
+  Record r;
+  if (kind == RecordKind::kClassification) {
+    TY_ASSIGN_OR_RETURN(r.instruction, RequiredField(o, "message", message, where));
+    TY_ASSIGN_OR_RETURN(r.label, RequiredField(o, "label", label, where));
+    r.response = r.label;
+    return r;
+  }
+  TY_ASSIGN_OR_RETURN(r.instruction, RequiredField(o, "instruction", instruction, where));
+  TY_ASSIGN_OR_RETURN(auto input, OptionalField(o, "input", ColumnOf(columns, "input"), where));
+  r.input = input.value_or("");
+  const bool response_mapped = columns.count("response") > 0;
+  const std::string response_column = ColumnOf(columns, "response");
+  TY_ASSIGN_OR_RETURN(auto response, OptionalField(o, "response", response_column, where));
+  if (!response && !response_mapped) {
+    TY_ASSIGN_OR_RETURN(response, OptionalField(o, "output", "output", where));
+  }
+  if (!response) {
+    return Status::InvalidArgument(where + ColumnLabel("response", response_column) +
+                                   (response_mapped ? "" : " (or \"output\")") + " is required");
+  }
+  r.response = std::move(*response);
+  return r;
+}
+
+std::vector<std::string> ColumnsToRead(const ColumnMapping& columns) {
+  switch (KindOf(columns)) {
+    case RecordKind::kFromRow:
+      return {};
+    case RecordKind::kClassification:
+      return {ColumnOf(columns, "message"), ColumnOf(columns, "label")};
+    case RecordKind::kInstruction: {
+      std::vector<std::string> out = {ColumnOf(columns, "instruction"),
+                                      ColumnOf(columns, "response")};
+      if (columns.count("input")) out.push_back(columns.at("input"));
+      return out;
+    }
+  }
+  return {};
+}
 
 std::unique_ptr<RecordSource> OpenJsonl(const std::string& path) {
   return std::make_unique<JsonlSource>(path);

@@ -1,7 +1,7 @@
-// Training data for the native trainer: records read through a RecordSource (JSONL today;
-// catalog tables later), rendered with a prompt template, tokenized with a loss mask that
-// covers only the response, and cut into deterministic batches (shuffled by seed, optionally
-// packed), sharded across data-parallel ranks.
+// Training data for the native trainer: records read through a RecordSource (a JSONL file,
+// or a catalog table's rows through the server's API: table_source.h), rendered with a prompt
+// template, tokenized with a loss mask that covers only the response, and cut into deterministic
+// batches (shuffled by seed, optionally packed), sharded across data-parallel ranks.
 //
 // Everything is deterministic: the same records, tokenizer, options and seed give the same
 // batches on any machine, and a BatchIterator's position (epoch, cursor) is all the state a
@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "trainyard/common/json.h"
 #include "trainyard/common/status.h"
 #include "trainyard/train/tokenizer.h"
 
@@ -30,13 +32,31 @@ struct Record {
   std::string label;  // classification: the gold label (== response); empty otherwise
 };
 
-// Where records come from; JSONL now, catalog tables later.
+// Where records come from: a JSONL file (OpenJsonl) or a catalog table (OpenTable).
 class RecordSource {
  public:
   virtual ~RecordSource() = default;
   virtual Result<std::vector<Record>> ReadAll() = 0;
   virtual std::string Describe() const = 0;  // e.g. the path, for logs and errors
 };
+
+// Which column fills which Record field (message, label, instruction, input, response); a
+// field not named reads the column of its own name (TableSource::columns).
+using ColumnMapping = std::map<std::string, std::string>;
+
+// A record from one row (a JSONL line's object or a table row): {message, label} fills
+// instruction with the message and response and label with the label; {instruction,
+// response, input?} fills those ("output" is accepted for "response" when response is not
+// mapped). A mapping naming classification fields (or instruction fields) fixes the kind;
+// otherwise the row's columns decide. Other columns are ignored; null is absent. A missing
+// or non-string field is InvalidArgument `where` + what is wrong, naming the column.
+Result<Record> RecordFromRow(const json::object& row, const ColumnMapping& columns,
+                             const std::string& where);
+
+// The columns a table read needs for `columns`: all (empty) without a mapping, else the
+// mapped kind's columns (input only when mapped), so masked or large columns that training
+// does not use are not read.
+std::vector<std::string> ColumnsToRead(const ColumnMapping& columns);
 
 // JSONL: one object per line with {instruction, response} (optional "input"; "output" is
 // accepted for "response", as in Alpaca's files) or {message, label}. Other keys are ignored.

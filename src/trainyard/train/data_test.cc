@@ -223,6 +223,89 @@ TEST(DataTest, JsonlRejectsOverlongLinesAndMissingFiles) {
   EXPECT_TRUE(missing.status().IsNotFound());
 }
 
+json::object Row(std::string_view text) { return ParseJsonObject(text).value(); }
+
+TEST(DataTest, RowsFillRecordsThroughTheColumnMapping) {
+  // Classification from renamed columns; other columns are ignored.
+  ColumnMapping ticket = {{"message", "text"}, {"label", "intent"}};
+  auto r = RecordFromRow(Row(R"({"id": 4, "text": "where is it", "intent": "shipping"})"), ticket,
+                         "t@7 row 1: ");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->instruction, "where is it");
+  EXPECT_EQ(r->response, "shipping");
+  EXPECT_EQ(r->label, "shipping");
+  // A mapping fixes the kind: a row that also has instruction columns is still a ticket.
+  r = RecordFromRow(Row(R"({"text": "a", "intent": "b", "instruction": "x", "response": "y"})"),
+                    ticket, "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->label, "b");
+  // Naming one field maps it; the others read their own names.
+  r = RecordFromRow(Row(R"({"body": "a", "label": "b"})"), {{"message", "body"}}, "");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->instruction, "a");
+  EXPECT_EQ(r->label, "b");
+
+  // Instruction data; input is optional, "output" stands in for an unmapped response.
+  ColumnMapping inst = {{"instruction", "prompt"}, {"input", "context"}};
+  r = RecordFromRow(Row(R"({"prompt": "Add", "context": "1 2", "output": "3"})"), inst, "");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->instruction, "Add");
+  EXPECT_EQ(r->input, "1 2");
+  EXPECT_EQ(r->response, "3");
+  EXPECT_TRUE(r->label.empty());
+  r = RecordFromRow(Row(R"({"prompt": "Add", "context": null, "response": "3"})"), inst, "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->input.empty());
+
+  // No mapping: the row's columns decide, as in a JSONL file.
+  r = RecordFromRow(Row(R"({"instruction": "Say hi", "response": "hi"})"), {}, "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->response, "hi");
+}
+
+TEST(DataTest, RowErrorsNameTheColumnAndTheField) {
+  struct Case {
+    std::string row;
+    ColumnMapping columns;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {R"({"text": 3, "intent": "b"})",
+       {{"message", "text"}, {"label", "intent"}},
+       "t@7 row 2: column \"text\" (message) must be a string (got 3)"},
+      {R"({"text": "a"})",
+       {{"message", "text"}, {"label", "intent"}},
+       "t@7 row 2: column \"intent\" (label) is required"},
+      {R"({"text": "a", "intent": null})",
+       {{"message", "text"}, {"label", "intent"}},
+       "column \"intent\" (label) is required"},
+      {R"({"message": "a"})", {{"message", "message"}}, "t@7 row 2: \"label\" is required"},
+      {R"({"q": "a", "output": "b"})",
+       {{"instruction", "q"}, {"response", "a"}},
+       "column \"a\" (response) is required"},
+      {R"({"q": "a"})", {{"instruction", "q"}}, "\"response\" (or \"output\") is required"},
+      {R"({"body": "a"})", {}, "t@7 row 2: a record needs"},
+  };
+  for (const auto& c : cases) {
+    auto r = RecordFromRow(Row(c.row), c.columns, "t@7 row 2: ");
+    ASSERT_FALSE(r.ok()) << c.row;
+    EXPECT_TRUE(r.status().IsInvalidArgument());
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
+        << r.status().message() << "\nexpected: " << c.expect;
+  }
+}
+
+TEST(DataTest, ColumnsToReadProjectsTheMappedKind) {
+  EXPECT_TRUE(ColumnsToRead({}).empty());  // no mapping: every column
+  EXPECT_EQ(ColumnsToRead({{"message", "text"}}), (std::vector<std::string>{"text", "label"}));
+  EXPECT_EQ(ColumnsToRead({{"label", "intent"}, {"message", "text"}}),
+            (std::vector<std::string>{"text", "intent"}));
+  EXPECT_EQ(ColumnsToRead({{"response", "answer"}}),
+            (std::vector<std::string>{"instruction", "answer"}));
+  EXPECT_EQ(ColumnsToRead({{"instruction", "q"}, {"input", "ctx"}}),
+            (std::vector<std::string>{"q", "response", "ctx"}));
+}
+
 std::vector<Record> NumberedRecords(int n) {
   std::vector<Record> out;
   for (int i = 0; i < n; ++i) out.push_back(MakeRecord(std::to_string(i), "r"));

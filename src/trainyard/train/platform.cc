@@ -15,6 +15,7 @@
 #include "trainyard/common/page_token.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/http/client.h"
+#include "trainyard/train/server_api.h"
 
 namespace trainyard::train {
 namespace {
@@ -38,79 +39,10 @@ Result<int64_t> EnvInt(const char* name, int64_t fallback, int64_t lo, int64_t h
   return *parsed;
 }
 
-std::string StripSlash(std::string s) {
-  while (!s.empty() && s.back() == '/') s.pop_back();
-  return s;
-}
-
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::map<std::string, std::string> AuthHeaders(const std::string& token,
-                                               const std::string& content_type) {
-  std::map<std::string, std::string> h;
-  if (!token.empty()) h["Authorization"] = "Bearer " + token;
-  if (!content_type.empty()) h["Content-Type"] = content_type;
-  return h;
-}
-
-// Calls to the server: tries in all, and the backoff before the second (doubling after).
-constexpr int kCallAttempts = 5;
-constexpr int kFirstRetryDelayMs = 400;
-// How much of an error body that is not the server's JSON goes into the message.
-constexpr size_t kErrorBodyChars = 300;
-
-// The server's error body {"error_code", "message"} as a Status.
-Status HttpError(const http::ClientResponse& r, const std::string& what) {
-  std::string message = Abbreviate(r.body, kErrorBodyChars);
-  auto parsed = ParseJsonObject(r.body);
-  if (parsed.ok()) {
-    auto m = OptionalString(*parsed, "message");
-    if (m.ok() && *m) message = **m;
-  }
-  std::string text = what + ": HTTP " + std::to_string(r.status) + ": " + message;
-  if (r.status == 401 || r.status == 403) return Status::PermissionDenied(text);
-  if (r.status == 404) return Status::NotFound(text);
-  if (r.status >= 500) return Status::Unavailable(text);
-  return Status::InvalidArgument(text);
-}
-
-Result<http::ClientResponse> Call(const std::string& method, const std::string& url,
-                                  const std::string& token, const std::string& body,
-                                  const std::string& content_type, const std::string& what) {
-  // Transient failures (the server restarting, 5xx) are retried with backoff.
-  Status last;
-  for (int attempt = 0; attempt < kCallAttempts; ++attempt) {
-    if (attempt > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(kFirstRetryDelayMs << (attempt - 1)));
-    }
-    auto r = http::Fetch(method, url, AuthHeaders(token, content_type), body);
-    if (!r.ok()) {
-      last = Status(r.status().code(), what + ": " + r.status().message());
-      continue;
-    }
-    if (r->status >= 200 && r->status < 300) return std::move(*r);
-    last = HttpError(*r, what);
-    if (r->status < 500) return last;
-  }
-  return last;
-}
-
-Result<json::object> CallJson(const std::string& method, const std::string& url,
-                              const std::string& token, const json::object& body,
-                              const std::string& what) {
-  std::string payload = method == "GET" ? std::string() : json::serialize(body);
-  TY_ASSIGN_OR_RETURN(
-      auto r, Call(method, url, token, payload, method == "GET" ? "" : "application/json", what));
-  if (r.body.empty()) return json::object{};
-  auto parsed = ParseJsonObject(r.body);
-  if (!parsed.ok()) {
-    return Status::Unavailable(what + ": the server answered with invalid JSON");
-  }
-  return std::move(*parsed);
 }
 
 // --- checkpoints through the server
@@ -122,12 +54,12 @@ class ServerSink : public CheckpointSink {
   Result<std::string> Save(int64_t step, int rank, int world_size,
                            checkpoints::CheckpointData data) override {
     const std::string api = StripSlash(env_.url) + "/api/trainyard/v1/checkpoints";
-    TY_ASSIGN_OR_RETURN(auto upload, CallJson("POST", api + "/uploads", env_.token,
-                                              json::object{{"job_id", env_.job_id},
-                                                           {"step", step},
-                                                           {"rank", rank},
-                                                           {"world_size", world_size}},
-                                              "starting checkpoint upload"));
+    TY_ASSIGN_OR_RETURN(auto upload, CallServerJson("POST", api + "/uploads", env_.token,
+                                                    json::object{{"job_id", env_.job_id},
+                                                                 {"step", step},
+                                                                 {"rank", rank},
+                                                                 {"world_size", world_size}},
+                                                    "starting checkpoint upload"));
     TY_ASSIGN_OR_RETURN(std::string id, RequiredString(upload, "upload_id"));
     const std::string base = api + "/uploads/" + UrlEncode(id);
     json::array names;
@@ -137,10 +69,10 @@ class ServerSink : public CheckpointSink {
         url += "&dtype=" + std::string(checkpoints::DTypeName(b.dtype)) +
                "&shape=" + UrlEncode(checkpoints::FormatShape(b.shape));
       }
-      auto put = Call("PUT", url, env_.token, std::string(b.view()), "application/octet-stream",
-                      "uploading checkpoint blob " + b.name);
+      auto put = CallServer("PUT", url, env_.token, std::string(b.view()),
+                            "application/octet-stream", "uploading checkpoint blob " + b.name);
       if (!put.ok()) {
-        (void)Call("DELETE", base, env_.token, "", "", "abandoning upload");
+        (void)CallServer("DELETE", base, env_.token, "", "", "abandoning upload");
         return put.status();
       }
       names.emplace_back(b.name);
@@ -153,8 +85,8 @@ class ServerSink : public CheckpointSink {
       commit["metadata"] = meta.ok() ? *meta : json::value(data.user_metadata);
     }
     if (!data.rng_state.empty()) commit["rng_state_base64"] = Base64Encode(data.rng_state);
-    TY_ASSIGN_OR_RETURN(
-        auto done, CallJson("POST", base + "/commit", env_.token, commit, "committing checkpoint"));
+    TY_ASSIGN_OR_RETURN(auto done, CallServerJson("POST", base + "/commit", env_.token, commit,
+                                                  "committing checkpoint"));
     TY_ASSIGN_OR_RETURN(std::string uri, RequiredString(done, "uri"));
     return uri;
   }
@@ -164,8 +96,8 @@ class ServerSink : public CheckpointSink {
     TY_ASSIGN_OR_RETURN(auto addr, checkpoints::ParseCheckpointUri(env_.resume_from));
     const std::string base = StripSlash(env_.url) + "/api/trainyard/v1/checkpoints/jobs/" +
                              UrlEncode(addr.job) + "/steps/" + std::to_string(addr.step);
-    TY_ASSIGN_OR_RETURN(
-        auto info, CallJson("GET", base, env_.token, {}, "reading checkpoint " + env_.resume_from));
+    TY_ASSIGN_OR_RETURN(auto info, CallServerJson("GET", base, env_.token, {},
+                                                  "reading checkpoint " + env_.resume_from));
     const json::value* ck = info.if_contains("checkpoint");
     if (ck == nullptr || !ck->is_object()) return Status::Internal("no checkpoint in answer");
     const json::value* ranks = ck->as_object().if_contains("ranks");
@@ -199,8 +131,9 @@ class ServerSink : public CheckpointSink {
       TY_ASSIGN_OR_RETURN(std::string name, RequiredString(b.as_object(), "name"));
       TY_ASSIGN_OR_RETURN(
           auto r,
-          Call("GET", base + "/blob?name=" + UrlEncode(name) + "&rank=" + std::to_string(want),
-               env_.token, "", "", "downloading checkpoint blob " + name));
+          CallServer("GET",
+                     base + "/blob?name=" + UrlEncode(name) + "&rank=" + std::to_string(want),
+                     env_.token, "", "", "downloading checkpoint blob " + name));
       checkpoints::Bytes bytes(r.body.size());
       if (!r.body.empty()) std::memcpy(bytes.data(), r.body.data(), r.body.size());
       if (r.headers["x-trainyard-blob-kind"] == "tensor") {
@@ -218,7 +151,7 @@ class ServerSink : public CheckpointSink {
   }
 
   Status Heartbeat() override {
-    auto r = CallJson(
+    auto r = CallServerJson(
         "POST",
         StripSlash(env_.url) + "/api/trainyard/v1/jobs/" + UrlEncode(env_.job_id) + "/heartbeat",
         env_.token, json::object{}, "heartbeat");
@@ -354,27 +287,28 @@ Result<std::unique_ptr<RunLogger>> RunLogger::Open(const WorkloadEnv& env,
     std::string experiment = Env("MLFLOW_EXPERIMENT_NAME");
     if (experiment.empty()) experiment = "Default";
     std::string experiment_id;
-    auto found =
-        CallJson("GET", api + "/experiments/get-by-name?experiment_name=" + UrlEncode(experiment),
-                 logger->token_, {}, "finding experiment " + experiment);
+    auto found = CallServerJson(
+        "GET", api + "/experiments/get-by-name?experiment_name=" + UrlEncode(experiment),
+        logger->token_, {}, "finding experiment " + experiment);
     if (found.ok()) {
       const json::value* exp = found->if_contains("experiment");
       if (exp && exp->is_object()) {
         TY_ASSIGN_OR_RETURN(experiment_id, RequiredString(exp->as_object(), "experiment_id"));
       }
     } else if (found.status().code() == StatusCode::kNotFound) {
-      TY_ASSIGN_OR_RETURN(auto created, CallJson("POST", api + "/experiments/create",
-                                                 logger->token_, json::object{{"name", experiment}},
-                                                 "creating experiment " + experiment));
+      TY_ASSIGN_OR_RETURN(
+          auto created,
+          CallServerJson("POST", api + "/experiments/create", logger->token_,
+                         json::object{{"name", experiment}}, "creating experiment " + experiment));
       TY_ASSIGN_OR_RETURN(experiment_id, RequiredString(created, "experiment_id"));
     } else {
       return found.status();
     }
-    TY_ASSIGN_OR_RETURN(auto run, CallJson("POST", api + "/runs/create", logger->token_,
-                                           json::object{{"experiment_id", experiment_id},
-                                                        {"run_name", run_name},
-                                                        {"start_time", NowMs()}},
-                                           "creating a run"));
+    TY_ASSIGN_OR_RETURN(auto run, CallServerJson("POST", api + "/runs/create", logger->token_,
+                                                 json::object{{"experiment_id", experiment_id},
+                                                              {"run_name", run_name},
+                                                              {"start_time", NowMs()}},
+                                                 "creating a run"));
     const json::value* info = run.if_contains("run");
     if (info == nullptr) return Status::Internal("runs/create answered without a run");
     const json::value* i = info->as_object().if_contains("info");
@@ -383,10 +317,21 @@ Result<std::unique_ptr<RunLogger>> RunLogger::Open(const WorkloadEnv& env,
     logger->owns_run_ = true;
   }
   TY_ASSIGN_OR_RETURN(auto got,
-                      CallJson("GET", api + "/runs/get?run_id=" + UrlEncode(logger->run_id_),
-                               logger->token_, {}, "reading run " + logger->run_id_));
+                      CallServerJson("GET", api + "/runs/get?run_id=" + UrlEncode(logger->run_id_),
+                                     logger->token_, {}, "reading run " + logger->run_id_));
   const json::value* run = got.if_contains("run");
   const json::value* info = run ? run->as_object().if_contains("info") : nullptr;
+  const json::value* data = run ? run->as_object().if_contains("data") : nullptr;
+  const json::value* params =
+      data && data->is_object() ? data->as_object().if_contains("params") : nullptr;
+  if (params != nullptr && params->is_array()) {
+    for (const auto& p : params->as_array()) {
+      if (!p.is_object()) continue;
+      auto key = OptionalString(p.as_object(), "key");
+      auto value = OptionalString(p.as_object(), "value");
+      if (key.ok() && *key && value.ok() && *value) logger->params_[**key] = **value;
+    }
+  }
   if (info != nullptr && info->is_object()) {
     auto uri = OptionalString(info->as_object(), "artifact_uri");
     constexpr std::string_view kProxy = "mlflow-artifacts:";
@@ -400,8 +345,8 @@ Result<std::unique_ptr<RunLogger>> RunLogger::Open(const WorkloadEnv& env,
 }
 
 Result<std::string> RunLogger::Post(const std::string& path, const std::string& json_body) {
-  TY_ASSIGN_OR_RETURN(auto r, Call("POST", base_ + "/api/2.0/mlflow" + path, token_, json_body,
-                                   "application/json", "MLflow " + path));
+  TY_ASSIGN_OR_RETURN(auto r, CallServer("POST", base_ + "/api/2.0/mlflow" + path, token_,
+                                         json_body, "application/json", "MLflow " + path));
   return std::move(r.body);
 }
 
@@ -439,6 +384,26 @@ Status RunLogger::LogMetrics(const std::vector<MetricPoint>& points) {
   return Status::Ok();
 }
 
+Status RunLogger::LogInputs(const std::vector<DatasetInputSpec>& inputs) {
+  if (!enabled() || inputs.empty()) return Status::Ok();
+  json::array datasets;
+  for (const DatasetInputSpec& d : inputs) {
+    json::object dataset{{"name", d.name},
+                         {"digest", d.digest},
+                         {"source_type", d.source_type},
+                         {"source", d.source}};
+    if (!d.profile.empty()) dataset["profile"] = d.profile;
+    json::array tags;
+    if (!d.context.empty()) {
+      tags.push_back(json::object{{"key", "mlflow.data.context"}, {"value", d.context}});
+    }
+    datasets.push_back(json::object{{"tags", std::move(tags)}, {"dataset", std::move(dataset)}});
+  }
+  return Post("/runs/log-inputs",
+              json::serialize(json::object{{"run_id", run_id_}, {"datasets", std::move(datasets)}}))
+      .status();
+}
+
 Status RunLogger::PutArtifact(const std::string& local_file, const std::string& relative) {
   std::ifstream in(local_file, std::ios::binary);
   if (!in) return Status::IOError("cannot read " + local_file);
@@ -449,8 +414,8 @@ Status RunLogger::PutArtifact(const std::string& local_file, const std::string& 
     if (part.empty()) continue;
     path += "/" + UrlEncode(part);
   }
-  return Call("PUT", base_ + "/api/2.0/mlflow-artifacts/artifacts" + path, token_, buf.str(),
-              "application/octet-stream", "uploading artifact " + relative)
+  return CallServer("PUT", base_ + "/api/2.0/mlflow-artifacts/artifacts" + path, token_, buf.str(),
+                    "application/octet-stream", "uploading artifact " + relative)
       .status();
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,6 +53,18 @@ struct MetricPoint {
   int64_t timestamp_ms = 0;
 };
 
+// One MLflow dataset input of a run (runs/log-inputs): the dataset's name and digest, where it
+// is (source_type and source, MLflow's DatasetSource JSON), an optional profile (JSON) and the
+// context it was used in (the mlflow.data.context tag: "training", "validation").
+struct DatasetInputSpec {
+  std::string name;
+  std::string digest;
+  std::string source_type;
+  std::string source;
+  std::string profile;
+  std::string context;
+};
+
 // MLflow REST client for one run. Disabled (every call a no-op) without a tracking URI.
 class RunLogger {
  public:
@@ -61,9 +74,13 @@ class RunLogger {
                                                  const std::string& run_name);
   bool enabled() const { return !base_.empty(); }
   const std::string& run_id() const { return run_id_; }
+  // The run's params when it was opened (an earlier attempt's, for a job's run); empty when
+  // disabled.
+  const std::map<std::string, std::string>& params() const { return params_; }
 
   Status LogParams(const std::vector<std::pair<std::string, std::string>>& params);
   Status LogMetrics(const std::vector<MetricPoint>& points);
+  Status LogInputs(const std::vector<DatasetInputSpec>& inputs);
   // Uploads a file or a directory tree under `artifact_path` of the run's artifacts.
   Status LogArtifacts(const std::string& local_path, const std::string& artifact_path);
   // Marks the run FINISHED / FAILED / KILLED (only a run this logger created).
@@ -77,6 +94,7 @@ class RunLogger {
   std::string token_;
   std::string run_id_;
   std::string artifact_root_;  // the run's artifact_uri below mlflow-artifacts:/
+  std::map<std::string, std::string> params_;
   bool owns_run_ = false;
 };
 

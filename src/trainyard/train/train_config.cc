@@ -147,22 +147,154 @@ Status ReadLora(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
   return Status::Ok();
 }
 
+// The record fields a table source's `columns` may map, classification's and instruction's.
+const std::set<std::string> kClassificationFields = {"message", "label"};
+const std::set<std::string> kInstructionFields = {"instruction", "input", "response"};
+
+// One level of a catalog name, as the catalog accepts it: 1-255 letters, digits, '_', '-', '@'.
+bool ValidNameLevel(std::string_view level) {
+  if (level.empty() || level.size() > 255) return false;
+  for (char ch : level) {
+    bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '-' || ch == '@';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool ValidTableName(std::string_view name) {
+  std::vector<std::string> levels = SplitString(std::string(name), '.');
+  if (levels.size() != 3) return false;
+  for (const auto& level : levels) {
+    if (!ValidNameLevel(level)) return false;
+  }
+  return true;
+}
+
+// A column name the rows API can project: no ',' (its separator), no control characters.
+bool ValidColumnName(std::string_view name) {
+  if (name.empty() || name.size() > 255) return false;
+  for (unsigned char ch : name) {
+    if (ch < 0x20 || ch == 0x7f || ch == ',') return false;
+  }
+  return true;
+}
+
+// An ISO-8601 time or epoch milliseconds, as text; the server checks the format.
+bool ValidTimestampText(std::string_view text) {
+  if (text.empty() || text.size() > 64) return false;
+  for (char ch : text) {
+    bool ok = (ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+              ch == ':' || ch == '-' || ch == '+' || ch == '.' || ch == ' ';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<TableSource> ReadTableSource(const ConfigReader& r, const YAML::Node& n,
+                                    const std::string& path) {
+  TY_RETURN_IF_ERROR(r.OnlyKeys(n, path, {"table", "version", "timestamp", "columns"}));
+  TableSource t;
+  if (!n["table"]) {
+    return r.Error(n, path + ".table",
+                   "is required in a table source (a catalog table such as main.support.train)");
+  }
+  TY_ASSIGN_OR_RETURN(t.table, r.String(n["table"], path + ".table"));
+  if (!ValidTableName(t.table)) {
+    return r.Error(n["table"], path + ".table",
+                   "must be a catalog table's full name catalog.schema.table (letters, digits, "
+                   "'_', '-', '@'), such as main.support.train (got " +
+                       ConfigReader::Describe(n["table"]) + ")");
+  }
+  if (auto v = n["version"]) {
+    TY_ASSIGN_OR_RETURN(t.version, r.Integer(v, path + ".version", 0, kMaxInt,
+                                             "a non-negative integer (a version of the table, "
+                                             "as 'trainyard tables history' lists them)"));
+  }
+  if (auto v = n["timestamp"]) {
+    if (t.version) {
+      return r.Error(v, path + ".timestamp",
+                     "cannot be combined with " + path + ".version; give one of them");
+    }
+    TY_ASSIGN_OR_RETURN(t.timestamp, r.String(v, path + ".timestamp"));
+    if (!ValidTimestampText(t.timestamp)) {
+      return r.Error(v, path + ".timestamp",
+                     "must be an ISO-8601 time such as 2026-01-31T12:00:00Z or epoch "
+                     "milliseconds (got " +
+                         ConfigReader::Describe(v) + ")");
+    }
+  }
+  if (auto v = n["columns"]) {
+    const std::string cpath = path + ".columns";
+    if (!v.IsMap()) {
+      return r.Error(v, cpath,
+                     "must be a mapping of record fields to the table's columns, such as "
+                     "{message: text, label: intent} (got " +
+                         ConfigReader::Describe(v) + ")");
+    }
+    TY_RETURN_IF_ERROR(
+        r.OnlyKeys(v, cpath, {"message", "label", "instruction", "input", "response"}));
+    for (const auto& kv : v) {
+      const std::string field = kv.first.Scalar();
+      TY_ASSIGN_OR_RETURN(std::string column, r.String(kv.second, cpath + "." + field));
+      if (!ValidColumnName(column)) {
+        return r.Error(kv.second, cpath + "." + field,
+                       "must be a column name of 1-255 characters without ',' or control "
+                       "characters (got " +
+                           ConfigReader::Describe(kv.second) + ")");
+      }
+      t.columns[field] = std::move(column);
+    }
+    bool classification = false, instruction = false;
+    for (const auto& [field, column] : t.columns) {
+      classification = classification || kClassificationFields.count(field) > 0;
+      instruction = instruction || kInstructionFields.count(field) > 0;
+    }
+    if (classification && instruction) {
+      return r.Error(v, cpath,
+                     "mixes classification fields (message, label) with instruction fields "
+                     "(instruction, input, response); a table holds one kind of record");
+    }
+  }
+  return t;
+}
+
+// data.train / data.validation: a JSONL path or a table source.
+Status ReadDataSource(const ConfigReader& r, const YAML::Node& n, const std::string& path,
+                      std::string& file, TableSource& table) {
+  if (n.IsMap()) {
+    TY_ASSIGN_OR_RETURN(table, ReadTableSource(r, n, path));
+    return Status::Ok();
+  }
+  if (!n.IsScalar()) {
+    return r.Error(n, path,
+                   "must be a JSONL file or a table source such as {table: main.support.train, "
+                   "version: 7} (got " +
+                       ConfigReader::Describe(n) + ")");
+  }
+  TY_ASSIGN_OR_RETURN(file, r.Path(n, path));
+  return Status::Ok();
+}
+
 Status ReadData(const ConfigReader& r, const YAML::Node& root, TrainConfig& c) {
   TY_ASSIGN_OR_RETURN(const YAML::Node d,
                       r.Section(root, "data",
                                 {"train", "validation", "val_fraction", "template", "system_prompt",
                                  "max_seq_len", "packing"}));
   if (!d || !d["train"]) {
-    return r.Error(d ? d : root, "data.train", "is required (a JSONL file of training records)");
+    return r.Error(d ? d : root, "data.train",
+                   "is required (a JSONL file of training records, or a catalog table such as "
+                   "{table: main.support.train, version: 7})");
   }
-  TY_ASSIGN_OR_RETURN(c.train_path, r.Path(d["train"], "data.train"));
+  TY_RETURN_IF_ERROR(ReadDataSource(r, d["train"], "data.train", c.train_path, c.train_table));
   if (auto v = d["validation"]) {
-    TY_ASSIGN_OR_RETURN(c.validation_path, r.Path(v, "data.validation"));
+    TY_RETURN_IF_ERROR(
+        ReadDataSource(r, v, "data.validation", c.validation_path, c.validation_table));
   }
   if (auto v = d["val_fraction"]) {
     TY_ASSIGN_OR_RETURN(c.val_fraction, r.Number(v, "data.val_fraction", 0, 0.5, false, false,
                                                  "a number from 0 to 0.5"));
-    if (c.val_fraction > 0 && !c.validation_path.empty()) {
+    if (c.val_fraction > 0 && c.has_validation()) {
       return r.Error(v, "data.val_fraction",
                      "cannot be combined with data.validation; give one of them");
     }
@@ -367,6 +499,11 @@ std::string FormatDouble(double v) {
 
 }  // namespace
 
+std::string TableSource::ToString() const {
+  if (version) return table + "@" + std::to_string(*version);
+  return table + "@" + (timestamp.empty() ? "latest" : timestamp);
+}
+
 std::vector<std::pair<std::string, std::string>> TrainConfig::ToParams() const {
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
   auto i = [](int64_t v) { return std::to_string(v); };
@@ -384,9 +521,24 @@ std::vector<std::pair<std::string, std::string>> TrainConfig::ToParams() const {
                        {"lora.dropout", FormatDouble(lora_dropout)},
                        {"lora.target_modules", modules}});
   }
+  auto data_source = [&](const std::string& key, const std::string& file,
+                         const TableSource& table) {
+    if (table.empty()) {
+      p.emplace_back(key, file);
+      return;
+    }
+    std::string columns;
+    for (const auto& [field, column] : table.columns) {
+      columns += (columns.empty() ? "" : ",") + field + "=" + column;
+    }
+    p.insert(p.end(), {{key + ".table", table.table},
+                       {key + ".version", table.version ? i(*table.version) : ""},
+                       {key + ".timestamp", table.timestamp},
+                       {key + ".columns", columns}});
+  };
+  data_source("data.train", train_path, train_table);
+  data_source("data.validation", validation_path, validation_table);
   p.insert(p.end(), {
-                        {"data.train", train_path},
-                        {"data.validation", validation_path},
                         {"data.val_fraction", FormatDouble(val_fraction)},
                         {"data.template", prompt_template},
                         {"data.system_prompt", system_prompt},

@@ -8,7 +8,8 @@
 //   method: lora                      # lora | full
 //   lora: {rank: 8, alpha: 16, dropout: 0.05, target_modules: [q_proj, v_proj]}
 //   data:
-//     train: data/train.jsonl
+//     train: data/train.jsonl         # a JSONL file, or a catalog table at a version:
+//     # train: {table: main.support.train, version: 7, columns: {message: text, label: intent}}
 //     validation: data/val.jsonl      # or val_fraction: 0.1 of train
 //     template: mistral               # mistral | chatml | alpaca
 //     system_prompt: "Classify the support ticket."
@@ -32,6 +33,11 @@
 //   output: {dir: outputs, adapter: true, merged: true}
 //   logging: {every_steps: 10}
 //
+// A table source (data.train / data.validation as a mapping) has `table` (catalog.schema.table,
+// required), `version` (a Delta version) or `timestamp` (the version current at that time,
+// ISO-8601 or epoch milliseconds), neither meaning the latest version when the run first
+// starts, and `columns` (which column fills which record field; see TableSource).
+//
 // Relative paths (model.*, data.train, data.validation, output.dir, and the default
 // output.dir "outputs") are resolved against the config file's directory. model.path excludes
 // model.config; data.validation excludes data.val_fraction. Unknown keys, wrong types and
@@ -39,6 +45,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +54,21 @@
 #include "trainyard/common/status.h"
 
 namespace trainyard::train {
+
+// Training data in a catalog table, read through the server's tables API at one version.
+struct TableSource {
+  std::string table;               // catalog.schema.table; empty: no table (a file instead)
+  std::optional<int64_t> version;  // nullopt: the version at `timestamp`, else the latest
+  std::string timestamp;           // ISO-8601 or epoch milliseconds; "" = none
+  // Record field (message, label, instruction, input, response) -> the column that fills it;
+  // a field not named reads the column of its own name. Classification fields (message,
+  // label) and instruction fields (instruction, input, response) are not mixed.
+  std::map<std::string, std::string> columns;
+
+  bool empty() const { return table.empty(); }
+  // "main.support.train@7", "main.support.train@latest", "main.support.train@<timestamp>".
+  std::string ToString() const;
+};
 
 struct TrainConfig {
   // model
@@ -58,9 +81,12 @@ struct TrainConfig {
   double lora_alpha = 16.0;
   double lora_dropout = 0.05;
   std::vector<std::string> lora_target_modules = {"q_proj", "v_proj"};
-  // data
+  // data: train_path or train_table (exactly one); validation_path or validation_table (at
+  // most one)
   std::string train_path;
+  TableSource train_table;
   std::string validation_path;
+  TableSource validation_table;
   double val_fraction = 0.0;
   std::string prompt_template = "mistral";
   std::string system_prompt;
@@ -98,8 +124,12 @@ struct TrainConfig {
   bool save_merged = true;
   int64_t log_every_steps = 1;
 
+  bool has_validation() const { return !validation_path.empty() || !validation_table.empty(); }
+
   // The config as a flat list of {"section.key", value} (the YAML key paths), for logging as
-  // MLflow params. Empty values are left out, and lora.* when method is full.
+  // MLflow params. Empty values are left out, and lora.* when method is full. A table source
+  // is data.train.table, data.train.version, data.train.timestamp and data.train.columns
+  // ("label=intent,message=text").
   std::vector<std::pair<std::string, std::string>> ToParams() const;
 };
 

@@ -197,9 +197,88 @@ TEST(TrainConfigTest, DataErrors) {
   ExpectError("model: {path: m}\ndata: {train: t, validation: v, val_fraction: 0.1}\n",
               "data.val_fraction cannot be combined with data.validation");
   ExpectError("model: {path: m}\ndata: {train: [a, b]}\n",
-              "data.train must be a string (got a list)");
+              "data.train must be a JSONL file or a table source such as {table: "
+              "main.support.train, version: 7} (got a list)");
   ExpectError("model: {path: m}\ndata: {train: t, packing: 1}\n",
               "data.packing must be true or false (got 1)");
+}
+
+TEST(TrainConfigTest, ParsesTableSources) {
+  auto c = Parse(R"yaml(
+model: {path: m}
+data:
+  train:
+    table: main.support.train
+    version: 7
+    columns: {message: text, label: intent}
+  validation: {table: Main.Support.val-2, timestamp: "2026-01-31T12:00:00Z"}
+)yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->train_path.empty());
+  EXPECT_EQ(c->train_table.table, "main.support.train");
+  EXPECT_EQ(c->train_table.version, 7);
+  EXPECT_EQ(c->train_table.columns,
+            (std::map<std::string, std::string>{{"message", "text"}, {"label", "intent"}}));
+  EXPECT_EQ(c->train_table.ToString(), "main.support.train@7");
+  EXPECT_TRUE(c->validation_path.empty());
+  EXPECT_EQ(c->validation_table.table, "Main.Support.val-2");
+  EXPECT_FALSE(c->validation_table.version);
+  EXPECT_EQ(c->validation_table.ToString(), "Main.Support.val-2@2026-01-31T12:00:00Z");
+  EXPECT_TRUE(c->has_validation());
+
+  std::map<std::string, std::string> params;
+  for (const auto& [k, v] : c->ToParams()) EXPECT_TRUE(params.emplace(k, v).second) << k;
+  EXPECT_EQ(params.at("data.train.table"), "main.support.train");
+  EXPECT_EQ(params.at("data.train.version"), "7");
+  EXPECT_EQ(params.at("data.train.columns"), "label=intent,message=text");
+  EXPECT_EQ(params.at("data.validation.timestamp"), "2026-01-31T12:00:00Z");
+  EXPECT_EQ(params.count("data.validation.version"), 0u);  // settled when the run starts
+  EXPECT_EQ(params.count("data.train"), 0u);
+
+  // A table without a version (the latest when the run first starts), a file for validation,
+  // an epoch-milliseconds timestamp.
+  auto latest = Parse("model: {path: m}\ndata: {train: {table: a.b.c}, validation: v.jsonl}\n");
+  ASSERT_TRUE(latest.ok()) << latest.status().ToString();
+  EXPECT_EQ(latest->train_table.ToString(), "a.b.c@latest");
+  EXPECT_EQ(latest->validation_path, "/cfg/v.jsonl");
+  auto ms = Parse("model: {path: m}\ndata: {train: {table: a.b.c, timestamp: 1767225600000}}\n");
+  ASSERT_TRUE(ms.ok()) << ms.status().ToString();
+  EXPECT_EQ(ms->train_table.timestamp, "1767225600000");
+}
+
+TEST(TrainConfigTest, TableSourceErrors) {
+  const std::string m = "model: {path: m}\n";
+  ExpectError(m + "data:\n  train:\n    version: 3\n",
+              "finetune.yaml:4: data.train.table is required in a table source");
+  ExpectError(m + "data:\n  train: {table: support.train}\n",
+              "finetune.yaml:3: data.train.table must be a catalog table's full name "
+              "catalog.schema.table");
+  ExpectError(m + "data: {train: {table: main.support.train.x}}\n", "data.train.table must be");
+  ExpectError(m + "data: {train: {table: main..train}}\n", "data.train.table must be");
+  ExpectError(m + "data: {train: {table: main.sup port.train}}\n", "data.train.table must be");
+  ExpectError(m + "data: {train: {table: [a]}}\n", "data.train.table must be a string");
+  ExpectError(m + "data: {train: {table: a.b.c, version: -1}}\n",
+              "data.train.version must be a non-negative integer");
+  ExpectError(m + "data: {train: {table: a.b.c, version: latest}}\n",
+              "data.train.version must be a non-negative integer");
+  ExpectError(m + "data: {train: {table: a.b.c, version: 1, timestamp: \"2026-01-01\"}}\n",
+              "data.train.timestamp cannot be combined with data.train.version");
+  ExpectError(m + "data: {train: {table: a.b.c, timestamp: \"x;y\"}}\n",
+              "data.train.timestamp must be an ISO-8601 time");
+  ExpectError(m + "data:\n  train: {table: a.b.c}\n  validation: {table: a.b.d, path: x}\n",
+              "finetune.yaml:4: data.validation.path is not a known key");
+  ExpectError(m + "data: {train: {table: a.b.c, columns: [text]}}\n",
+              "data.train.columns must be a mapping of record fields to the table's columns");
+  ExpectError(m + "data: {train: {table: a.b.c, columns: {text: message}}}\n",
+              "data.train.columns.text is not a known key");
+  ExpectError(m + "data: {train: {table: a.b.c, columns: {message: \"a,b\"}}}\n",
+              "data.train.columns.message must be a column name");
+  ExpectError(m + "data: {train: {table: a.b.c, columns: {message: \"\"}}}\n",
+              "data.train.columns.message must be a column name");
+  ExpectError(m + "data: {train: {table: a.b.c, columns: {message: t, response: r}}}\n",
+              "data.train.columns mixes classification fields");
+  ExpectError(m + "data: {train: {table: a.b.c}, validation: {table: a.b.d}, val_fraction: 0.1}\n",
+              "data.val_fraction cannot be combined with data.validation");
 }
 
 TEST(TrainConfigTest, ModelErrors) {

@@ -28,6 +28,7 @@
 #include "trainyard/train/nn/lora.h"
 #include "trainyard/train/nn/model.h"
 #include "trainyard/train/platform.h"
+#include "trainyard/train/table_source.h"
 #include "trainyard/train/tokenizer.h"
 
 namespace trainyard::train {
@@ -270,6 +271,8 @@ struct Run {
   std::string base_model_dir;
   std::unique_ptr<RunLogger> logger;
   std::unique_ptr<CheckpointSink> sink;
+  std::optional<LoadedCheckpoint> resume;     // the checkpoint to continue from, until applied
+  std::vector<DatasetInputSpec> data_inputs;  // the tables read, for the run's dataset inputs
   std::future<Result<std::string>> pending_save;
   int64_t step = 0, total_steps = 0;
   int64_t tokens_seen = 0;
@@ -338,6 +341,12 @@ Result<EvalResult> Evaluate(Run& r, bool with_accuracy) {
   return out;
 }
 
+// How the resume key names the training data: the file's name, or the table at its version.
+std::string TrainDataKey(const TrainConfig& c) {
+  if (!c.train_table.empty()) return c.train_table.ToString();
+  return fs::path(c.train_path).filename().string();
+}
+
 // The configuration a checkpoint must agree with to be resumed exactly.
 std::string ResumeKey(const Run& r) {
   const TrainConfig& c = r.cfg;
@@ -346,7 +355,7 @@ std::string ResumeKey(const Run& r) {
       "train={} template={}",
       c.method, r.use_lora ? c.lora_rank : 0, fmt::join(c.lora_target_modules, ","), c.max_seq_len,
       c.packing, c.micro_batch_size * r.dp->world_size(), c.grad_accum_steps, c.seed,
-      fs::path(c.train_path).filename().string(), c.prompt_template);
+      TrainDataKey(c), c.prompt_template);
 }
 
 Result<checkpoints::CheckpointData> SnapshotState(Run& r, const std::map<std::string, double>& m) {
@@ -365,6 +374,12 @@ Result<checkpoints::CheckpointData> SnapshotState(Run& r, const std::map<std::st
       {"trainer", "trainyard-train"}, {"step", r.step},       {"optimizer_steps", r.optim.steps},
       {"epoch", pos.epoch},           {"cursor", pos.cursor}, {"tokens_seen", r.tokens_seen},
       {"resume_key", ResumeKey(r)}};
+  json::object versions;
+  if (r.cfg.train_table.version) versions["data.train"] = *r.cfg.train_table.version;
+  if (r.cfg.validation_table.version) {
+    versions["data.validation"] = *r.cfg.validation_table.version;
+  }
+  if (!versions.empty()) meta["data_versions"] = std::move(versions);
   data.user_metadata = json::serialize(meta);
   data.metrics = m;
   return data;
@@ -527,18 +542,100 @@ Status PrepareTrainableParameters(Run& r, const std::string& tok_path) {
   return Status::Ok();
 }
 
+// The table version a checkpoint being resumed read for `field` (data.train), if it names one.
+std::optional<int64_t> CheckpointDataVersion(const LoadedCheckpoint& ck, const std::string& field) {
+  auto meta = ParseJsonObject(ck.data.user_metadata);
+  if (!meta.ok()) return std::nullopt;
+  const json::value* versions = meta->if_contains("data_versions");
+  if (versions == nullptr || !versions->is_object()) return std::nullopt;
+  auto v = OptionalInt64(versions->as_object(), field);
+  if (!v.ok() || !*v) return std::nullopt;
+  return **v;
+}
+
+// Rank 0's choice of the version of `t` (the table source at `field`): the config's; else the
+// checkpoint being resumed read (an exact resume reads the same rows); else what an earlier
+// attempt of this run recorded (its `field`.version param); else the server's version at the
+// timestamp, or its latest. A version from the config is checked with the server up front.
+Result<int64_t> ChooseTableVersion(Run& r, const TableSource& t, const std::string& field) {
+  if (!t.version) {
+    if (r.resume) {
+      if (auto v = CheckpointDataVersion(*r.resume, field)) {
+        r.Say(fmt::format("{}: {}@{}, as the checkpoint being resumed read", field, t.table, *v));
+        return *v;
+      }
+    }
+    auto param = r.logger->params().find(field + ".version");
+    if (param != r.logger->params().end()) {
+      if (auto v = ParseInt64(param->second); v && *v >= 0) {
+        r.Say(fmt::format("{}: {}@{}, as an earlier attempt of run {} read", field, t.table, *v,
+                          r.logger->run_id()));
+        return *v;
+      }
+    }
+  }
+  TY_ASSIGN_OR_RETURN(int64_t v, ResolveTableVersion(r.env, t, field));
+  if (!t.version) r.Say(fmt::format("{}: {} is {}@{}", field, t.ToString(), t.table, v));
+  return v;
+}
+
+// Settles the version of every table source once, on rank 0, and gives it to every rank
+// (AllReduceSum of rank 0's value: exact for versions below 2^53), so all ranks read the same
+// rows. Afterwards each table source's `version` is set: the params, the resume key and the
+// checkpoints name it, and a resumed attempt reads it again.
+Status PinTableVersions(Run& r) {
+  for (auto [t, field] : {std::pair{&r.cfg.train_table, std::string("data.train")},
+                          std::pair{&r.cfg.validation_table, std::string("data.validation")}}) {
+    if (t->empty()) continue;
+    Status chosen;
+    double value = 0;
+    if (r.rank0()) {
+      Result<int64_t> v = ChooseTableVersion(r, *t, field);
+      chosen = v.status();
+      value = v.ok() ? static_cast<double>(*v) : -1.0;
+    }
+    value = r.dp->AllReduceSum(value);
+    TY_RETURN_IF_ERROR(chosen);
+    if (value < 0) {
+      return Status::FailedPrecondition("rank 0 could not settle the version of " + t->table +
+                                        " (" + field + "); see rank 0's log");
+    }
+    t->version = static_cast<int64_t>(value);
+  }
+  return Status::Ok();
+}
+
+// The records of a data source: a JSONL file, or a table at its pinned version (whose read is
+// also kept as one of the run's dataset inputs).
+Result<std::vector<Record>> ReadRecords(Run& r, const std::string& path, const TableSource& t,
+                                        const std::string& field, const std::string& context) {
+  if (t.empty()) return OpenJsonl(path)->ReadAll();
+  auto source = OpenTable(r.env, t, *t.version, field, r.logger->run_id());
+  TY_ASSIGN_OR_RETURN(auto records, source->ReadAll());
+  r.Say(fmt::format("{}: {} rows of {}", field, records.size(), source->Describe()));
+  r.data_inputs.push_back(
+      TableDatasetInput(t.table, *t.version, context, static_cast<int64_t>(records.size())));
+  return records;
+}
+
 // Reads, splits and tokenizes the data, and sets up the batch iterator and the step count.
 Status LoadData(Run& r) {
   const TrainConfig& c = r.cfg;
-  TY_ASSIGN_OR_RETURN(auto all, OpenJsonl(c.train_path)->ReadAll());
+  TY_RETURN_IF_ERROR(PinTableVersions(r));
+  TY_ASSIGN_OR_RETURN(auto all,
+                      ReadRecords(r, c.train_path, c.train_table, "data.train", "training"));
   std::vector<Record> train, val;
-  if (!c.validation_path.empty()) {
+  if (c.has_validation()) {
     train = std::move(all);
-    TY_ASSIGN_OR_RETURN(val, OpenJsonl(c.validation_path)->ReadAll());
+    TY_ASSIGN_OR_RETURN(val, ReadRecords(r, c.validation_path, c.validation_table,
+                                         "data.validation", "validation"));
   } else {
     SplitRecords(std::move(all), c.val_fraction, c.seed, &train, &val);
   }
-  if (train.empty()) return Status::InvalidArgument(c.train_path + " has no examples");
+  if (train.empty()) {
+    return Status::InvalidArgument(
+        (c.train_table.empty() ? c.train_path : c.train_table.ToString()) + " has no examples");
+  }
   TY_ASSIGN_OR_RETURN(auto tmpl, ParsePromptTemplate(c.prompt_template));
   TokenizeOptions to{c.max_seq_len, r.bos_id >= 0, static_cast<int32_t>(r.bos_id),
                      static_cast<int32_t>(r.eos_id)};
@@ -588,13 +685,16 @@ Status OpenPlatform(Run& r) {
   return Status::Ok();
 }
 
+// The platform and the checkpoint to resume come before the data: a resumed run reads the
+// table versions its checkpoint read.
 Status Setup(Run& r) {
   TY_RETURN_IF_ERROR(JoinWorld(r));
   const std::string tok_path = TokenizerPath(r.cfg);
   TY_RETURN_IF_ERROR(LoadModelAndTokenizer(r, tok_path));
   TY_RETURN_IF_ERROR(PrepareTrainableParameters(r, tok_path));
-  TY_RETURN_IF_ERROR(LoadData(r));
-  return OpenPlatform(r);
+  TY_RETURN_IF_ERROR(OpenPlatform(r));
+  TY_ASSIGN_OR_RETURN(r.resume, r.sink->LoadResume(r.dp->rank()));
+  return LoadData(r);
 }
 
 void LogFinal(Run& r, const std::string& prefix, const EvalResult& e, int64_t step,
@@ -619,19 +719,23 @@ void LogMetricsOnRank0(Run& r, const std::vector<MetricPoint>& points) {
   }
 }
 
+// The config (with the table versions settled) as params, and the tables read as dataset
+// inputs (which the server also records in lineage: table@version -read-> run).
 void LogRunParams(Run& r) {
   if (r.rank0()) {
     auto params = r.cfg.ToParams();
     params.emplace_back("world_size", std::to_string(r.dp->world_size()));
     params.emplace_back("device", r.device.str());
     if (auto s = r.logger->LogParams(params); !s.ok()) r.Warn(s);
+    if (auto s = r.logger->LogInputs(r.data_inputs); !s.ok()) r.Warn(s);
   }
 }
 
 // Resumes from the sink's checkpoint when there is one; otherwise evaluates the untrained
 // model and returns that baseline.
 Result<std::optional<EvalResult>> ResumeOrEvaluateBaseline(Run& r) {
-  TY_ASSIGN_OR_RETURN(auto resume, r.sink->LoadResume(r.dp->rank()));
+  std::optional<LoadedCheckpoint> resume = std::move(r.resume);
+  r.resume.reset();
   std::optional<EvalResult> before;
   if (resume) {
     TY_RETURN_IF_ERROR(ResumeFrom(r, *resume));
@@ -884,7 +988,10 @@ Result<int> RunTrainer(const TrainConfig& config, const TrainerOptions& options)
   r.cfg = config;
   r.opts = options;
   try {
-    TY_RETURN_IF_ERROR(Setup(r));
+    if (Status s = Setup(r); !s.ok()) {
+      if (r.dp && r.rank0() && r.logger) (void)r.logger->End("FAILED");
+      return s;
+    }
     auto code = Train(r);
     if (r.pending_save.valid()) {
       auto s = WaitForSave(r);
