@@ -92,6 +92,8 @@ def server_env(server, token: str | None = None) -> dict:
 
 def wait_for_log(jobs: Jobs, job_id: str, text: str, attempt: int, timeout: float = 120) -> str:
     deadline = time.monotonic() + timeout
+    # An attempt has a log only once it has started (the server answers 404 before).
+    jobs.wait(job_id, lambda j: j["attempts"] >= attempt, f"attempt {attempt} started", timeout)
     while True:
         log = jobs.logs(job_id, attempt=attempt)
         if text in log:
