@@ -113,6 +113,21 @@ std::string XmlText(std::string_view xml, std::string_view tag) {
   return all.empty() ? std::string() : XmlUnescape(all.front());
 }
 
+Status ConfigureTls(boost::asio::ssl::context& ctx, const std::string& ca_file, bool verify) {
+  boost::system::error_code ec;
+  ctx.set_default_verify_paths(ec);
+  Status status;
+  if (!ca_file.empty()) {
+    ctx.load_verify_file(ca_file, ec);
+    if (ec) {
+      status = Status::InvalidArgument("cannot load the CA certificates in " + ca_file +
+                                       " (AWS_CA_BUNDLE): " + ec.message());
+    }
+  }
+  ctx.set_verify_mode(verify ? boost::asio::ssl::verify_peer : boost::asio::ssl::verify_none, ec);
+  return status;
+}
+
 Result<Endpoint> ParseEndpoint(std::string_view url, std::string_view service) {
   Endpoint ep;
   std::string_view rest;

@@ -47,6 +47,11 @@ struct Endpoint {
 // "http://host[:port]" or "https://host[:port]"; errors name `service` ("S3", "STS").
 Result<Endpoint> ParseEndpoint(std::string_view url, std::string_view service = "S3");
 
+// Sets up `ctx` for HTTPS: the system's CA certificates, plus those in `ca_file` when given
+// (AWS_CA_BUNDLE), and peer verification unless `verify` is false. Returns the error of a CA
+// file that cannot be loaded (the caller reports it on first use).
+Status ConfigureTls(boost::asio::ssl::context& ctx, const std::string& ca_file, bool verify);
+
 // Where a response body goes.
 struct BodySink {
   enum class Kind { kString, kBuffer, kFile };

@@ -122,19 +122,8 @@ class S3BlobStore : public BlobStore {
           (fs::temp_directory_path() / ("trainyard-s3-cache-" + std::to_string(::getuid())))
               .string();
     }
-    if (endpoint_.tls) {
-      boost::system::error_code ec;
-      tls_ctx_.set_default_verify_paths(ec);
-      if (!config_.ca_file.empty()) {
-        tls_ctx_.load_verify_file(config_.ca_file, ec);
-        if (ec) {
-          tls_error_ =
-              Status::InvalidArgument("cannot load the CA certificates in " + config_.ca_file +
-                                      " (AWS_CA_BUNDLE): " + ec.message());
-        }
-      }
-      tls_ctx_.set_verify_mode(config_.verify_tls ? ssl::verify_peer : ssl::verify_none, ec);
-    }
+    if (endpoint_.tls)
+      tls_error_ = aws::ConfigureTls(tls_ctx_, config_.ca_file, config_.verify_tls);
   }
 
   Status Init() {
