@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "trainyard/common/json.h"
-#include "trainyard/train/nn/lora.h"
-#include "trainyard/train/nn/model.h"
+#include "trainyard/model/nn/lora.h"
+#include "trainyard/model/nn/model.h"
 
 namespace {
 
 using namespace trainyard;
-using namespace trainyard::train;
+using namespace trainyard::model;
 
 json::array Flat(const torch::Tensor& t) {
   torch::Tensor c = t.to(torch::kFloat64).contiguous().reshape({-1});

@@ -194,11 +194,6 @@ class JsonlSource : public RecordSource {
   std::string path_;
 };
 
-std::string UserText(const Record& r) {
-  if (r.input.empty()) return r.instruction;
-  return r.instruction + "\n\n" + r.input;
-}
-
 }  // namespace
 
 Result<Record> RecordFromRow(const json::object& o, const ColumnMapping& columns,
@@ -263,53 +258,19 @@ std::unique_ptr<RecordSource> OpenJsonl(const std::string& path) {
   return std::make_unique<JsonlSource>(path);
 }
 
-Result<PromptTemplate> ParsePromptTemplate(std::string_view name) {
-  if (name == "mistral") return PromptTemplate::kMistral;
-  if (name == "chatml") return PromptTemplate::kChatML;
-  if (name == "alpaca") return PromptTemplate::kAlpaca;
-  return Status::InvalidArgument("unknown prompt template \"" + std::string(name) +
-                                 "\"; use mistral, chatml or alpaca");
+RenderedExample Render(const Record& r, model::PromptTemplate t, std::string_view system_prompt) {
+  const model::ChatMessage messages[] = {
+      {"system", std::string(system_prompt)},
+      {"user", model::InstructionMessage(t, r.instruction, r.input)},
+      {"assistant", r.response},
+  };
+  // Cannot fail: the messages are a system prompt, a user message and a reply.
+  Result<std::vector<model::RenderedTurn>> turns = model::RenderChat(t, messages);
+  model::RenderedTurn& turn = turns.value().front();
+  return RenderedExample{std::move(turn.prompt), std::move(turn.response)};
 }
 
-std::string_view PromptTemplateName(PromptTemplate t) {
-  switch (t) {
-    case PromptTemplate::kMistral:
-      return "mistral";
-    case PromptTemplate::kChatML:
-      return "chatml";
-    case PromptTemplate::kAlpaca:
-      return "alpaca";
-  }
-  return "mistral";
-}
-
-RenderedExample Render(const Record& r, PromptTemplate t, std::string_view system_prompt) {
-  RenderedExample out;
-  std::string system(system_prompt);
-  switch (t) {
-    case PromptTemplate::kMistral:
-      out.prompt = "[INST] ";
-      if (!system.empty()) out.prompt += system + "\n\n";
-      out.prompt += UserText(r) + " [/INST]";
-      out.response = " " + r.response;
-      break;
-    case PromptTemplate::kChatML:
-      if (!system.empty()) out.prompt = "<|im_start|>system\n" + system + "<|im_end|>\n";
-      out.prompt += "<|im_start|>user\n" + UserText(r) + "<|im_end|>\n<|im_start|>assistant\n";
-      out.response = r.response + "<|im_end|>";
-      break;
-    case PromptTemplate::kAlpaca:
-      if (!system.empty()) out.prompt = system + "\n\n";
-      out.prompt += "### Instruction:\n" + r.instruction + "\n\n";
-      if (!r.input.empty()) out.prompt += "### Input:\n" + r.input + "\n\n";
-      out.prompt += "### Response:\n";
-      out.response = r.response;
-      break;
-  }
-  return out;
-}
-
-TokenizedExample TokenizeExample(const Tokenizer& tok, const RenderedExample& ex,
+TokenizedExample TokenizeExample(const model::Tokenizer& tok, const RenderedExample& ex,
                                  const TokenizeOptions& o) {
   std::vector<int32_t> prompt = tok.Encode(ex.prompt, /*add_special_tokens=*/false);
   std::vector<int32_t> response = tok.Encode(ex.response, /*add_special_tokens=*/false);

@@ -19,7 +19,8 @@
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/status.h"
-#include "trainyard/train/tokenizer.h"
+#include "trainyard/model/chat_template.h"
+#include "trainyard/model/tokenizer.h"
 
 namespace trainyard::train {
 
@@ -66,22 +67,16 @@ std::vector<std::string> ColumnsToRead(const ColumnMapping& columns);
 std::unique_ptr<RecordSource> OpenJsonl(const std::string& path);
 inline constexpr size_t kMaxJsonlLineBytes = size_t{1} << 20;
 
-enum class PromptTemplate { kMistral, kChatML, kAlpaca };
-Result<PromptTemplate> ParsePromptTemplate(std::string_view name);  // mistral|chatml|alpaca
-std::string_view PromptTemplateName(PromptTemplate t);
-
 struct RenderedExample {
   std::string prompt;    // everything the model is given
   std::string response;  // what it must produce (loss applies here)
 };
-// {user} is the instruction, or "{instruction}\n\n{input}" when the record has an input.
-// Mistral: "[INST] {system}\n\n{user} [/INST]" + " {response}" ("[INST] {user} [/INST]"
-// without a system prompt). ChatML: "<|im_start|>system\n{system}<|im_end|>\n" (only with a
-// system prompt) + "<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n" +
-// "{response}<|im_end|>". Alpaca: "{system}\n\n" (only with one) + "### Instruction:\n
-// {instruction}\n\n" + "### Input:\n{input}\n\n" (only with an input) + "### Response:\n" +
-// "{response}". No bos/eos here: TokenizeExample adds them as ids.
-RenderedExample Render(const Record& r, PromptTemplate t, std::string_view system_prompt);
+// The record as one exchange of model/chat_template.h (the text inference renders for the same
+// messages): the system prompt (none when empty), a user message
+// model::InstructionMessage(t, instruction, input) and the response as the assistant's reply.
+// Mistral: "[INST] {system}\n\n{user} [/INST]" + " {response}"; ChatML, Alpaca: see
+// RenderChat. No bos/eos here: TokenizeExample adds them as ids.
+RenderedExample Render(const Record& r, model::PromptTemplate t, std::string_view system_prompt);
 
 struct TokenizedExample {
   std::vector<int32_t> ids;
@@ -101,7 +96,7 @@ struct TokenizeOptions {
 // tokens from its start (the bos stays); when even bos + response + eos do not fit, the
 // prompt is dropped and the sequence is cut at max_seq_len from the end (the response's end
 // and the eos are lost).
-TokenizedExample TokenizeExample(const Tokenizer& tok, const RenderedExample& ex,
+TokenizedExample TokenizeExample(const model::Tokenizer& tok, const RenderedExample& ex,
                                  const TokenizeOptions& o);
 
 // Splits records into train and validation deterministically by seed (fraction in [0, 1)):

@@ -13,7 +13,7 @@ namespace trainyard::train {
 namespace {
 
 // One id per byte (byte + 10); ids 1 and 2 are free for bos and eos.
-class ByteTokenizer : public Tokenizer {
+class ByteTokenizer : public model::Tokenizer {
  public:
   std::vector<int32_t> Encode(std::string_view text, bool = true) const override {
     std::vector<int32_t> ids;
@@ -71,47 +71,35 @@ class TempFile {
 
 TEST(DataTest, RendersMistral) {
   Record r = MakeRecord("Where is my order?", "shipping_delay");
-  RenderedExample e = Render(r, PromptTemplate::kMistral, "Classify the ticket.");
+  RenderedExample e = Render(r, model::PromptTemplate::kMistral, "Classify the ticket.");
   EXPECT_EQ(e.prompt, "[INST] Classify the ticket.\n\nWhere is my order? [/INST]");
   EXPECT_EQ(e.response, " shipping_delay");
-  e = Render(r, PromptTemplate::kMistral, "");
+  e = Render(r, model::PromptTemplate::kMistral, "");
   EXPECT_EQ(e.prompt, "[INST] Where is my order? [/INST]");
   r.input = "Order #12";
-  e = Render(r, PromptTemplate::kMistral, "");
+  e = Render(r, model::PromptTemplate::kMistral, "");
   EXPECT_EQ(e.prompt, "[INST] Where is my order?\n\nOrder #12 [/INST]");
 }
 
 TEST(DataTest, RendersChatML) {
   Record r = MakeRecord("hi", "refund_request");
-  RenderedExample e = Render(r, PromptTemplate::kChatML, "Be brief.");
+  RenderedExample e = Render(r, model::PromptTemplate::kChatML, "Be brief.");
   EXPECT_EQ(e.prompt,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
             "<|im_start|>assistant\n");
   EXPECT_EQ(e.response, "refund_request<|im_end|>");
-  e = Render(r, PromptTemplate::kChatML, "");
+  e = Render(r, model::PromptTemplate::kChatML, "");
   EXPECT_EQ(e.prompt, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(DataTest, RendersAlpaca) {
   Record r = MakeRecord("Sum", "3", "1 2");
-  RenderedExample e = Render(r, PromptTemplate::kAlpaca, "You add.");
+  RenderedExample e = Render(r, model::PromptTemplate::kAlpaca, "You add.");
   EXPECT_EQ(e.prompt, "You add.\n\n### Instruction:\nSum\n\n### Input:\n1 2\n\n### Response:\n");
   EXPECT_EQ(e.response, "3");
   r.input.clear();
-  e = Render(r, PromptTemplate::kAlpaca, "");
+  e = Render(r, model::PromptTemplate::kAlpaca, "");
   EXPECT_EQ(e.prompt, "### Instruction:\nSum\n\n### Response:\n");
-}
-
-TEST(DataTest, ParsesTemplateNames) {
-  EXPECT_EQ(*ParsePromptTemplate("mistral"), PromptTemplate::kMistral);
-  EXPECT_EQ(*ParsePromptTemplate("chatml"), PromptTemplate::kChatML);
-  EXPECT_EQ(*ParsePromptTemplate("alpaca"), PromptTemplate::kAlpaca);
-  auto bad = ParsePromptTemplate("llama2");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("llama2"), std::string::npos);
-  for (auto t : {PromptTemplate::kMistral, PromptTemplate::kChatML, PromptTemplate::kAlpaca}) {
-    EXPECT_EQ(*ParsePromptTemplate(PromptTemplateName(t)), t);
-  }
 }
 
 TEST(DataTest, MaskCoversOnlyResponseAndEos) {

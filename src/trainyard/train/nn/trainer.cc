@@ -20,16 +20,16 @@
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/model/model_config.h"
+#include "trainyard/model/nn/device.h"
+#include "trainyard/model/nn/generate.h"
+#include "trainyard/model/nn/lora.h"
+#include "trainyard/model/nn/model.h"
+#include "trainyard/model/tokenizer.h"
 #include "trainyard/train/data.h"
-#include "trainyard/train/model_config.h"
-#include "trainyard/train/nn/device.h"
 #include "trainyard/train/nn/distributed.h"
-#include "trainyard/train/nn/generate.h"
-#include "trainyard/train/nn/lora.h"
-#include "trainyard/train/nn/model.h"
 #include "trainyard/train/platform.h"
 #include "trainyard/train/table_source.h"
-#include "trainyard/train/tokenizer.h"
 
 namespace trainyard::train {
 namespace {
@@ -219,7 +219,7 @@ Batch PadExamples(const std::vector<const TokenizedExample*>& examples, int64_t 
 }
 
 // Sum of the cross-entropy over the batch's targets, in float32.
-torch::Tensor LossSum(CausalLM& model, const DeviceBatch& b, bool bf16) {
+torch::Tensor LossSum(model::CausalLM& model, const DeviceBatch& b, bool bf16) {
   torch::Tensor logits;
   if (bf16) {
     at::autocast::set_enabled(true);
@@ -258,9 +258,9 @@ struct Run {
   std::unique_ptr<DataParallel> dp;
   torch::Device device = torch::kCPU;
   bool bf16 = false;
-  std::shared_ptr<const Tokenizer> tok;
-  std::shared_ptr<CausalLM> model;
-  LoraConfig lora;
+  std::shared_ptr<const model::Tokenizer> tok;
+  std::shared_ptr<model::CausalLM> model;
+  model::LoraConfig lora;
   bool use_lora = true;
   std::vector<std::pair<std::string, torch::Tensor>> trainable;  // name → parameter
   AdamW optim;
@@ -309,7 +309,7 @@ Result<EvalResult> Evaluate(Run& r, bool with_accuracy) {
   }
   bool accuracy = with_accuracy && !r.val_labels.empty();
   if (accuracy) {
-    GenerateOptions gen;
+    model::GenerateOptions gen;
     gen.max_new_tokens = r.cfg.max_new_tokens;
     gen.eos_ids = {r.eos_id};
     for (size_t start = 0; start < mine.size(); start += rows) {
@@ -318,7 +318,7 @@ Result<EvalResult> Evaluate(Run& r, bool with_accuracy) {
       for (size_t k = start; k < end; ++k) {
         prompts.emplace_back(mine[k]->ids.begin(), mine[k]->ids.begin() + mine[k]->prompt_length);
       }
-      TY_ASSIGN_OR_RETURN(auto generated, GenerateGreedy(*r.model, prompts, gen));
+      TY_ASSIGN_OR_RETURN(auto generated, model::GenerateGreedy(*r.model, prompts, gen));
       for (size_t k = start; k < end; ++k) {
         const auto& answer = generated[k - start];
         std::vector<int32_t> ids(answer.begin(), answer.end());
@@ -448,8 +448,8 @@ std::string TokenizerPath(const TrainConfig& c) {
 Status JoinWorld(Run& r) {
   TY_ASSIGN_OR_RETURN(r.env, WorkloadEnv::FromProcess());
   if (!r.opts.resume_from.empty()) r.env.resume_from = r.opts.resume_from;
-  TY_ASSIGN_OR_RETURN(r.device, ResolveDevice(r.cfg.device));
-  TY_ASSIGN_OR_RETURN(r.bf16, ResolveBf16(r.cfg.precision, r.device));
+  TY_ASSIGN_OR_RETURN(r.device, model::ResolveDevice(r.cfg.device));
+  TY_ASSIGN_OR_RETURN(r.bf16, model::ResolveBf16(r.cfg.precision, r.device));
   TY_ASSIGN_OR_RETURN(r.dp, DataParallel::Join(r.env, r.device));
   // Ranks sharing a machine share its cores (unless OMP_NUM_THREADS says otherwise).
   if (r.env.local_world_size > 1 && r.device.is_cpu() &&
@@ -463,15 +463,15 @@ Status JoinWorld(Run& r) {
 // Loads (or creates) the model and the tokenizer, and settles the special tokens.
 Status LoadModelAndTokenizer(Run& r, const std::string& tok_path) {
   const TrainConfig& c = r.cfg;
-  TY_ASSIGN_OR_RETURN(r.tok, Tokenizer::FromFile(tok_path));
+  TY_ASSIGN_OR_RETURN(r.tok, model::Tokenizer::FromFile(tok_path));
   if (!c.model_path.empty()) {
-    TY_ASSIGN_OR_RETURN(r.model, LoadPretrained(c.model_path, r.device, torch::kFloat32));
+    TY_ASSIGN_OR_RETURN(r.model, model::LoadPretrained(c.model_path, r.device, torch::kFloat32));
   } else {
-    TY_ASSIGN_OR_RETURN(auto mc, ModelConfig::FromFile(c.model_config_path));
-    TY_ASSIGN_OR_RETURN(r.model, CreateModel(mc, c.seed));
+    TY_ASSIGN_OR_RETURN(auto mc, model::ModelConfig::FromFile(c.model_config_path));
+    TY_ASSIGN_OR_RETURN(r.model, model::CreateModel(mc, c.seed));
     r.model->to(r.device);
   }
-  const ModelConfig& mc = r.model->config();
+  const model::ModelConfig& mc = r.model->config();
   if (r.tok->VocabSize() > mc.vocab_size) {
     return Status::InvalidArgument("the tokenizer has " + std::to_string(r.tok->VocabSize()) +
                                    " tokens but the model's vocab_size is " +
@@ -506,11 +506,11 @@ Status PrepareTrainableParameters(Run& r, const std::string& tok_path) {
   if (r.use_lora && c.save_adapter && c.model_path.empty() && r.rank0()) {
     // A random-init base exists nowhere else: keep it, so the adapter can be applied.
     r.base_model_dir = c.output_dir + "/base_model";
-    TY_RETURN_IF_ERROR(SavePretrained(*r.model, r.base_model_dir, tok_path));
+    TY_RETURN_IF_ERROR(model::SavePretrained(*r.model, r.base_model_dir, tok_path));
   }
   if (r.use_lora) {
-    r.lora = LoraConfig{c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_target_modules};
-    TY_ASSIGN_OR_RETURN(int wrapped, ApplyLora(*r.model, r.lora, Mix(c.seed)));
+    r.lora = model::LoraConfig{c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_target_modules};
+    TY_ASSIGN_OR_RETURN(int wrapped, model::ApplyLora(*r.model, r.lora, Mix(c.seed)));
     r.Say(fmt::format("LoRA: rank {} alpha {} on {} layers ({})", c.lora_rank, c.lora_alpha,
                       wrapped, fmt::join(c.lora_target_modules, ", ")));
     r.model->to(r.device);
@@ -532,7 +532,7 @@ Status PrepareTrainableParameters(Run& r, const std::string& tok_path) {
   r.optim.eps = c.adam_eps;
   r.optim.weight_decay = c.weight_decay;
   r.optim.Init(params);
-  const ModelConfig& mc = r.model->config();
+  const model::ModelConfig& mc = r.model->config();
   r.Say(
       fmt::format("model: {} ({} layers, hidden {}), {:.2f}M parameters, {:.3f}M trainable; "
                   "device {}{}; {} rank(s)",
@@ -636,7 +636,7 @@ Status LoadData(Run& r) {
     return Status::InvalidArgument(
         (c.train_table.empty() ? c.train_path : c.train_table.ToString()) + " has no examples");
   }
-  TY_ASSIGN_OR_RETURN(auto tmpl, ParsePromptTemplate(c.prompt_template));
+  TY_ASSIGN_OR_RETURN(auto tmpl, model::ParsePromptTemplate(c.prompt_template));
   TokenizeOptions to{c.max_seq_len, r.bos_id >= 0, static_cast<int32_t>(r.bos_id),
                      static_cast<int32_t>(r.eos_id)};
   for (const auto& rec : train) {
@@ -936,15 +936,15 @@ Status WriteOutputs(Run& r, const std::optional<EvalResult>& before, const EvalR
   put("eval_accuracy", after.accuracy);
   if (r.use_lora && c.save_adapter) {
     std::string dir = c.output_dir + "/adapter";
-    TY_RETURN_IF_ERROR(SavePeftAdapter(*r.model, r.lora, dir, r.base_model_dir));
+    TY_RETURN_IF_ERROR(model::SavePeftAdapter(*r.model, r.lora, dir, r.base_model_dir));
     summary["adapter_dir"] = dir;
     r.Say("adapter (PEFT format): " + dir);
     if (auto s = r.logger->LogArtifacts(dir, "adapter"); !s.ok()) r.Warn(s);
   }
   if (c.save_merged) {
     std::string dir = c.output_dir + "/model";
-    if (r.use_lora) TY_RETURN_IF_ERROR(MergeLora(*r.model));
-    TY_RETURN_IF_ERROR(SavePretrained(*r.model, dir, TokenizerPath(c)));
+    if (r.use_lora) TY_RETURN_IF_ERROR(model::MergeLora(*r.model));
+    TY_RETURN_IF_ERROR(model::SavePretrained(*r.model, dir, TokenizerPath(c)));
     summary["model_dir"] = dir;
     r.Say("model (Hugging Face format): " + dir);
     if (auto s = r.logger->LogArtifacts(dir, "model"); !s.ok()) r.Warn(s);

@@ -1,7 +1,7 @@
 // Llama-family and GPT-2 causal LMs, written to match Hugging Face transformers 4.44's eager
 // implementations operation for operation (so float32 logits agree to ~1e-6), plus loading
 // and saving in the Hugging Face layout.
-#include "trainyard/train/nn/model.h"
+#include "trainyard/model/nn/model.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
@@ -13,10 +13,10 @@
 #include <limits>
 #include <set>
 
-#include "trainyard/train/nn/layers.h"
-#include "trainyard/train/safetensors.h"
+#include "trainyard/model/nn/layers.h"
+#include "trainyard/model/safetensors.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 namespace nn_internal {
 
@@ -734,4 +734,4 @@ Status SavePretrained(CausalLM& model, const std::string& dir,
   return Status::Ok();
 }
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

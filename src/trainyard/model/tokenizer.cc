@@ -1,4 +1,4 @@
-#include "trainyard/train/tokenizer.h"
+#include "trainyard/model/tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -17,7 +17,7 @@
 
 #include "trainyard/common/json.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 namespace {
 
@@ -1145,4 +1145,4 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::FromFile(const std::string& 
   return FromJson(text.str(), path);
 }
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,6 +1,6 @@
-#include "trainyard/train/nn/device.h"
+#include "trainyard/model/nn/device.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 Result<torch::Device> ResolveDevice(const std::string& name) {
   if (name == "auto") {
@@ -31,4 +31,4 @@ Result<bool> ResolveBf16(const std::string& precision, const torch::Device& devi
                                  ")");
 }
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -22,7 +22,7 @@
 
 #include "trainyard/common/status.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 // dtype names as in the format: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL F8_E4M3 F8_E5M2.
 size_t SafetensorsDtypeSize(std::string_view dtype);  // 0 when unknown
@@ -78,4 +78,4 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
 // model.safetensors.index.json (each tensor → its file). NotFound when neither exists.
 Result<std::map<std::string, std::string>> ResolveSafetensorsWeightMap(const std::string& dir);
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,4 +1,4 @@
-#include "trainyard/train/safetensors.h"
+#include "trainyard/model/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 std::vector<std::byte> FileBytes(const std::string& header, size_t data_bytes) {
@@ -127,4 +127,4 @@ TEST_F(SafetensorsTest, ResolvesShardedIndexAndRejectsEscapes) {
 }
 
 }  // namespace
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,4 +1,4 @@
-#include "trainyard/train/nn/lora.h"
+#include "trainyard/model/nn/lora.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -10,10 +10,10 @@
 #include <sstream>
 
 #include "trainyard/common/json.h"
-#include "trainyard/train/nn/layers.h"
-#include "trainyard/train/safetensors.h"
+#include "trainyard/model/nn/layers.h"
+#include "trainyard/model/safetensors.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 using nn_internal::Projection;
@@ -271,4 +271,4 @@ Result<LoraConfig> LoadPeftAdapter(CausalLM& model, const std::string& dir, uint
   return config;
 }
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-namespace trainyard::train::nn_internal {
+namespace trainyard::model::nn_internal {
 
 class Projection : public torch::nn::Module {
  public:
@@ -46,4 +46,4 @@ class Projection : public torch::nn::Module {
   double lora_dropout_ = 0.0;
 };
 
-}  // namespace trainyard::train::nn_internal
+}  // namespace trainyard::model::nn_internal

@@ -1,4 +1,4 @@
-#include "trainyard/train/nn/lora.h"
+#include "trainyard/model/nn/lora.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,9 +8,9 @@
 #include <sstream>
 
 #include "trainyard/common/json.h"
-#include "trainyard/train/nn/model_test_util.h"
+#include "trainyard/model/nn/model_test_util.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 using testutil::FixtureDir;
@@ -179,4 +179,4 @@ TEST(LoraCheckpointingTest, GradientsWithDropoutEqualThePlainOnes) {
 }
 
 }  // namespace
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,8 +1,8 @@
-#include "trainyard/train/model_config.h"
+#include "trainyard/model/model_config.h"
 
 #include <gtest/gtest.h>
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 constexpr const char* kLlama = R"({
@@ -128,4 +128,4 @@ TEST(ModelConfigTest, ReadsTheFixtureFiles) {
 }
 
 }  // namespace
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,4 +1,4 @@
-#include "trainyard/train/tokenizer.h"
+#include "trainyard/model/tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "trainyard/common/json.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 std::string SourcePath(const std::string& relative) {
@@ -302,4 +302,4 @@ TEST(TokenizerTest, FromFileReportsAMissingFile) {
 }
 
 }  // namespace
-}  // namespace trainyard::train
+}  // namespace trainyard::model

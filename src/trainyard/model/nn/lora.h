@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "trainyard/common/status.h"
-#include "trainyard/train/nn/model.h"
+#include "trainyard/model/nn/model.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 struct LoraConfig {
   int64_t rank = 8;
@@ -47,4 +47,4 @@ Result<LoraConfig> ReadPeftAdapterConfig(const std::string& dir);
 // continue training the adapter or to run with it. Returns the adapter's config.
 Result<LoraConfig> LoadPeftAdapter(CausalLM& model, const std::string& dir, uint64_t seed = 0);
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

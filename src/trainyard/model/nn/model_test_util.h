@@ -11,7 +11,7 @@
 
 #include "trainyard/common/json.h"
 
-namespace trainyard::train::testutil {
+namespace trainyard::model::testutil {
 
 inline std::string FixtureDir(const std::string& name) {
   return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/train/models/" + name;
@@ -72,4 +72,4 @@ inline double ShiftedLoss(const torch::Tensor& logits, const torch::Tensor& labe
       .item<double>();
 }
 
-}  // namespace trainyard::train::testutil
+}  // namespace trainyard::model::testutil

@@ -8,11 +8,11 @@
 
 #include "trainyard/common/status.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 Result<torch::Device> ResolveDevice(const std::string& name);  // auto | cpu | cuda | cuda:N
 // True when the forward pass runs under bf16 autocast; InvalidArgument for bf16 on a CPU
 // without support or an unknown name.
 Result<bool> ResolveBf16(const std::string& precision, const torch::Device& device);
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,8 +1,8 @@
-#include "trainyard/train/nn/generate.h"
+#include "trainyard/model/nn/generate.h"
 
 #include <algorithm>
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 Result<std::vector<std::vector<int64_t>>> GenerateGreedy(
     CausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
@@ -67,4 +67,4 @@ Result<std::vector<std::vector<int64_t>>> GenerateGreedy(
   return out;
 }
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,4 +1,4 @@
-#include "trainyard/train/nn/model.h"
+#include "trainyard/model/nn/model.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,11 +8,11 @@
 #include <sstream>
 
 #include "trainyard/common/json.h"
-#include "trainyard/train/nn/generate.h"
-#include "trainyard/train/nn/model_test_util.h"
-#include "trainyard/train/safetensors.h"
+#include "trainyard/model/nn/generate.h"
+#include "trainyard/model/nn/model_test_util.h"
+#include "trainyard/model/safetensors.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 using testutil::FixtureDir;
@@ -256,4 +256,4 @@ TEST(TrainingTest, AdamWOverfitsAShortSequenceAndGreedyDecodingRecallsIt) {
 }
 
 }  // namespace
-}  // namespace trainyard::train
+}  // namespace trainyard::model

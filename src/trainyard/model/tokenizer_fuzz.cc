@@ -16,11 +16,11 @@
 #include <string_view>
 #include <vector>
 
-#include "trainyard/train/tokenizer.h"
+#include "trainyard/model/tokenizer.h"
 
 namespace {
 
-using trainyard::train::Tokenizer;
+using trainyard::model::Tokenizer;
 
 // GPT-2's byte → character table, as JSON-escaped strings. The built-in vocabularies are these
 // 256 characters and 7 merged tokens; added tokens take the ids after them (263...).

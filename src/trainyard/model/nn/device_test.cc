@@ -1,8 +1,8 @@
-#include "trainyard/train/nn/device.h"
+#include "trainyard/model/nn/device.h"
 
 #include <gtest/gtest.h>
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 TEST(DeviceTest, CpuAndErrorsNameTheField) {
@@ -19,4 +19,4 @@ TEST(DeviceTest, CpuAndErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -32,7 +32,7 @@
 
 #include "trainyard/common/status.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 class Tokenizer {
  public:
@@ -58,4 +58,4 @@ class Tokenizer {
   virtual int32_t VocabSize() const = 0;
 };
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -17,9 +17,9 @@
 #include <string>
 
 #include "trainyard/common/status.h"
-#include "trainyard/train/model_config.h"
+#include "trainyard/model/model_config.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 class CausalLM : public torch::nn::Module {
  public:
@@ -52,4 +52,4 @@ Status SavePretrained(CausalLM& model, const std::string& dir,
 Status LoadStateDict(CausalLM& model, const std::map<std::string, torch::Tensor>& tensors,
                      bool allow_missing, bool allow_unexpected);
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,4 +1,4 @@
-#include "trainyard/train/model_config.h"
+#include "trainyard/model/model_config.h"
 
 #include <cmath>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include "trainyard/common/json.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 // Bounds far above any real model, low enough that products of them cannot overflow int64.
@@ -352,4 +352,4 @@ std::string ModelConfig::ToJson() const {
   return json::serialize(o);
 }
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -1,4 +1,4 @@
-#include "trainyard/train/safetensors.h"
+#include "trainyard/model/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -17,7 +17,7 @@
 #include "trainyard/common/checked.h"
 #include "trainyard/common/json.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
@@ -377,4 +377,4 @@ Result<std::map<std::string, std::string>> ResolveSafetensorsWeightMap(const std
   return out;
 }
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -5,13 +5,13 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "trainyard/train/model_config.h"
+#include "trainyard/model/model_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto config = trainyard::train::ModelConfig::FromJson(text, "fuzz.json");
+  auto config = trainyard::model::ModelConfig::FromJson(text, "fuzz.json");
   if (config.ok()) {
-    auto again = trainyard::train::ModelConfig::FromJson(config->ToJson(), "again.json");
+    auto again = trainyard::model::ModelConfig::FromJson(config->ToJson(), "again.json");
     if (!again.ok() || again->family != config->family ||
         again->hidden_size != config->hidden_size || again->head_dim != config->head_dim ||
         again->num_key_value_heads != config->num_key_value_heads ||

@@ -17,7 +17,7 @@
 
 #include "trainyard/common/status.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 enum class ModelFamily { kLlama, kGpt2 };
 
@@ -62,4 +62,4 @@ struct ModelConfig {
   std::string ToJson() const;
 };
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model

@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <span>
 
-#include "trainyard/train/safetensors.h"
+#include "trainyard/model/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  auto header = trainyard::train::ParseSafetensors(bytes);
+  auto header = trainyard::model::ParseSafetensors(bytes);
   if (!header.ok()) {
     if (!header.status().IsInvalidArgument()) std::abort();
     return 0;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "trainyard/common/status.h"
-#include "trainyard/train/nn/model.h"
+#include "trainyard/model/nn/model.h"
 
-namespace trainyard::train {
+namespace trainyard::model {
 
 struct GenerateOptions {
   int64_t max_new_tokens = 16;
@@ -26,4 +26,4 @@ Result<std::vector<std::vector<int64_t>>> GenerateGreedy(
     CausalLM& model, const std::vector<std::vector<int64_t>>& prompts,
     const GenerateOptions& options);
 
-}  // namespace trainyard::train
+}  // namespace trainyard::model
