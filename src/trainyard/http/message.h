@@ -37,6 +37,18 @@ struct Request {
   std::string Header(std::string_view lower_name) const;
 };
 
+// A body produced while it is sent, in chunks (server-sent events): the server calls Next on
+// one of its worker threads, where it may block until the next chunk is ready, and writes each
+// chunk as it comes (chunked transfer encoding). When the client is gone (a write fails) it
+// calls Cancel, and Next is not called again. Next and Cancel may run on different threads.
+class BodyStream {
+ public:
+  virtual ~BodyStream() = default;
+  // The next chunk in `chunk` (not empty); false at the end of the body.
+  virtual bool Next(std::string* chunk) = 0;
+  virtual void Cancel() = 0;
+};
+
 struct Response {
   // A piece of a body kept alive by its owner (zero-copy bodies built in chunks).
   struct BodyPiece {
@@ -52,6 +64,8 @@ struct Response {
   std::vector<BodyPiece> body_pieces;
   // When set, the file's contents are the body (streamed, not loaded).
   std::string file_path;
+  // When set, the body is this stream's chunks (`body` is ignored).
+  std::shared_ptr<BodyStream> stream;
 
   static Response Json(int status, std::string body);
   static Response Text(int status, std::string body);

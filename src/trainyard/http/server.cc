@@ -536,6 +536,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void Respond(Response response) {
     stream_.expires_after(std::chrono::seconds(300));
+    if (response.stream) return RespondStream(std::move(response));
     if (!response.file_path.empty()) {
       auto msg = std::make_shared<bhttp::response<bhttp::file_body>>();
       beast::error_code ec;
@@ -566,6 +567,55 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     msg->body() = std::move(response.body);
     msg->prepare_payload();
     Write(msg);
+  }
+
+  // A chunked body from a BodyStream: the header now, then each chunk as a worker thread gets
+  // it from the stream (Next may block), then the last chunk.
+  void RespondStream(Response response) {
+    auto msg = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    Finish(*msg, response);
+    msg->chunked(true);
+    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*msg);
+    bhttp::async_write_header(stream_, *serializer,
+                              [self = shared_from_this(), msg, serializer, body = response.stream,
+                               close = !msg->keep_alive()](beast::error_code ec, size_t) {
+                                if (ec) {
+                                  body->Cancel();
+                                  return self->ShutdownSend();
+                                }
+                                self->PumpStream(body, close);
+                              });
+  }
+
+  void PumpStream(std::shared_ptr<BodyStream> body, bool close) {
+    asio::post(server_->workers(), [self = shared_from_this(), body, close] {
+      auto chunk = std::make_shared<std::string>();
+      bool more = body->Next(chunk.get());
+      asio::post(self->stream_.get_executor(), [self, body, close, chunk, more] {
+        self->stream_.expires_after(std::chrono::seconds(300));
+        if (!more) {
+          return asio::async_write(self->stream_, bhttp::make_chunk_last(),
+                                   [self, close](beast::error_code ec, size_t) {
+                                     if (ec || close) return self->ShutdownSend();
+                                     self->ReadHeader();
+                                   });
+        }
+        if (chunk->empty()) return self->PumpStream(body, close);
+        asio::async_write(self->stream_, bhttp::make_chunk(asio::buffer(*chunk)),
+                          [self, body, close, chunk](beast::error_code ec, size_t) {
+                            if (ec) {
+                              body->Cancel();
+                              return self->ShutdownSend();
+                            }
+                            self->PumpStream(body, close);
+                          });
+      });
+    });
+  }
+
+  void ShutdownSend() {
+    boost::system::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
 
   template <class Message>

@@ -106,6 +106,42 @@ TEST(HttpServerTest, WritesBodyPiecesInOrderWithoutCopying) {
   server.Stop();
 }
 
+// A BodyStream's chunks go out in order as chunked transfer encoding (empty ones skipped), and
+// the connection is kept alive for the next request.
+TEST(HttpServerTest, WritesABodyStreamInChunks) {
+  class Counter : public BodyStream {
+   public:
+    bool Next(std::string* chunk) override {
+      if (n_ == 4) return false;
+      *chunk = n_ == 2 ? "" : "data: " + std::to_string(n_) + "\n\n";
+      ++n_;
+      return true;
+    }
+    void Cancel() override {}
+
+   private:
+    int n_ = 0;
+  };
+  ServerOptions options;
+  options.port = 0;
+  HttpServer server(options, [&](Request& req) {
+    if (req.path == "/plain") return Response::Text(200, "plain");
+    Response r;
+    r.content_type = "text/event-stream";
+    r.stream = std::make_shared<Counter>();
+    return r;
+  });
+  ASSERT_TRUE(server.Start().ok());
+  auto r = Fetch("GET", Url(server, "/events"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body, "data: 0\n\ndata: 1\n\ndata: 3\n\n");
+  EXPECT_EQ(r->headers["transfer-encoding"], "chunked");
+  auto again = Fetch("GET", Url(server, "/plain"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->body, "plain");
+  server.Stop();
+}
+
 TEST(HttpServerTest, StreamsLargeUploadsToFilesAndServesFiles) {
   std::string dir = std::filesystem::temp_directory_path() / "ty-http-test";
   std::filesystem::remove_all(dir);

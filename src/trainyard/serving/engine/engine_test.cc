@@ -1,0 +1,185 @@
+#include "trainyard/serving/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "trainyard/model/nn/model.h"
+#include "trainyard/serving/engine/runner.h"
+#include "trainyard/testing/status_matchers.h"
+
+namespace trainyard::serving {
+namespace {
+
+std::string Fixture(const std::string& name) {
+  return std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/train/models/" + name;
+}
+
+struct Output {
+  std::vector<int32_t> tokens;
+  FinishReason reason = FinishReason::kError;
+  int64_t completion_tokens = 0;
+};
+
+Output Drain(GenerationStream& stream) {
+  Output out;
+  GenerationEvent e;
+  while (stream.Next(&e)) {
+    EXPECT_TRUE(e.error.ok()) << e.error.ToString();
+    out.tokens.insert(out.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+    if (e.finished) {
+      out.reason = e.finish_reason;
+      out.completion_tokens = e.completion_tokens;
+    }
+  }
+  return out;
+}
+
+std::unique_ptr<Engine> LoadEngine(const std::string& model, int max_batch,
+                                   std::vector<std::pair<std::string, std::string>> adapters = {}) {
+  EngineOptions options;
+  options.model_dir = Fixture(model);
+  options.device = "cpu";
+  options.max_batch = max_batch;
+  options.adapters = std::move(adapters);
+  auto engine = Engine::Load(options);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  return engine.ok() ? std::move(*engine) : nullptr;
+}
+
+GenerationRequest Greedy(std::vector<int32_t> prompt, int64_t max_tokens,
+                         std::string adapter = "") {
+  GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.adapter = std::move(adapter);
+  r.sampling.temperature = 0;
+  r.sampling.max_tokens = max_tokens;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+const std::vector<std::vector<int32_t>> kPrompts = {
+    {5, 17, 99, 3, 42, 8, 11, 250}, {1, 2, 3}, {7}, {300, 12, 44, 9, 81, 100, 2, 6, 19, 23, 4}};
+
+// The cached forward (prefill, then one token at a time) gives the logits of the training
+// forward over the whole sequence.
+TEST(ModelRunnerTest, CachedDecodingMatchesTheFullForward) {
+  for (const char* name : {"llama", "qwen2", "gpt2"}) {
+    SCOPED_TRACE(name);
+    TY_ASSERT_OK_AND_ASSIGN(auto model,
+                            model::LoadPretrained(Fixture(name), torch::kCPU, torch::kFloat32));
+    TY_ASSERT_OK_AND_ASSIGN(auto runner, ModelRunner::Create(model));
+    std::vector<int64_t> seq = {5, 17, 99, 3, 42, 8, 11, 250, 31, 77};
+    KvCache cache;
+    std::vector<int64_t> prefix(seq.begin(), seq.begin() + 6);
+    torch::Tensor logits = runner->Forward({{&prefix, &cache, -1}});
+    for (size_t i = 6; i < seq.size(); ++i) {
+      std::vector<int64_t> one = {seq[i]};
+      logits = runner->Forward({{&one, &cache, -1}});
+    }
+    EXPECT_EQ(cache.length, static_cast<int64_t>(seq.size()));
+    torch::NoGradGuard no_grad;
+    torch::Tensor full = model->Forward(torch::tensor(seq).unsqueeze(0));
+    torch::Tensor expected = full.select(1, full.size(1) - 1);
+    EXPECT_LT((logits - expected).abs().max().item<double>(), 1e-4);
+  }
+}
+
+// Continuous batching changes nothing: each prompt alone and all of them in one batch (some
+// with an adapter) give the same greedy tokens.
+TEST(EngineTest, BatchedGreedyEqualsUnbatched) {
+  auto engine = LoadEngine("llama", 8, {{"tuned", Fixture("llama_lora")}});
+  ASSERT_TRUE(engine);
+  std::vector<Output> alone;
+  for (size_t i = 0; i < kPrompts.size() * 2; ++i) {
+    std::string adapter = i % 2 ? "tuned" : "";
+    TY_ASSERT_OK_AND_ASSIGN(auto s,
+                            engine->Submit(Greedy(kPrompts[i / 2], 12 + int64_t(i), adapter)));
+    alone.push_back(Drain(*s));
+    EXPECT_EQ(alone.back().tokens.size(), 12 + i);
+    EXPECT_EQ(alone.back().reason, FinishReason::kLength);
+  }
+  // The adapter changes the output, so equality below is not vacuous.
+  EXPECT_NE(alone[0].tokens,
+            std::vector<int32_t>(alone[1].tokens.begin(), alone[1].tokens.begin() + 12));
+  std::vector<std::shared_ptr<GenerationStream>> streams;
+  for (size_t i = 0; i < kPrompts.size() * 2; ++i) {
+    std::string adapter = i % 2 ? "tuned" : "";
+    TY_ASSERT_OK_AND_ASSIGN(auto s,
+                            engine->Submit(Greedy(kPrompts[i / 2], 12 + int64_t(i), adapter)));
+    streams.push_back(s);
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    EXPECT_EQ(Drain(*streams[i]).tokens, alone[i].tokens) << "request " << i;
+  }
+}
+
+// A request that arrives while others decode joins the running batch and still gets its own
+// greedy output.
+TEST(EngineTest, LateRequestsJoinTheRunningBatch) {
+  auto engine = LoadEngine("gpt2", 4);
+  ASSERT_TRUE(engine);
+  TY_ASSERT_OK_AND_ASSIGN(auto ref_stream, engine->Submit(Greedy(kPrompts[1], 20)));
+  Output reference = Drain(*ref_stream);
+  TY_ASSERT_OK_AND_ASSIGN(auto long_stream, engine->Submit(Greedy(kPrompts[0], 40)));
+  GenerationEvent first;
+  ASSERT_TRUE(long_stream->Next(&first));  // the long request is running now
+  TY_ASSERT_OK_AND_ASSIGN(auto late, engine->Submit(Greedy(kPrompts[1], 20)));
+  EXPECT_EQ(Drain(*late).tokens, reference.tokens);
+  Output rest = Drain(*long_stream);
+  EXPECT_EQ(first.token_ids.size() + rest.tokens.size(), 40u);
+}
+
+TEST(EngineTest, SameSeedSameSampleDifferentSeedDifferent) {
+  auto engine = LoadEngine("qwen2", 4);
+  ASSERT_TRUE(engine);
+  auto sample = [&](uint64_t seed) {
+    GenerationRequest r = Greedy(kPrompts[0], 24);
+    r.sampling.temperature = 1.5;
+    r.sampling.top_k = 100;
+    r.sampling.top_p = 0.95;
+    r.sampling.seed = seed;
+    auto s = engine->Submit(std::move(r));
+    EXPECT_TRUE(s.ok());
+    return s.ok() ? Drain(**s).tokens : std::vector<int32_t>{};
+  };
+  std::vector<int32_t> a = sample(7);
+  EXPECT_EQ(a.size(), 24u);
+  EXPECT_EQ(sample(7), a);
+  EXPECT_NE(sample(8), a);
+}
+
+TEST(EngineTest, CancelledRequestEndsWithCancelled) {
+  auto engine = LoadEngine("llama", 4);
+  ASSERT_TRUE(engine);
+  TY_ASSERT_OK_AND_ASSIGN(auto s, engine->Submit(Greedy(kPrompts[0], 240)));
+  s->Cancel();  // seen at admission or at the next decode step, long before 240 tokens
+  Output out = Drain(*s);
+  EXPECT_EQ(out.reason, FinishReason::kCancelled);
+  EXPECT_LT(out.tokens.size(), 240u);
+  // The engine goes on serving.
+  TY_ASSERT_OK_AND_ASSIGN(auto next, engine->Submit(Greedy(kPrompts[1], 5)));
+  EXPECT_EQ(Drain(*next).tokens.size(), 5u);
+}
+
+TEST(EngineTest, RefusesWhatCannotRun) {
+  auto engine = LoadEngine("gpt2", 4);  // context 64
+  ASSERT_TRUE(engine);
+  TY_EXPECT_ERROR(engine->Submit(Greedy(std::vector<int32_t>(64, 5), 1)),
+                  StatusCode::kInvalidArgument, "context is 64");
+  TY_EXPECT_ERROR(engine->Submit(Greedy({1, 2, 3}, 62)), StatusCode::kInvalidArgument,
+                  "at most 61");
+  TY_EXPECT_ERROR(engine->Submit(Greedy({1, 2, 999}, 4)), StatusCode::kInvalidArgument,
+                  "outside the vocabulary");
+  TY_EXPECT_ERROR(engine->Submit(Greedy({1, 2}, 4, "nope")), StatusCode::kNotFound, "nope");
+  GenerationRequest bad = Greedy({1}, 4);
+  bad.sampling.top_p = 0;
+  TY_EXPECT_ERROR(engine->Submit(bad), StatusCode::kInvalidArgument, "top_p");
+  // The whole context can be used: 61 new tokens after 3.
+  TY_ASSERT_OK_AND_ASSIGN(auto s, engine->Submit(Greedy({1, 2, 3}, 61)));
+  EXPECT_EQ(Drain(*s).tokens.size(), 61u);
+}
+
+}  // namespace
+}  // namespace trainyard::serving

@@ -1,0 +1,226 @@
+"""trainyard-serve-model's OpenAI-compatible API, driven by the real `openai` client: chat and
+text completions (whole and streamed as server-sent events), the model list, token usage,
+adapters chosen by the request's `model`, stop sequences, seeded sampling, concurrent requests,
+and OpenAI-shaped 400/404 errors for bad input.
+
+The model is a tiny random Qwen2 made here with transformers (in .venv-hf) around the
+committed Qwen2 tokenizer fixture, plus a PEFT LoRA adapter with random weights.
+
+Env: SERVE_MODEL_BIN (default next to TRAINYARD_BIN), HF_PYTHON (default <repo>/.venv-hf).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import openai
+import pytest
+import requests
+
+from conftest import REPO, TRAINYARD_BIN, tail
+
+SERVE = Path(os.environ.get("SERVE_MODEL_BIN", TRAINYARD_BIN.parent / "trainyard-serve-model"))
+HF_PYTHON = Path(os.environ.get("HF_PYTHON", REPO / ".venv-hf" / "bin" / "python"))
+TOKENIZER = REPO / "tests" / "fixtures" / "train" / "tokenizers" / "qwen2" / "tokenizer.json"
+CONTEXT = 128
+
+MAKE_MODEL = r"""
+import sys, torch, transformers
+from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+from safetensors.torch import save_file
+out = sys.argv[1]
+torch.manual_seed(5)
+config = transformers.Qwen2Config(vocab_size=1024, hidden_size=32, intermediate_size=64,
+    num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    max_position_embeddings=%d, rms_norm_eps=1e-6, eos_token_id=1000,
+    initializer_range=0.3, tie_word_embeddings=False)
+model = transformers.Qwen2ForCausalLM(config).eval()
+model.save_pretrained(out + "/model", safe_serialization=True)
+peft = get_peft_model(model, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+with torch.no_grad():
+    for name, p in peft.named_parameters():
+        if "lora_B" in name:
+            p.normal_(0.0, 0.5)
+# What PeftModel.save_pretrained writes, without its model card (which needs Jinja2).
+peft.peft_config["default"].save_pretrained(out + "/adapter")
+save_file(get_peft_model_state_dict(peft), out + "/adapter/adapter_model.safetensors")
+""" % CONTEXT
+
+
+@pytest.fixture(scope="module")
+def replica(tmp_path_factory):
+    if not SERVE.exists():
+        pytest.fail(f"{SERVE} does not exist; build it: ninja -C build trainyard-serve-model")
+    if not HF_PYTHON.exists():
+        pytest.fail(f"{HF_PYTHON} does not exist; create .venv-hf with transformers and peft")
+    work = tmp_path_factory.mktemp("serve")
+    made = subprocess.run([str(HF_PYTHON), "-c", MAKE_MODEL, str(work)], capture_output=True,
+                          text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-4000:]
+    shutil.copy(TOKENIZER, work / "model" / "tokenizer.json")
+    port_file = work / "port"
+    log = open(work / "replica.log", "w")
+    proc = subprocess.Popen(
+        [str(SERVE), "--model-dir", str(work / "model"), "--adapter", f"tuned={work / 'adapter'}",
+         "--served-model-name", "tiny", "--port", "0", "--port-file", str(port_file),
+         "--device", "cpu", "--max-batch", "8"],
+        stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not port_file.exists():
+        assert proc.poll() is None, tail(work / "replica.log")
+        assert time.monotonic() < deadline, "the replica did not write its port file in 120 s"
+        time.sleep(0.05)
+    url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+    yield url, work
+    proc.terminate()
+    assert proc.wait(timeout=30) == 0, tail(work / "replica.log")
+
+
+@pytest.fixture
+def client(replica):
+    return openai.OpenAI(base_url=replica[0] + "/v1", api_key="unused", max_retries=0)
+
+
+def greedy(client, prompt, **kw):
+    return client.completions.create(model="tiny", prompt=prompt, temperature=0,
+                                     extra_body={"ignore_eos": True}, **kw)
+
+
+def test_health_and_models(replica, client):
+    r = requests.get(replica[0] + "/health", timeout=10)
+    assert r.status_code == 200 and r.json() == {"status": "ready"}
+    ids = sorted(m.id for m in client.models.list().data)
+    assert ids == ["tiny", "tuned"]
+
+
+def test_completion_usage_and_greedy_determinism(client):
+    a = greedy(client, "The refund for order", max_tokens=12)
+    b = greedy(client, "The refund for order", max_tokens=12)
+    assert a.object == "text_completion"
+    assert a.choices[0].text == b.choices[0].text and a.choices[0].text
+    assert a.choices[0].finish_reason == "length"
+    assert a.usage.completion_tokens == 12
+    assert a.usage.prompt_tokens > 0
+    assert a.usage.total_tokens == a.usage.prompt_tokens + 12
+
+
+def test_chat_completion(client):
+    r = client.chat.completions.create(
+        model="tiny", max_tokens=10, temperature=0, extra_body={"ignore_eos": True},
+        messages=[{"role": "system", "content": "You sort tickets."},
+                  {"role": "user", "content": "My card was charged twice."}])
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.role == "assistant"
+    assert isinstance(r.choices[0].message.content, str) and r.choices[0].message.content
+    assert r.usage.completion_tokens == 10 and r.choices[0].finish_reason == "length"
+
+
+def test_streamed_chat_equals_the_whole_answer(client):
+    kw = dict(model="tiny", max_tokens=14, temperature=0, extra_body={"ignore_eos": True},
+              messages=[{"role": "user", "content": "Where is my parcel?"}])
+    whole = client.chat.completions.create(**kw)
+    chunks = list(client.chat.completions.create(stream=True,
+                                                 stream_options={"include_usage": True}, **kw))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    finals = [c.choices[0].finish_reason for c in chunks if c.choices and
+              c.choices[0].finish_reason]
+    assert finals == ["length"]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 14
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
+    assert len({c.id for c in chunks}) == 1
+
+
+def test_streamed_completion_wire_format(replica, client):
+    whole = greedy(client, "Hello", max_tokens=8)
+    with requests.post(replica[0] + "/v1/completions", stream=True, timeout=60, json={
+            "model": "tiny", "prompt": "Hello", "max_tokens": 8, "temperature": 0,
+            "ignore_eos": True, "stream": True}) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        raw = r.content.decode()
+    events = raw.split("\n\n")
+    assert events[-1] == "" and events[-2] == "data: [DONE]"
+    payloads = [json.loads(e[len("data: "):]) for e in events[:-2]]
+    assert all(e.startswith("data: ") for e in events[:-1])
+    assert "".join(p["choices"][0]["text"] for p in payloads) == whole.choices[0].text
+    assert payloads[-1]["choices"][0]["finish_reason"] == "length"
+    assert len(payloads) >= 3  # streamed in pieces, not one block
+
+
+def test_adapter_is_chosen_by_model(client):
+    base = greedy(client, "Cancel my subscription", max_tokens=12).choices[0].text
+    tuned = client.completions.create(model="tuned", prompt="Cancel my subscription",
+                                      max_tokens=12, temperature=0,
+                                      extra_body={"ignore_eos": True})
+    assert tuned.model == "tuned"
+    assert tuned.choices[0].text != base
+
+
+def test_stop_sequence_cuts_the_text(client):
+    full = greedy(client, "Reset my password", max_tokens=30).choices[0].text
+    m = re.search(r"[A-Za-z]{3}", full[4:])
+    assert m, f"no 3 letters to stop at in {full!r}"
+    stop = m.group(0)
+    r = greedy(client, "Reset my password", max_tokens=30, stop=[stop, "\x00never"])
+    assert r.choices[0].text == full[:full.find(stop)]
+    assert r.choices[0].finish_reason == "stop"
+    streamed = list(client.completions.create(model="tiny", prompt="Reset my password",
+                                              max_tokens=30, temperature=0, stop=stop,
+                                              stream=True, extra_body={"ignore_eos": True}))
+    assert "".join(c.choices[0].text for c in streamed) == full[:full.find(stop)]
+
+
+def test_seeded_sampling_is_reproducible(client):
+    def sample(seed):
+        return client.completions.create(model="tiny", prompt="Invoice", max_tokens=16,
+                                         temperature=1.0, top_p=0.9, seed=seed,
+                                         extra_body={"ignore_eos": True, "top_k": 200}
+                                         ).choices[0].text
+    assert sample(11) == sample(11)
+    assert sample(11) != sample(12)
+
+
+def test_concurrent_requests_each_get_their_own_answer(client):
+    prompts = [f"Ticket number {i} says" for i in range(8)]
+    expected = [greedy(client, p, max_tokens=16).choices[0].text for p in prompts]
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda p: greedy(client, p, max_tokens=16).choices[0].text,
+                            prompts * 2))
+    assert got == expected * 2
+
+
+def test_bad_input_gets_openai_errors(replica, client):
+    r = requests.post(replica[0] + "/v1/chat/completions", data="{not json", timeout=10,
+                      headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+    cases = [(dict(temperature=3), "temperature"), (dict(top_p=0), "top_p"),
+             (dict(max_tokens=0), "max_tokens"), (dict(n=2), "n")]
+    for kw, param in cases:
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="tiny", prompt="hi", **kw)
+        assert e.value.status_code == 400
+        assert e.value.body["param"] == param, e.value.body
+        assert param in e.value.body["message"]
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(model="tiny", prompt="word " * 400, max_tokens=4)
+    assert str(CONTEXT) in e.value.body["message"] and e.value.body["param"] == "prompt"
+    assert e.value.body["code"] == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="tiny", messages=[])
+    assert e.value.body["param"] == "messages"
+    with pytest.raises(openai.NotFoundError) as e:
+        client.completions.create(model="gpt-5", prompt="hi")
+    assert e.value.body["code"] == "model_not_found" and "gpt-5" in e.value.body["message"]
+    # The replica still serves after all that.
+    assert greedy(client, "hi", max_tokens=2).usage.completion_tokens == 2
