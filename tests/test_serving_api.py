@@ -224,3 +224,19 @@ def test_bad_input_gets_openai_errors(replica, client):
     assert e.value.body["code"] == "model_not_found" and "gpt-5" in e.value.body["message"]
     # The replica still serves after all that.
     assert greedy(client, "hi", max_tokens=2).usage.completion_tokens == 2
+
+
+def test_cli_runs_the_replica_and_bad_flags_say_what_is_wrong(tmp_path):
+    shown = subprocess.run([str(TRAINYARD_BIN), "serve-model", "--help"], capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    for flag in ("--model-dir", "--adapter", "--served-model-name", "--port-file", "--device",
+                 "--max-batch", "--chat-template"):
+        assert flag in shown.stdout
+    missing = subprocess.run([str(SERVE), "--model-dir", str(tmp_path / "none"), "--port", "0"],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "config.json" in missing.stderr
+    bad = subprocess.run([str(SERVE), "--model-dir", str(tmp_path), "--port", "0",
+                          "--adapter", "no-directory"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "NAME=DIR" in bad.stderr
