@@ -224,3 +224,50 @@ def test_bad_input_gets_openai_errors(replica, client):
     assert e.value.body["code"] == "model_not_found" and "gpt-5" in e.value.body["message"]
     # The replica still serves after all that.
     assert greedy(client, "hi", max_tokens=2).usage.completion_tokens == 2
+
+
+def test_cli_runs_the_replica_and_bad_flags_say_what_is_wrong(tmp_path):
+    shown = subprocess.run([str(TRAINYARD_BIN), "serve-model", "--help"], capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    for flag in ("--model-dir", "--adapter", "--served-model-name", "--port-file", "--device",
+                 "--max-batch", "--chat-template"):
+        assert flag in shown.stdout
+    missing = subprocess.run([str(SERVE), "--model-dir", str(tmp_path / "none"), "--port", "0"],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "config.json" in missing.stderr
+    bad = subprocess.run([str(SERVE), "--model-dir", str(tmp_path), "--port", "0",
+                          "--adapter", "no-directory"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "NAME=DIR" in bad.stderr
+
+
+def test_health_is_503_until_the_model_is_loaded(replica, tmp_path):
+    gate, port_file, log_path = tmp_path / "gate", tmp_path / "port", tmp_path / "replica.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [str(SERVE), "--model-dir", str(replica[1] / "model"), "--port", "0",
+             "--port-file", str(port_file), "--device", "cpu", "--load-gate-for-test", str(gate)],
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not (m := re.search(r"listening on 127\.0\.0\.1:(\d+)", log_path.read_text())):
+            assert proc.poll() is None and time.monotonic() < deadline, tail(log_path)
+            time.sleep(0.02)
+        url = f"http://127.0.0.1:{m.group(1)}"
+        r = requests.get(url + "/health", timeout=10)
+        assert r.status_code == 503 and r.json() == {"status": "loading"}
+        r = requests.post(url + "/v1/completions", json={"model": "model", "prompt": "hi"},
+                          timeout=10)
+        assert r.status_code == 503
+        assert r.json()["error"]["type"] == "service_unavailable_error"
+        assert not port_file.exists()  # the port file means "ready"
+        gate.touch()
+        while not port_file.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, tail(log_path)
+            time.sleep(0.02)
+        assert port_file.read_text().strip() == m.group(1)
+        assert requests.get(url + "/health", timeout=10).json() == {"status": "ready"}
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=30) == 0, tail(log_path)

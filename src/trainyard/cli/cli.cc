@@ -273,18 +273,19 @@ int TokenList(Client& client) {
   return 0;
 }
 
-// Runs trainyard-train (installed beside this program) with the arguments after "train".
-int ExecTrainer(int argc, char** argv) {
+// Runs `program` (trainyard-train, trainyard-serve-model: installed beside this one) with the
+// arguments after the subcommand.
+int ExecBeside(const char* program, int argc, char** argv) {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::filesystem::path trainer = self.parent_path() / "trainyard-train";
-  if (ec || !std::filesystem::exists(trainer)) {
-    std::cerr << "error: trainyard-train was not found beside " << self.string()
+  std::filesystem::path path = self.parent_path() / program;
+  if (ec || !std::filesystem::exists(path)) {
+    std::cerr << "error: " << program << " was not found beside " << self.string()
               << "; build it (scripts/build) or install it next to trainyard\n";
     return 2;
   }
   std::vector<char*> args;
-  std::string name = trainer.string();
+  std::string name = path.string();
   args.push_back(name.data());
   for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
   args.push_back(nullptr);
@@ -638,14 +639,23 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::string_view(argv[1]) == "__rank-shim") {
     return executors::RunRankShim(argc - 1, argv + 1);
   }
-  // The trainer is its own program (it links libtorch, which this one does not load).
-  if (argc >= 2 && std::string_view(argv[1]) == "train") return ExecTrainer(argc, argv);
+  // The trainer and the inference replica are programs of their own (they link libtorch,
+  // which this one does not load).
+  if (argc >= 2 && std::string_view(argv[1]) == "train") {
+    return ExecBeside("trainyard-train", argc, argv);
+  }
+  if (argc >= 2 && std::string_view(argv[1]) == "serve-model") {
+    return ExecBeside("trainyard-serve-model", argc, argv);
+  }
   CLI::App app{"Trainyard: train, track, register and serve LLMs on your own machines",
                "trainyard"};
   app.require_subcommand(1);
   app.add_subcommand("train",
                      "fine-tune a model (LoRA or full): trainyard train config.yaml; "
                      "see trainyard train --help");
+  app.add_subcommand("serve-model",
+                     "serve a model directory with the OpenAI API: trainyard serve-model "
+                     "--model-dir DIR --port PORT; see trainyard serve-model --help");
   ClientOptions client_options;
   auto add_client_options = [&](CLI::App* cmd) {
     cmd->add_option("--url", client_options.url, "server URL (env TRAINYARD_URL)");

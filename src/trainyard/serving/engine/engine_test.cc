@@ -118,17 +118,18 @@ TEST(EngineTest, BatchedGreedyEqualsUnbatched) {
 // A request that arrives while others decode joins the running batch and still gets its own
 // greedy output.
 TEST(EngineTest, LateRequestsJoinTheRunningBatch) {
-  auto engine = LoadEngine("gpt2", 4);
+  auto engine = LoadEngine("llama", 4);
   ASSERT_TRUE(engine);
   TY_ASSERT_OK_AND_ASSIGN(auto ref_stream, engine->Submit(Greedy(kPrompts[1], 20)));
   Output reference = Drain(*ref_stream);
-  TY_ASSERT_OK_AND_ASSIGN(auto long_stream, engine->Submit(Greedy(kPrompts[0], 40)));
+  // 200 decode steps: the late request (20 tokens) runs inside them.
+  TY_ASSERT_OK_AND_ASSIGN(auto long_stream, engine->Submit(Greedy(kPrompts[0], 200)));
   GenerationEvent first;
   ASSERT_TRUE(long_stream->Next(&first));  // the long request is running now
   TY_ASSERT_OK_AND_ASSIGN(auto late, engine->Submit(Greedy(kPrompts[1], 20)));
   EXPECT_EQ(Drain(*late).tokens, reference.tokens);
   Output rest = Drain(*long_stream);
-  EXPECT_EQ(first.token_ids.size() + rest.tokens.size(), 40u);
+  EXPECT_EQ(first.token_ids.size() + rest.tokens.size(), 200u);
 }
 
 TEST(EngineTest, SameSeedSameSampleDifferentSeedDifferent) {

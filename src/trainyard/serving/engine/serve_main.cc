@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <thread>
 
 #include "trainyard/http/router.h"
 #include "trainyard/http/server.h"
@@ -307,6 +308,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--chat-template", chat_template,
                  "mistral | chatml | alpaca (default: from the model)");
+  std::string load_gate;
+  app.add_option("--load-gate-for-test", load_gate,
+                 "testing aid: wait for this file to exist before loading the model")
+      ->group("");
   CLI11_PARSE(app, argc, argv);
 
   for (const std::string& a : adapters) {
@@ -358,6 +363,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::info("listening on {}:{}; loading {}", host, server.port(), engine_options.model_dir);
+  while (!load_gate.empty() && !std::filesystem::exists(load_gate)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   auto engine = Engine::Load(engine_options);
   if (!engine.ok()) {
     std::cerr << "error: " << engine.status().message() << "\n";
