@@ -362,3 +362,54 @@ def test_member_sees_everything_until_revoked(server, gov):
                      timeout=30)
         assert r.status_code == 200, r.text
     assert gov.jsonl_rows(gov.bob_token) == ALICE_VIEW
+
+
+def test_the_uc_get_sees_each_policy_change_and_revocation_on_the_next_request(server, gov):
+    """GET /tables/{full_name} is answered from memory once the table was read (the catalog's
+    TableCache, on the HTTP I/O thread): every change must still show on the next request."""
+    t = gov.table
+    h = auth(server.token)
+
+    def uc_get(token: str, expect: int = 200) -> dict:
+        r = requests.get(server.api(f"{UC}/tables/{t}"), headers=auth(token), timeout=30)
+        assert r.status_code == expect, r.text
+        return r.json()
+
+    for _ in range(3):  # the first read fills the cache; the others are served from it
+        assert "storage_location" not in uc_get(gov.alice_token)
+    # Clearing the row filter and the masks gives alice the location; setting one takes it away.
+    r = requests.delete(server.api(f"{TABLES}/{t}/row-filter"), headers=h, timeout=30)
+    assert r.status_code == 200, r.text
+    info = uc_get(gov.alice_token)
+    assert "row_filter" not in info and "storage_location" not in info  # masks still apply
+    for column in ("email", "name"):
+        r = requests.delete(server.api(f"{TABLES}/{t}/columns/{column}/mask"), headers=h,
+                            timeout=30)
+        assert r.status_code == 200, r.text
+    info = uc_get(gov.alice_token)
+    assert info["storage_location"] and all("mask" not in c for c in info["columns"])
+    r = requests.put(server.api(f"{TABLES}/{t}/row-filter"),
+                     json={"predicate": f"id > 1 OR is_member('{gov.leads}')"}, headers=h,
+                     timeout=30)
+    assert r.status_code == 200, r.text
+    info = uc_get(gov.alice_token)
+    assert "storage_location" not in info
+    assert info["row_filter"]["input_column_names"] == ["id"]
+    # A revocation and a deletion apply to the cached table at once.
+    cat = t.split(".")[0]
+    r = requests.patch(server.api(f"{UC}/permissions/catalog/{cat}"), headers=h, json={
+        "changes": [{"principal": gov.alice, "remove": ["SELECT", "MODIFY"]}]}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert uc_get(gov.alice_token, 403)["error_code"] == "PERMISSION_DENIED"
+    assert "storage_location" in uc_get(gov.bob_token)
+    # A revoked token is refused on its next request.
+    r = requests.get(server.api("/api/trainyard/v1/tokens"), headers=h, timeout=30)
+    bobs = [x["token_id"] for x in r.json()["tokens"] if x["user"] == gov.bob]
+    assert len(bobs) == 1, r.text
+    r = requests.delete(server.api(f"/api/trainyard/v1/tokens/{bobs[0]}"), headers=h, timeout=30)
+    assert r.status_code == 200, r.text
+    assert uc_get(gov.bob_token, 401)["error_code"] == "UNAUTHENTICATED"
+    # A deleted table is gone at once.
+    r = requests.delete(server.api(f"{UC}/tables/{t}"), headers=h, timeout=30)
+    assert r.status_code == 200, r.text
+    assert uc_get(server.token, 404)["error_code"] == "NOT_FOUND"

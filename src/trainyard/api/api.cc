@@ -333,6 +333,42 @@ void Api::RouteRenderingErrors(http::Method method, const std::vector<std::strin
   }
 }
 
+void Api::RouteRenderingErrors(http::Method method, const std::vector<std::string>& prefixes,
+                               const std::string& path, JsonHandler handler,
+                               ErrorRenderer render_error, InlineJsonHandler inline_handler) {
+  auto shared = std::make_shared<RawHandler>(WrapJson(std::move(handler)));
+  auto shared_inline = std::make_shared<InlineJsonHandler>(std::move(inline_handler));
+  bool scoped = ScopedTokenMayCall(method, path);
+  for (const auto& prefix : prefixes) {
+    router_.Add(
+        method, prefix + path,
+        [this, shared, scoped, render_error](http::Request& r) {
+          return Serve(r, *shared, true, nullptr, scoped, render_error);
+        },
+        [this, shared_inline, scoped, render_error](http::Request& r) {
+          return ServeInline(r, *shared_inline, scoped, render_error);
+        });
+  }
+}
+
+std::optional<http::Response> Api::ServeInline(http::Request& request,
+                                               const InlineJsonHandler& handler,
+                                               bool scoped_may_call, ErrorRenderer render_error) {
+  // Writes are audited durably and bodies parsed: those take the worker path (Serve).
+  if (request.method != http::Method::kGet || !request.body.empty()) return std::nullopt;
+  // A failed or uncached authentication goes to Serve too, which audits the failure.
+  std::optional<Result<identity::Principal>> principal =
+      identity_.AuthenticateCached(BearerToken(request));
+  if (!principal || !principal->ok()) return std::nullopt;
+  if (!(*principal)->scope.empty() && !scoped_may_call) return std::nullopt;
+  json::object body = QueryToObject(request);
+  Call call{**principal, body, request};
+  std::optional<Result<json::value>> result = handler(call);
+  if (!result) return std::nullopt;
+  if (!result->ok()) return render_error(result->status());
+  return http::Response::Json(200, json::serialize(**result));
+}
+
 void Api::PublicRoute(http::Method method, const std::string& path, JsonHandler handler) {
   auto shared = std::make_shared<RawHandler>(WrapJson(std::move(handler)));
   router_.Add(method, path, [this, shared](http::Request& r) { return Serve(r, *shared, false); });

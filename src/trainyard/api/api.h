@@ -50,6 +50,11 @@ using RawHandler = std::function<Result<http::Response>(Call&)>;
 // the requests it can decode without a JSON tree, and returns nullopt for the others, which
 // then go to the route's JsonHandler with the body parsed.
 using FastJsonHandler = std::function<std::optional<Result<json::value>>(Call&)>;
+// A GET's handler tried first on the HTTP server's I/O thread (ServerOptions::answer_inline),
+// for the caller authenticated from identity's cache: it must not block, answering from
+// memory (the services' caches and indexes) or returning nullopt, whereupon the request goes
+// to the route's JsonHandler on a worker as usual.
+using InlineJsonHandler = std::function<std::optional<Result<json::value>>(Call&)>;
 
 class Api {
  public:
@@ -71,6 +76,10 @@ class Api {
   void RouteRenderingErrors(http::Method method, const std::vector<std::string>& prefixes,
                             const std::string& path, JsonHandler handler,
                             ErrorRenderer render_error);
+  // The same, trying `inline_handler` first on the I/O thread (GET routes only).
+  void RouteRenderingErrors(http::Method method, const std::vector<std::string>& prefixes,
+                            const std::string& path, JsonHandler handler,
+                            ErrorRenderer render_error, InlineJsonHandler inline_handler);
   // Routes reachable without a token (health checks).
   void PublicRoute(http::Method method, const std::string& path, JsonHandler handler);
 
@@ -86,6 +95,11 @@ class Api {
                        const RawFastHandler* fast = nullptr, bool scoped_may_call = true,
                        ErrorRenderer render_error = nullptr);
   http::Response Unauthenticated(const http::Request& request, const Status& status);
+  // The inline half of a route (see InlineJsonHandler): nullopt unless the request is a GET
+  // without a body whose caller authenticates from the cache and `handler` answers it.
+  std::optional<http::Response> ServeInline(http::Request& request,
+                                            const InlineJsonHandler& handler, bool scoped_may_call,
+                                            ErrorRenderer render_error);
 
   http::Router& router_;
   http::Router public_routes_;  // the routes reachable without a token (handlers unused)

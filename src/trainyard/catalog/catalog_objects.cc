@@ -271,13 +271,26 @@ Result<TableInfo> CatalogService::CreateTable(const Principal& who, const Create
 }
 
 Result<TableInfo> CatalogService::GetTable(const Principal& who, std::string_view full_name) {
-  TY_ASSIGN_OR_RETURN(ObjectRow row, impl_->Get(who, SecurableType::kTable, full_name));
-  return impl_->PresentTable(who, ToTable(row));
+  TY_ASSIGN_OR_RETURN(TableInfo table, LoadTable(full_name));
+  TY_ASSIGN_OR_RETURN(Subject subject, impl_->SubjectOf(who));
+  return impl_->ReadableTable(who, subject, table);
+}
+
+std::optional<Result<TableInfo>> CatalogService::GetTableIfCached(const Principal& who,
+                                                                  std::string_view full_name) {
+  Result<std::string> id = impl_->Resolve(SecurableType::kTable, full_name, "full_name");
+  if (!id.ok()) return Result<TableInfo>(id.status());
+  std::shared_ptr<const TableInfo> table = impl_->table_cache.Get(*id);
+  if (!table) return std::nullopt;
+  std::optional<Subject> subject = impl_->CachedSubjectOf(who);
+  if (!subject) return std::nullopt;
+  return impl_->ReadableTable(who, *subject, *table);
 }
 
 Result<TableInfo> CatalogService::GetTableById(const Principal& who, std::string_view table_id) {
-  TY_ASSIGN_OR_RETURN(ObjectRow row, impl_->GetById(who, SecurableType::kTable, table_id));
-  return impl_->PresentTable(who, ToTable(row));
+  TY_ASSIGN_OR_RETURN(std::shared_ptr<const TableInfo> table, impl_->TableById(table_id));
+  TY_ASSIGN_OR_RETURN(Subject subject, impl_->SubjectOf(who));
+  return impl_->ReadableTable(who, subject, *table);
 }
 
 Result<Page<TableInfo>> CatalogService::ListTables(const Principal& who,

@@ -125,6 +125,7 @@ Status CatalogService::Init() {
   std::vector<std::tuple<std::string, std::string, PrivilegeSet>> grant_tuples;
   for (auto& g : grants) grant_tuples.emplace_back(g.securable_id, g.principal, g.privileges);
   impl_->index.Reset(nodes, grant_tuples);
+  impl_->table_cache.InvalidateAll();
   return Status::Ok();
 }
 
@@ -148,6 +149,12 @@ Result<Subject> CatalogService::Impl::SubjectOf(const identity::Principal& who) 
   s.is_admin = who.is_admin && who.scope.empty();
   TY_ASSIGN_OR_RETURN(s.groups, identity.GroupsOf(who.user));
   return s;
+}
+
+std::optional<Subject> CatalogService::Impl::CachedSubjectOf(const identity::Principal& who) {
+  auto groups = identity.GroupsOfCached(who.user);
+  if (!groups) return std::nullopt;
+  return Subject{who.user, who.is_admin && who.scope.empty(), std::move(*groups)};
 }
 
 void CatalogService::Impl::AuditDecision(const identity::Principal& who, const std::string& id,
@@ -190,6 +197,11 @@ bool CatalogService::Impl::MayRead(const Subject& subject, SecurableType type,
 Status CatalogService::Impl::CheckRead(const identity::Principal& who, SecurableType type,
                                        const std::string& id) {
   TY_ASSIGN_OR_RETURN(Subject subject, SubjectOf(who));
+  return CheckRead(who, subject, type, id);
+}
+
+Status CatalogService::Impl::CheckRead(const identity::Principal& who, const Subject& subject,
+                                       SecurableType type, const std::string& id) {
   Decision d = index.Decide(subject, ReadPrivilege(type), id);
   if (!d.allowed && type == SecurableType::kTable) {
     Decision modify = index.Decide(subject, Privilege::kModify, id);
@@ -391,13 +403,22 @@ Result<ObjectRow> CatalogService::Impl::Update(const identity::Principal& who, S
         row.info.full_name.substr(0, row.info.full_name.size() - row.info.name.size());
     std::string new_full_name = prefix + name;
     if (new_full_name != row.info.full_name) {
-      TY_RETURN_IF_ERROR(store.Rename(row, name, new_full_name));
+      Status renamed = store.Rename(row, name, new_full_name);
+      // A table carries its catalog's and schema's names: renaming either changes them all.
+      if (type == SecurableType::kTable) {
+        table_cache.Invalidate({row.info.id});
+      } else {
+        table_cache.InvalidateAll();
+      }
+      TY_RETURN_IF_ERROR(renamed);
       index.Rename(row.info.id, new_full_name);
       row.info.name = name;
       row.info.full_name = new_full_name;
     }
   }
-  TY_RETURN_IF_ERROR(store.Update(row));
+  Status updated = store.Update(row);
+  table_cache.Invalidate({row.info.id});
+  TY_RETURN_IF_ERROR(updated);
   index.Put(row.info.id, IndexNode{row.type, row.parent_id, row.info.owner, row.info.full_name});
   return row;
 }
@@ -414,8 +435,12 @@ Status CatalogService::Impl::Delete(const identity::Principal& who, SecurableTyp
                                         " objects); delete them first or pass force=true");
     }
   }
-  TY_ASSIGN_OR_RETURN(auto ids, store.DeleteSubtree(row));
-  index.Remove(ids);
+  Result<std::vector<std::string>> ids = store.DeleteSubtree(row);
+  // What was deleted, or (on a failure) this object at least: a failed transaction changed
+  // nothing, so dropping more than needed is only a cost.
+  table_cache.Invalidate(ids.ok() ? *ids : std::vector<std::string>{row.info.id});
+  if (!ids.ok()) return ids.status();
+  index.Remove(*ids);
   return Status::Ok();
 }
 

@@ -31,13 +31,19 @@
 //
 // Group membership comes from IdentityService::GroupsOf (cached there, invalidated on any
 // membership change); the tree and the grants are held in memory (AccessIndex) and updated
-// with each change, so a revocation takes effect on the next call.
+// with each change, so a revocation takes effect on the next call. Tables, once read, are
+// held in memory too (TableCache: the row with its row filter and masks), and each change
+// of one (or of its parents' names) drops it before the change is answered. Both assume
+// this service is the only writer of the catalog's tables: a second server sharing the
+// PostgreSQL metastore would not see this one's changes (nor today's index), so the catalog
+// is served by one server per metastore.
 //
 // Thread-safe. The service keeps references to `db`, `identity`, `clock` and `random`,
 // which must outlive it.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -114,6 +120,11 @@ class CatalogService {
   // the location is no way around them.
   Result<TableInfo> CreateTable(const identity::Principal& who, const CreateTableRequest& request);
   Result<TableInfo> GetTable(const identity::Principal& who, std::string_view full_name);
+  // GetTable answered from memory only, for a caller that must not block (an HTTP I/O
+  // thread): nullopt when the answer needs the store (the table not read since its last
+  // change, or the caller's groups not loaded). The decision is audited as GetTable's.
+  std::optional<Result<TableInfo>> GetTableIfCached(const identity::Principal& who,
+                                                    std::string_view full_name);
   // For temporary credentials, which name a table by id; the same check as GetTable.
   Result<TableInfo> GetTableById(const identity::Principal& who, std::string_view table_id);
   Result<Page<TableInfo>> ListTables(const identity::Principal& who, std::string_view catalog_name,

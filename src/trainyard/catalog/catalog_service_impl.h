@@ -10,6 +10,7 @@
 #include "trainyard/catalog/access_index.h"
 #include "trainyard/catalog/catalog_service.h"
 #include "trainyard/catalog/catalog_store.h"
+#include "trainyard/catalog/table_cache.h"
 #include "trainyard/identity/identity_service.h"
 
 namespace trainyard::catalog {
@@ -41,6 +42,8 @@ struct CatalogService::Impl {
         store(db_in) {}
 
   Result<Subject> SubjectOf(const identity::Principal& who);
+  // The same from identity's caches only (never blocks): nullopt when they lack the groups.
+  std::optional<Subject> CachedSubjectOf(const identity::Principal& who);
   // Decides, audits the decision, and returns Ok or PermissionDenied.
   Status Check(const identity::Principal& who, const Subject& subject, Privilege privilege,
                const std::string& id);
@@ -52,6 +55,8 @@ struct CatalogService::Impl {
   Result<std::string> Resolve(SecurableType type, std::string_view text, std::string_view field);
   Result<ObjectRow> Load(SecurableType type, std::string_view text, std::string_view field);
   Status CheckRead(const identity::Principal& who, SecurableType type, const std::string& id);
+  Status CheckRead(const identity::Principal& who, const Subject& subject, SecurableType type,
+                   const std::string& id);
   bool MayRead(const Subject& subject, SecurableType type, const std::string& id);
 
   Result<ObjectRow> Create(const identity::Principal& who, const NewObject& request);
@@ -73,6 +78,15 @@ struct CatalogService::Impl {
   Result<tables::PredicateReader> ReaderOf(const identity::Principal& who);
   // Attaches each table's row filter and column masks from the store.
   Status AttachPolicies(std::vector<TableInfo>& tables);
+  // Attaches the row filters and column masks in `rows` to the tables they belong to.
+  static void ApplyPolicies(const std::vector<PolicyRow>& rows, std::vector<TableInfo>& tables);
+  // The table with id `id` (its row and policies), from `tables` or else from the store
+  // (and then kept there); NotFound when no table has that id.
+  Result<std::shared_ptr<const TableInfo>> TableById(std::string_view id);
+  // GetTable's answer for `subject` given the table (policies attached): CheckRead, then the
+  // storage_location hidden where the policies restrict the reader. Touches no store.
+  Result<TableInfo> ReadableTable(const identity::Principal& who, const Subject& subject,
+                                  const TableInfo& table);
   // Attaches the policies and hides storage_location from `who` where they restrict `who`.
   Status PresentTables(const identity::Principal& who, std::vector<TableInfo>& tables);
   Result<TableInfo> PresentTable(const identity::Principal& who, TableInfo table);
@@ -89,6 +103,8 @@ struct CatalogService::Impl {
   const CatalogServiceOptions options;
   CatalogStore store;
   AccessIndex index;
+  // Tables read by id; every write of a table's row or policies invalidates its entry.
+  TableCache table_cache;
 };
 
 // The table's fields from its row (no policies attached).

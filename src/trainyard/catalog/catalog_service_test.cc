@@ -524,6 +524,89 @@ TEST_P(CatalogServiceTest, RowFiltersAndMasksAreValidatedAuthorizedStoredAndAudi
   EXPECT_THAT(denied.back().detail, HasSubstr("refused: set row filter: region = 'EU'"));
 }
 
+// Tables are read from memory after their first read (TableCache): every write of a
+// table's row or policies, or of its parents' names, shows in the next read.
+TEST_P(CatalogServiceTest, EveryWriteShowsInTheNextReadOfTheTable) {
+  MakeTable();
+  const std::string t = "main.support.tickets";
+  Principal bob = User("bob");
+  Grant("bob", SecurableType::kCatalog, "main",
+        {Privilege::kUseCatalog, Privilege::kUseSchema, Privilege::kSelect});
+  TY_ASSERT_OK_AND_ASSIGN(TableInfo first, catalog_->GetTable(bob, t));
+  EXPECT_FALSE(first.storage_location.empty());
+  const std::string id = first.id;
+
+  TY_ASSERT_OK(catalog_->UpdateTable(admin_, t, {.comment = "v2"}));
+  TY_ASSERT_OK_AND_ASSIGN(TableInfo got, catalog_->GetTable(bob, t));
+  EXPECT_EQ(got.comment, "v2");
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTableById(bob, id));
+  EXPECT_EQ(got.comment, "v2");
+
+  TY_ASSERT_OK(catalog_->SetRowFilter(admin_, t, "id > 10"));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTable(bob, t));
+  ASSERT_TRUE(got.row_filter.has_value());
+  EXPECT_EQ(got.row_filter->predicate, "id > 10");
+  EXPECT_TRUE(got.storage_location.empty());  // restricted now: no way around the filter
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->LoadTable(t));
+  EXPECT_FALSE(got.storage_location.empty());  // LoadTable presents nothing
+  TY_ASSERT_OK(catalog_->ClearRowFilter(admin_, t));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTableById(bob, id));
+  EXPECT_FALSE(got.row_filter.has_value());
+  EXPECT_FALSE(got.storage_location.empty());
+
+  TY_ASSERT_OK(catalog_->SetColumnMask(admin_, t, "id", {tables::MaskKind::kNull, {}}));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->LoadTable(t));
+  ASSERT_TRUE(got.columns[0].mask.has_value());
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTable(bob, t));
+  EXPECT_TRUE(got.storage_location.empty());
+  TY_ASSERT_OK(catalog_->ClearColumnMask(admin_, t, "id"));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTable(bob, t));
+  EXPECT_FALSE(got.columns[0].mask.has_value());
+
+  TY_ASSERT_OK(catalog_->UpdateTable(admin_, t, {.owner = "carol"}));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTable(bob, t));
+  EXPECT_EQ(got.owner, "carol");
+
+  // Renaming the table, its schema or its catalog changes the names it carries.
+  TY_ASSERT_OK(catalog_->UpdateTable(admin_, t, {.new_name = "issues"}));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTableById(bob, id));
+  EXPECT_EQ(got.full_name, "main.support.issues");
+  TY_ASSERT_OK(catalog_->UpdateSchema(admin_, "main.support", {.new_name = "help"}));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTable(bob, "main.help.issues"));
+  EXPECT_EQ(got.schema_name, "help");
+  EXPECT_EQ(got.full_name, "main.help.issues");
+  TY_ASSERT_OK(catalog_->UpdateCatalog(admin_, "main", {.new_name = "prod"}));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->GetTableById(bob, id));
+  EXPECT_EQ(got.catalog_name, "prod");
+  EXPECT_EQ(got.full_name, "prod.help.issues");
+
+  // A revocation applies to the cached table at once.
+  Revoke("bob", SecurableType::kCatalog, "prod", {Privilege::kSelect});
+  EXPECT_THAT(catalog_->GetTable(bob, "prod.help.issues"), StatusIs(StatusCode::kPermissionDenied));
+  EXPECT_THAT(catalog_->GetTableById(bob, id), StatusIs(StatusCode::kPermissionDenied));
+
+  // Deleted: gone, by name and by id; re-created: a new table without the old one's fields.
+  TY_ASSERT_OK(catalog_->SetRowFilter(admin_, "prod.help.issues", "id > 1"));
+  TY_ASSERT_OK(catalog_->LoadTable("prod.help.issues"));
+  TY_ASSERT_OK(catalog_->DeleteTable(admin_, "prod.help.issues"));
+  EXPECT_THAT(catalog_->LoadTable("prod.help.issues"), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(catalog_->GetTableById(admin_, id), StatusIs(StatusCode::kNotFound));
+  TY_ASSERT_OK(catalog_->CreateTable(admin_, {.catalog_name = "prod",
+                                              .schema_name = "help",
+                                              .name = "issues",
+                                              .columns = {{.name = "x", .type_text = "string"}}}));
+  TY_ASSERT_OK_AND_ASSIGN(got, catalog_->LoadTable("prod.help.issues"));
+  EXPECT_NE(got.id, id);
+  EXPECT_FALSE(got.row_filter.has_value());
+  ASSERT_EQ(got.columns.size(), 1u);
+  EXPECT_EQ(got.columns[0].name, "x");
+
+  // Deleting the catalog deletes what lies in it.
+  TY_ASSERT_OK_AND_ASSIGN(TableInfo again, catalog_->LoadTable("prod.help.issues"));
+  TY_ASSERT_OK(catalog_->DeleteCatalog(admin_, "prod", true));
+  EXPECT_THAT(catalog_->GetTableById(admin_, again.id), StatusIs(StatusCode::kNotFound));
+}
+
 TEST_P(CatalogServiceTest, FunctionsAndRegisteredModelsAreSecurablesToo) {
   TY_ASSERT_OK(catalog_->CreateCatalog(admin_, {.name = "main"}));
   TY_ASSERT_OK(catalog_->CreateSchema(admin_, {.catalog_name = "main", .name = "s"}));

@@ -411,6 +411,33 @@ Result<std::vector<PolicyRow>> CatalogStore::ListPolicies(
   return out;
 }
 
+Result<std::optional<std::pair<ObjectRow, std::vector<PolicyRow>>>> CatalogStore::GetWithPolicies(
+    const std::string& id) {
+  std::optional<std::pair<ObjectRow, std::vector<PolicyRow>>> out;
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(
+        std::optional<ObjectRow> row,
+        OneRow(tx.Query(std::string("SELECT ") + kColumns + " FROM catalog_objects WHERE id = ?",
+                        {id})));
+    if (!row) return Status::Ok();
+    std::vector<PolicyRow> policies;
+    if (row->type == SecurableType::kTable) {
+      TY_ASSIGN_OR_RETURN(auto rows, tx.Query("SELECT table_id, column_name, kind, spec, "
+                                              "updated_at, updated_by FROM "
+                                              "catalog_table_policies WHERE table_id = ? ORDER BY "
+                                              "column_name",
+                                              {id}));
+      for (const auto& r : rows) {
+        policies.push_back(
+            PolicyRow{r.Text(0), r.Text(1), r.Text(2), r.Text(3), r.Int(4), r.Text(5)});
+      }
+    }
+    out.emplace(std::move(*row), std::move(policies));
+    return Status::Ok();
+  }));
+  return out;
+}
+
 Status CatalogStore::LoadAll(std::vector<ObjectRow>& objects, std::vector<GrantRow>& grants) {
   return db_.Read([&](store::Transaction& tx) -> Status {
     TY_RETURN_IF_ERROR(

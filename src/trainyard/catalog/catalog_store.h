@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainyard/catalog/catalog_types.h"
@@ -90,6 +91,10 @@ class CatalogStore {
   Status PutPolicy(const PolicyRow& row);
   Result<bool> DeletePolicy(const std::string& table_id, const std::string& column);
   Result<std::vector<PolicyRow>> ListPolicies(const std::vector<std::string>& table_ids);
+  // The object with id `id` and (a table's) policies, read in one transaction: one snapshot,
+  // one round trip. nullopt when no object has that id.
+  Result<std::optional<std::pair<ObjectRow, std::vector<PolicyRow>>>> GetWithPolicies(
+      const std::string& id);
 
   // Everything, for the in-memory index: rows without details, and all grants.
   Status LoadAll(std::vector<ObjectRow>& objects, std::vector<GrantRow>& grants);

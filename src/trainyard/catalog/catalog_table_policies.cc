@@ -55,6 +55,12 @@ Status CatalogService::Impl::AttachPolicies(std::vector<TableInfo>& tables) {
   std::vector<std::string> ids;
   for (const auto& t : tables) ids.push_back(t.id);
   TY_ASSIGN_OR_RETURN(std::vector<PolicyRow> rows, store.ListPolicies(ids));
+  ApplyPolicies(rows, tables);
+  return Status::Ok();
+}
+
+void CatalogService::Impl::ApplyPolicies(const std::vector<PolicyRow>& rows,
+                                         std::vector<TableInfo>& tables) {
   std::map<std::string, TableInfo*> by_id;
   for (auto& t : tables) by_id[t.id] = &t;
   for (const PolicyRow& row : rows) {
@@ -75,8 +81,39 @@ Status CatalogService::Impl::AttachPolicies(std::vector<TableInfo>& tables) {
     column->mask = ColumnMaskInfo{kind.ok() ? *kind : tables::MaskKind::kNull,
                                   ExceptFromJson(row.spec), row.updated_at, row.updated_by};
   }
-  return Status::Ok();
 }
+
+Result<std::shared_ptr<const TableInfo>> CatalogService::Impl::TableById(std::string_view id) {
+  const std::string key(id);
+  if (auto cached = table_cache.Get(key)) return cached;
+  // Taken before the store read: a write that lands meanwhile keeps this load out.
+  const uint64_t generation = table_cache.Generation();
+  TY_ASSIGN_OR_RETURN(auto found, store.GetWithPolicies(key));
+  if (!found || found->first.type != SecurableType::kTable) {
+    return Status::NotFound("table with id '" + Abbreviate(id) + "' does not exist");
+  }
+  std::vector<TableInfo> one{ToTable(found->first)};
+  ApplyPolicies(found->second, one);
+  auto table = std::make_shared<const TableInfo>(std::move(one[0]));
+  table_cache.Put(generation, table);
+  return table;
+}
+
+namespace {
+
+tables::PredicateReader ReaderFrom(const Subject& subject) {
+  tables::PredicateReader reader{subject.user, {}};
+  if (subject.groups) reader.groups = *subject.groups;
+  return reader;
+}
+
+// Where the table's policies restrict `reader`, its location is no way around them.
+void HideLocationIfRestricted(TableInfo& table, const tables::PredicateReader& reader) {
+  Result<ReadPolicy> policy = PolicyFor(table, reader);
+  if (!policy.ok() || policy->restricted()) table.storage_location.clear();
+}
+
+}  // namespace
 
 Status CatalogService::Impl::PresentTables(const Principal& who, std::vector<TableInfo>& tables) {
   TY_RETURN_IF_ERROR(AttachPolicies(tables));
@@ -86,8 +123,7 @@ Status CatalogService::Impl::PresentTables(const Principal& who, std::vector<Tab
     if (!reader) {
       TY_ASSIGN_OR_RETURN(reader, ReaderOf(who));
     }
-    Result<ReadPolicy> policy = PolicyFor(t, *reader);
-    if (!policy.ok() || policy->restricted()) t.storage_location.clear();
+    HideLocationIfRestricted(t, *reader);
   }
   return Status::Ok();
 }
@@ -96,6 +132,14 @@ Result<TableInfo> CatalogService::Impl::PresentTable(const Principal& who, Table
   std::vector<TableInfo> one{std::move(table)};
   TY_RETURN_IF_ERROR(PresentTables(who, one));
   return std::move(one[0]);
+}
+
+Result<TableInfo> CatalogService::Impl::ReadableTable(const Principal& who, const Subject& subject,
+                                                      const TableInfo& table) {
+  TY_RETURN_IF_ERROR(CheckRead(who, subject, SecurableType::kTable, table.id));
+  TableInfo out = table;
+  if (HasPolicies(out)) HideLocationIfRestricted(out, ReaderFrom(subject));
+  return out;
 }
 
 Status CatalogService::Impl::CheckPolicyChange(const Principal& who, const TableInfo& table,
@@ -110,10 +154,14 @@ Status CatalogService::Impl::CheckPolicyChange(const Principal& who, const Table
 }
 
 Result<TableInfo> CatalogService::LoadTable(std::string_view full_name) {
-  TY_ASSIGN_OR_RETURN(ObjectRow row, impl_->Load(SecurableType::kTable, full_name, "full_name"));
-  std::vector<TableInfo> one{ToTable(row)};
-  TY_RETURN_IF_ERROR(impl_->AttachPolicies(one));
-  return std::move(one[0]);
+  TY_ASSIGN_OR_RETURN(std::string id,
+                      impl_->Resolve(SecurableType::kTable, full_name, "full_name"));
+  Result<std::shared_ptr<const TableInfo>> table = impl_->TableById(id);
+  if (table.status().IsNotFound()) {
+    return Status::NotFound("table '" + std::string(full_name) + "' does not exist");
+  }
+  if (!table.ok()) return table.status();
+  return **table;
 }
 
 Result<tables::PredicateReader> CatalogService::ReaderOf(const Principal& who) {
@@ -126,8 +174,10 @@ Result<TableInfo> CatalogService::SetRowFilter(const Principal& who, std::string
   TY_RETURN_IF_ERROR(
       impl_->CheckPolicyChange(who, table, "set row filter: " + Abbreviate(predicate, 400)));
   TY_RETURN_IF_ERROR(ValidateRowFilter(table.columns, predicate).status());
-  TY_RETURN_IF_ERROR(impl_->store.PutPolicy(PolicyRow{
-      table.id, "", kRowFilterKind, std::string(predicate), impl_->clock.NowMillis(), who.user}));
+  Status put = impl_->store.PutPolicy(PolicyRow{
+      table.id, "", kRowFilterKind, std::string(predicate), impl_->clock.NowMillis(), who.user});
+  impl_->table_cache.Invalidate({table.id});
+  TY_RETURN_IF_ERROR(put);
   TY_ASSIGN_OR_RETURN(table, LoadTable(table.full_name));
   return impl_->PresentTable(who, std::move(table));
 }
@@ -135,7 +185,9 @@ Result<TableInfo> CatalogService::SetRowFilter(const Principal& who, std::string
 Result<TableInfo> CatalogService::ClearRowFilter(const Principal& who, std::string_view full_name) {
   TY_ASSIGN_OR_RETURN(TableInfo table, LoadTable(full_name));
   TY_RETURN_IF_ERROR(impl_->CheckPolicyChange(who, table, "clear row filter"));
-  TY_RETURN_IF_ERROR(impl_->store.DeletePolicy(table.id, "").status());
+  Status deleted = impl_->store.DeletePolicy(table.id, "").status();
+  impl_->table_cache.Invalidate({table.id});
+  TY_RETURN_IF_ERROR(deleted);
   TY_ASSIGN_OR_RETURN(table, LoadTable(table.full_name));
   return impl_->PresentTable(who, std::move(table));
 }
@@ -157,9 +209,11 @@ Result<TableInfo> CatalogService::SetColumnMask(const Principal& who, std::strin
                                      "]: " + kind.status().message());
     }
   }
-  TY_RETURN_IF_ERROR(impl_->store.PutPolicy(
+  Status put = impl_->store.PutPolicy(
       PolicyRow{table.id, table.columns[index].name, std::string(tables::MaskKindName(mask.kind)),
-                ExceptToJson(mask.except), impl_->clock.NowMillis(), who.user}));
+                ExceptToJson(mask.except), impl_->clock.NowMillis(), who.user});
+  impl_->table_cache.Invalidate({table.id});
+  TY_RETURN_IF_ERROR(put);
   TY_ASSIGN_OR_RETURN(table, LoadTable(table.full_name));
   return impl_->PresentTable(who, std::move(table));
 }
@@ -178,7 +232,9 @@ Result<TableInfo> CatalogService::ClearColumnMask(const Principal& who, std::str
   if (it == table.columns.end()) {
     return Status::InvalidArgument("column: the table has no column '" + Abbreviate(column) + "'");
   }
-  TY_RETURN_IF_ERROR(impl_->store.DeletePolicy(table.id, it->name).status());
+  Status deleted = impl_->store.DeletePolicy(table.id, it->name).status();
+  impl_->table_cache.Invalidate({table.id});
+  TY_RETURN_IF_ERROR(deleted);
   TY_ASSIGN_OR_RETURN(table, LoadTable(table.full_name));
   return impl_->PresentTable(who, std::move(table));
 }

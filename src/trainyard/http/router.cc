@@ -16,9 +16,21 @@ std::string CaptureName(const std::string& seg) {
 }  // namespace
 
 void Router::Add(Method method, const std::string& pattern, Handler handler) {
+  Add(method, pattern, std::move(handler), nullptr);
+}
+
+void Router::Add(Method method, const std::string& pattern, Handler handler,
+                 InlineHandler inline_handler) {
   auto route = std::make_unique<Route>();
+  route->inline_handler = std::move(inline_handler);
   route->method = method;
   route->segments = SplitString(pattern, '/');
+  for (size_t i = 0; i < route->segments.size(); ++i) {
+    if (IsCapture(route->segments[i]) && IsRestCapture(route->segments[i])) {
+      route->rest_capture = static_cast<int>(i);
+      break;
+    }
+  }
   route->handler = std::move(handler);
   bool literal = pattern.find('{') == std::string::npos;
   if (literal) literal_[pattern].push_back(route.get());
@@ -35,56 +47,70 @@ const Router::Route* Router::Find(Method method, std::string_view path, Request*
       if (r->method == method || (method == Method::kHead && r->method == Method::kGet)) return r;
     }
   }
-  std::vector<std::string> parts = SplitString(path, '/');
+  // Every request goes through here (twice: the header check and the dispatch), so the
+  // routes are compared without allocating; captures are built for the one that matches.
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    size_t pos = path.find('/', start);
+    parts.push_back(path.substr(start, pos == std::string_view::npos ? pos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
   for (const auto& route : routes_) {
-    const auto& segs = route->segments;
-    std::unordered_map<std::string, std::string> captures;
-    bool match = true;
-    size_t i = 0;
-    for (; i < segs.size(); ++i) {
-      if (IsCapture(segs[i]) && IsRestCapture(segs[i])) {
-        if (i >= parts.size()) {
-          match = false;
-          break;
-        }
-        std::string rest;
-        for (size_t j = i; j < parts.size(); ++j) {
-          if (j > i) rest += '/';
-          rest += parts[j];
-        }
-        captures[CaptureName(segs[i])] = rest;
-        i = parts.size();
-        break;
-      }
-      if (i >= parts.size()) {
-        match = false;
-        break;
-      }
-      if (IsCapture(segs[i])) {
-        if (parts[i].empty()) {
-          match = false;
-          break;
-        }
-        captures[CaptureName(segs[i])] = parts[i];
-      } else if (segs[i] != parts[i]) {
-        match = false;
-        break;
-      }
-    }
-    if (!match || i != parts.size()) continue;
+    if (!PathFits(*route, parts)) continue;
     *path_known = true;
     if (route->method != method && !(method == Method::kHead && route->method == Method::kGet)) {
       continue;
     }
-    if (request) request->path_params = std::move(captures);
+    if (request) {
+      request->path_params.clear();
+      const auto& segs = route->segments;
+      for (size_t i = 0; i < segs.size(); ++i) {
+        if (!IsCapture(segs[i])) continue;
+        if (IsRestCapture(segs[i])) {
+          std::string rest;
+          for (size_t j = i; j < parts.size(); ++j) {
+            if (j > i) rest += '/';
+            rest += parts[j];
+          }
+          request->path_params[CaptureName(segs[i])] = std::move(rest);
+          break;
+        }
+        request->path_params[CaptureName(segs[i])] = std::string(parts[i]);
+      }
+    }
     return route.get();
   }
   return nullptr;
 }
 
+bool Router::PathFits(const Route& route, const std::vector<std::string_view>& parts) {
+  const auto& segs = route.segments;
+  if (route.rest_capture < 0 ? segs.size() != parts.size()
+                             : parts.size() <= static_cast<size_t>(route.rest_capture)) {
+    return false;
+  }
+  const size_t fixed = route.rest_capture < 0 ? segs.size() : route.rest_capture;
+  for (size_t i = 0; i < fixed; ++i) {
+    if (IsCapture(segs[i])) {
+      if (parts[i].empty()) return false;
+    } else if (segs[i] != parts[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool Router::Matches(Method method, std::string_view path) const {
   bool known = false;
   return Find(method, path, nullptr, &known) != nullptr;
+}
+
+std::optional<Response> Router::TryInline(Request& request) const {
+  bool known = false;
+  const Route* route = Find(request.method, request.path, &request, &known);
+  if (!route || !route->inline_handler) return std::nullopt;
+  return route->inline_handler(request);
 }
 
 Response Router::Dispatch(Request& request) const {

@@ -203,6 +203,18 @@ class HttpServer::Impl {
     }
   }
 
+  std::optional<Response> AnswerInline(Request& request) {
+    try {
+      return options_.answer_inline(request);
+    } catch (const std::exception& e) {
+      spdlog::error("inline handler threw for {}: {}", request.path, e.what());
+      return RenderError(500, std::string("internal error: ") + e.what());
+    } catch (...) {
+      spdlog::error("inline handler threw a non-standard exception for {}", request.path);
+      return RenderError(500, "internal error");
+    }
+  }
+
   HeaderVerdict CheckHeader(const Request& request, bool may_block) {
     try {
       HeaderVerdict v = options_.check_header(request, may_block);
@@ -504,6 +516,12 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (server_->stopping()) keep_alive_ = false;
+    if (server_->options().answer_inline && request_.body_file.empty()) {
+      if (std::optional<Response> response = server_->AnswerInline(request_)) {
+        ReleaseBytes();
+        return Respond(std::move(*response));
+      }
+    }
     server_->BeginRequest();
     asio::post(server_->workers(), [self = shared_from_this()] {
       Response response = self->server_->Handle(self->request_);

@@ -1,7 +1,9 @@
 // HttpServer: HTTP/1.1 with keep-alive on Boost.Beast + Asio.
 //
 // I/O runs on `io_threads`; each complete request is handed to a worker pool of
-// `worker_threads` so blocking store work never stalls the I/O threads. Bodies up
+// `worker_threads` so blocking store work never stalls the I/O threads, unless
+// `answer_inline` answers it on the I/O thread first (from memory, without blocking), which
+// saves the two thread hand-offs. Bodies up
 // to `max_body_bytes` are read into memory; a request for which
 // `stream_body_to_file` returns true may carry up to `max_upload_bytes`, streamed
 // to a file under `upload_dir`. Stop() stops accepting, lets in-flight requests
@@ -22,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "trainyard/common/status.h"
@@ -57,6 +60,11 @@ struct ServerOptions {
   // `may_block` false, where it must not block; it may answer RetryOnWorker to be called
   // again on a worker thread with `may_block` true. Unset: every request is accepted.
   std::function<HeaderVerdict(const Request&, bool may_block)> check_header;
+  // Called on an I/O thread with each complete request whose body is in memory, before it
+  // goes to a worker. It must not block (no store, no file, no lock held for long): it
+  // answers what it can answer from memory and returns nullopt for the rest, which go to
+  // the workers and `handler` as usual. Unset: every request goes to the workers.
+  std::function<std::optional<Response>(Request&)> answer_inline;
   // The longest wait for the next bytes of a request (and for a kept-alive connection's
   // next request); a request that keeps sending may take as long as it needs.
   std::chrono::milliseconds idle_timeout{std::chrono::seconds(120)};

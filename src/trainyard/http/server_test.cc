@@ -7,6 +7,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "trainyard/common/mutex.h"
@@ -40,6 +42,105 @@ TEST(RouterTest, LiteralCaptureAndRest) {
   r.method = Method::kPost;
   r.path = "/a/b";
   EXPECT_EQ(router.Dispatch(r).status, 405);
+}
+
+// The matching is the same for every shape of route, with and without captures and rest
+// captures, whichever was added first.
+TEST(RouterTest, MatchesWholePathsOnlyAndKeepsTheFirstMatch) {
+  Router router;
+  router.Add(Method::kGet, "/m/{id}/x",
+             [](Request& r) { return Response::Text(200, "x of " + r.path_params["id"]); });
+  router.Add(Method::kGet, "/m/{id}/{what}",
+             [](Request& r) { return Response::Text(200, r.path_params["what"]); });
+  router.Add(Method::kGet, "/m/a/{rest...}",
+             [](Request& r) { return Response::Text(200, "rest " + r.path_params["rest"]); });
+  Request r;
+  r.path = "/m/7/x";
+  EXPECT_EQ(router.Dispatch(r).body, "x of 7");
+  EXPECT_EQ(r.path_params.size(), 1u);
+  r.path = "/m/7/y";
+  EXPECT_EQ(router.Dispatch(r).body, "y");
+  r.path = "/m/a/b/c";
+  EXPECT_EQ(router.Dispatch(r).body, "rest b/c");
+  r.path = "/m//x";  // an empty capture matches nothing
+  EXPECT_EQ(router.Dispatch(r).status, 404);
+  r.path = "/m/7";
+  EXPECT_EQ(router.Dispatch(r).status, 404);
+  r.path = "/m/7/x/extra";
+  EXPECT_EQ(router.Dispatch(r).status, 404);
+  r.path = "/m/a";  // a rest capture needs at least one segment
+  EXPECT_EQ(router.Dispatch(r).status, 404);
+  EXPECT_TRUE(router.Matches(Method::kHead, "/m/7/x"));
+  EXPECT_FALSE(router.Matches(Method::kPost, "/m/7/x"));
+}
+
+TEST(RouterTest, TryInlineCallsOnlyARoutesInlineHandler) {
+  Router router;
+  router.Add(
+      Method::kGet, "/t/{name}", [](Request&) { return Response::Text(200, "worker"); },
+      [](Request& r) -> std::optional<Response> {
+        if (r.path_params["name"] == "hot") return Response::Text(200, "inline");
+        return std::nullopt;
+      });
+  router.Add(Method::kGet, "/plain", [](Request&) { return Response::Text(200, "worker"); });
+  Request r;
+  r.path = "/t/hot";
+  ASSERT_TRUE(router.TryInline(r).has_value());
+  EXPECT_EQ(router.TryInline(r)->body, "inline");
+  r.path = "/t/cold";
+  EXPECT_FALSE(router.TryInline(r).has_value());
+  EXPECT_EQ(router.Dispatch(r).body, "worker");
+  r.path = "/plain";
+  EXPECT_FALSE(router.TryInline(r).has_value());
+  r.path = "/nope";
+  EXPECT_FALSE(router.TryInline(r).has_value());
+}
+
+// answer_inline answers on the I/O thread; what it declines goes to the workers; an
+// exception is a 500 and the connection's next request is served.
+TEST(HttpServerTest, AnswersInlineWhatItCanAndHandsTheRestToWorkers) {
+  ServerOptions options;
+  options.port = 0;
+  options.io_threads = 1;
+  options.worker_threads = 1;
+  std::atomic<int> worker_calls{0};
+  Mutex mu;
+  std::thread::id inline_thread, worker_thread;
+  options.answer_inline = [&](Request& r) -> std::optional<Response> {
+    {
+      MutexLock lock(mu);
+      inline_thread = std::this_thread::get_id();
+    }
+    if (r.path == "/throw") throw std::runtime_error("boom");
+    if (r.path == "/fast") return Response::Text(200, "inline");
+    return std::nullopt;
+  };
+  HttpServer server(options, [&](Request&) {
+    ++worker_calls;
+    MutexLock lock(mu);
+    worker_thread = std::this_thread::get_id();
+    return Response::Text(200, "worker");
+  });
+  ASSERT_TRUE(server.Start().ok());
+  auto fast = Fetch("GET", Url(server, "/fast"));
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  EXPECT_EQ(fast->body, "inline");
+  EXPECT_EQ(worker_calls.load(), 0);
+  auto slow = Fetch("GET", Url(server, "/slow"));
+  ASSERT_TRUE(slow.ok());
+  EXPECT_EQ(slow->body, "worker");
+  EXPECT_EQ(worker_calls.load(), 1);
+  {
+    MutexLock lock(mu);
+    EXPECT_NE(inline_thread, worker_thread);
+  }
+  auto thrown = Fetch("GET", Url(server, "/throw"));
+  ASSERT_TRUE(thrown.ok());
+  EXPECT_EQ(thrown->status, 500);
+  auto again = Fetch("GET", Url(server, "/fast"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->body, "inline");
+  server.Stop();
 }
 
 TEST(HttpServerTest, ServesKeepsAliveAndLimitsBodies) {

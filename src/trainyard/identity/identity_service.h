@@ -212,6 +212,10 @@ class IdentityService : public Authorizer {
   // Every group `principal` is in, directly or through other groups (sorted). Cached; the
   // cache is dropped on any membership change, so the next call sees it.
   Result<std::shared_ptr<const std::vector<std::string>>> GroupsOf(const std::string& principal);
+  // The same without touching the store (never blocks): nullopt when the membership graph
+  // is not loaded (the next GroupsOf loads it).
+  std::optional<std::shared_ptr<const std::vector<std::string>>> GroupsOfCached(
+      const std::string& principal) TY_EXCLUDES(groups_mu_);
   // NotFound when `name` is no user, service principal or group.
   Result<PrincipalKind> GetPrincipalKind(const std::string& name);
 

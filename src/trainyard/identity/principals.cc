@@ -205,6 +205,20 @@ Result<std::shared_ptr<const std::vector<std::string>>> IdentityService::GroupsO
   return groups;
 }
 
+std::optional<std::shared_ptr<const std::vector<std::string>>> IdentityService::GroupsOfCached(
+    const std::string& principal) {
+  MutexLock lock(groups_mu_);
+  auto it = groups_of_.find(principal);
+  if (it != groups_of_.end()) return it->second;
+  if (!groups_graph_) return std::nullopt;
+  // A walk of the graph in memory, under the lock as GroupsOf's insertion is.
+  auto groups =
+      std::make_shared<const std::vector<std::string>>(TransitiveGroups(*groups_graph_, principal));
+  if (groups_of_.size() > 100000) groups_of_.clear();
+  groups_of_[principal] = groups;
+  return groups;
+}
+
 void IdentityService::InvalidateGroups() {
   MutexLock lock(groups_mu_);
   ++groups_generation_;

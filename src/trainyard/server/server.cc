@@ -426,6 +426,8 @@ Status Server::Start() {
   options.check_header = [this](const http::Request& r, bool may_block) {
     return api_->CheckHeader(r, may_block);
   };
+  // Reads answered from memory skip the hand-off to a worker and back (Api's inline routes).
+  options.answer_inline = [this](http::Request& r) { return router_.TryInline(r); };
   identity_->SetFailedAuthRecordsPerMinute(config_.failed_auth_audit_per_minute);
   http_ = std::make_unique<http::HttpServer>(
       options, [this](http::Request& r) { return router_.Dispatch(r); });
