@@ -52,6 +52,12 @@ struct Response {
   std::vector<BodyPiece> body_pieces;
   // When set, the file's contents are the body (streamed, not loaded).
   std::string file_path;
+  // When set, the body is produced piece by piece (server-sent events passed through): the
+  // server calls it on a worker thread, again after each piece is written, until it returns
+  // false; each call may block until its next piece is there and appends it to `piece`.
+  // Sent with chunked transfer encoding, each piece flushed as it comes. The function is
+  // destroyed (and with it whatever it holds) when the body ends or the client goes away.
+  std::function<bool(std::string& piece)> stream;
 
   static Response Json(int status, std::string body);
   static Response Text(int status, std::string body);

@@ -536,6 +536,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
 
   void Respond(Response response) {
     stream_.expires_after(std::chrono::seconds(300));
+    if (response.stream) return RespondStreaming(std::move(response));
     if (!response.file_path.empty()) {
       auto msg = std::make_shared<bhttp::response<bhttp::file_body>>();
       beast::error_code ec;
@@ -566,6 +567,74 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
     msg->body() = std::move(response.body);
     msg->prepare_payload();
     Write(msg);
+  }
+
+  // A body produced piece by piece (Response::stream): the header goes out at once, then
+  // each piece as a chunk as soon as the producer hands it over.
+  void RespondStreaming(Response response) {
+    auto msg = std::make_shared<bhttp::response<bhttp::empty_body>>();
+    Finish(*msg, response);
+    msg->chunked(true);
+    auto serializer = std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*msg);
+    auto producer = std::make_shared<std::function<bool(std::string&)>>(std::move(response.stream));
+    bool close = !msg->keep_alive();
+    bhttp::async_write_header(stream_, *serializer,
+                              [self = shared_from_this(), msg, serializer, producer, close](
+                                  beast::error_code ec, size_t) {
+                                if (ec) return self->EndStream(ec, close);
+                                self->PullPiece(producer, close);
+                              });
+  }
+
+  void PullPiece(std::shared_ptr<std::function<bool(std::string&)>> producer, bool close) {
+    asio::post(server_->workers(), [self = shared_from_this(), producer, close] {
+      auto piece = std::make_shared<std::string>();
+      bool more = false;
+      try {
+        more = (*producer)(*piece);
+      } catch (const std::exception& e) {
+        spdlog::error("a streamed body failed: {}", e.what());
+      }
+      asio::post(self->stream_.get_executor(), [self, producer, close, piece, more] {
+        self->stream_.expires_after(std::chrono::seconds(300));
+        if (!more) {
+          auto last = std::make_shared<std::string>();
+          if (!piece->empty()) {
+            *last = ToHex(piece->size()) + "\r\n" + *piece + "\r\n";
+          }
+          *last += "0\r\n\r\n";
+          return asio::async_write(
+              self->stream_, asio::buffer(*last),
+              [self, last, close](beast::error_code ec, size_t) { self->EndStream(ec, close); });
+        }
+        if (piece->empty()) return self->PullPiece(producer, close);
+        auto chunk = std::make_shared<std::string>(ToHex(piece->size()) + "\r\n" + *piece + "\r\n");
+        asio::async_write(self->stream_, asio::buffer(*chunk),
+                          [self, producer, close, chunk](beast::error_code ec, size_t) {
+                            if (ec) return self->EndStream(ec, true);
+                            self->PullPiece(producer, close);
+                          });
+      });
+    });
+  }
+
+  static std::string ToHex(size_t n) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string out;
+    do {
+      out.insert(out.begin(), kDigits[n % 16]);
+      n /= 16;
+    } while (n != 0);
+    return out;
+  }
+
+  void EndStream(beast::error_code ec, bool close) {
+    if (ec || close) {
+      boost::system::error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      return;
+    }
+    ReadHeader();
   }
 
   template <class Message>
