@@ -24,6 +24,8 @@ from conftest import ServerFactory
 
 TY = "/api/trainyard/v1"
 MODEL_CODE = str(Path(__file__).resolve().parent / "workloads" / "serving_model.py")
+# A stand-in for trainyard-serve-model (the replica contract), for the OpenAI routes.
+FAKE_ENGINE = str(Path(__file__).resolve().parent / "workloads" / "fake_serve_model.py")
 READY_TIMEOUT_S = 180
 
 
@@ -61,6 +63,7 @@ def server(backend, tmp_path_factory, request):
     mlflow_program = Path(sys.executable).parent / "mlflow"
     try:
         yield factory.new(extra_args=["--serving-mlflow", str(mlflow_program),
+                                      "--serving-engine", FAKE_ENGINE,
                                       "--serving-cold-start-s", "180"])
     finally:
         factory.close()
@@ -310,3 +313,102 @@ def test_cli_lists_and_shows(server, admin, models, tmp_path):
     assert cli("delete", name).returncode == 0
     out = cli("show", name)
     assert out.returncode != 0 and "does not exist" in out.stderr
+
+
+# --- LLM endpoints: the OpenAI routes, against the stand-in engine (tests/workloads/
+# fake_serve_model.py, the replica contract); the real engine's end-to-end test comes with it.
+
+
+@pytest.fixture(scope="module")
+def llm_model(server, tmp_path_factory):
+    """A registered model whose version is a Hugging Face directory (config.json): `llm`."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    hf = tmp_path_factory.mktemp("hf")
+    (hf / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    os.environ["MLFLOW_TRACKING_URI"] = server.url
+    os.environ["MLFLOW_TRACKING_TOKEN"] = server.token
+    try:
+        mlflow.set_tracking_uri(server.url)
+        name = f"llm-{uuid.uuid4().hex[:6]}"
+        mlflow.set_experiment(f"serving-{name}")
+        with mlflow.start_run() as run:
+            mlflow.log_artifacts(str(hf), "model")
+        client = MlflowClient()
+        client.create_registered_model(name)
+        client.create_model_version(name, f"runs:/{run.info.run_id}/model", run.info.run_id)
+        yield name
+    finally:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        os.environ.pop("MLFLOW_TRACKING_TOKEN", None)
+        mlflow.set_tracking_uri(None)
+
+
+def test_openai_client_chat_completions_streaming_and_models(server, admin, llm_model):
+    from openai import OpenAI
+
+    name = f"chat-{uuid.uuid4().hex[:6]}"
+    created = create(admin, server, name=name, served_entities=[{"model": llm_model, "version": 1}],
+                     min_replicas=0, scale_to_zero_seconds=60)
+    assert created["state"] == "SCALED_TO_ZERO"
+    client = OpenAI(base_url=f"{server.url}/serving-endpoints", api_key=server.token,
+                    max_retries=0, timeout=READY_TIMEOUT_S)
+    reply = client.chat.completions.create(
+        model=name, messages=[{"role": "user", "content": "the card was charged twice"}])
+    assert reply.choices[0].message.content == "the card was charged twice"
+    assert reply.usage.total_tokens == 10
+    assert endpoint(admin, server, name)["replicas"][0]["flavor"] == "llm"
+
+    # Streamed: the pieces come one event at a time, in order.
+    stream = client.chat.completions.create(
+        model=name, messages=[{"role": "user", "content": "one two three four"}], stream=True)
+    pieces = [c.choices[0].delta.content for c in stream if c.choices and c.choices[0].delta.content]
+    assert pieces == ["one", " two", " three", " four"]
+
+    text = client.completions.create(model=name, prompt="hello there", max_tokens=4)
+    assert text.choices[0].text == "hello there"
+    streamed = "".join(c.choices[0].text for c in
+                       client.completions.create(model=name, prompt="a b c", stream=True))
+    assert streamed == "a b c"
+    assert name in [m.id for m in client.models.list().data]
+
+    # The same at /v1 and through invocations; the replica's 4xx comes back as it is.
+    r = admin.post(server.api("/v1/chat/completions"),
+                   json={"model": name, "messages": [{"role": "user", "content": "x y"}]})
+    assert ok(r)["choices"][0]["message"]["content"] == "x y"
+    r = admin.post(server.api(f"/serving-endpoints/{name}/invocations"),
+                   json={"model": name, "prompt": "p q", "max_tokens": -1})
+    assert r.status_code == 400 and "max_tokens" in r.text
+    r = admin.post(server.api(f"/serving-endpoints/{name}/invocations"), json={"inputs": [1]})
+    error_of(r, 400, "messages", "prompt")
+
+    # Captured with the token counts of `usage`, streamed ones too.
+    capture = Path(endpoint(admin, server, name)["capture"]["path"])
+    lines = wait_for(lambda: capture.exists() and len(capture.read_text().splitlines()) >= 6
+                     and capture.read_text().splitlines(), "six capture lines", timeout=30)
+    records = [json.loads(line) for line in lines]
+    assert records[0]["path"] == "/v1/chat/completions" and records[0]["total_tokens"] == 10
+    assert records[1]["completion_tokens"] == 4 and "data:" in records[1]["response"]
+    ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
+
+
+def test_replica_killed_mid_stream(server, admin, llm_model):
+    from openai import APIError, OpenAI
+
+    name = f"die-{uuid.uuid4().hex[:6]}"
+    create(admin, server, name=name, served_entities=[{"model": llm_model, "version": 1}],
+           min_replicas=1, scale_to_zero_seconds=0)
+    first = wait_for(lambda: ready_replicas(admin, server, name), "a ready replica")[0]
+    client = OpenAI(base_url=f"{server.url}/serving-endpoints", api_key=server.token,
+                    max_retries=0, timeout=READY_TIMEOUT_S)
+    with pytest.raises(APIError, match="failed"):
+        for _ in client.chat.completions.create(
+                model=name, messages=[{"role": "user", "content": "die"}], stream=True):
+            pass
+    # The next request is served by a new replica.
+    reply = client.chat.completions.create(model=name,
+                                           messages=[{"role": "user", "content": "again"}])
+    assert reply.choices[0].message.content == "again"
+    assert all(r["id"] != first["id"] for r in endpoint(admin, server, name)["replicas"])
+    ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
