@@ -217,6 +217,34 @@ def test_scale_to_zero_and_back(server, admin, models):
     ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
 
 
+def test_alias_move_rolls_without_failed_requests(server, admin, models):
+    from mlflow import MlflowClient
+
+    name = f"roll-{uuid.uuid4().hex[:6]}"
+    alias = f"live{uuid.uuid4().hex[:4]}"
+    client = MlflowClient(tracking_uri=server.url)
+    os.environ["MLFLOW_TRACKING_TOKEN"] = server.token
+    try:
+        client.set_registered_model_alias(models, alias, 1)
+        create(admin, server, name=name, served_entities=[{"model": models, "alias": alias}],
+               min_replicas=1, scale_to_zero_seconds=0)
+        wait_for(lambda: ready_replicas(admin, server, name), "a ready replica")
+        assert ok(invoke(admin, server, name, {"inputs": {"x": [1.0]}})) == {"predictions": [1.0]}
+        client.set_registered_model_alias(models, alias, 2)
+        # Requests keep being answered (by version 1, then 2) while the endpoint rolls.
+        seen = []
+        def rolled():
+            seen.append(ok(invoke(admin, server, name, {"inputs": {"x": [1.0]}}))["predictions"][0])
+            replicas = endpoint(admin, server, name)["replicas"]
+            return seen[-1] == 10.0 and all(r["model_version"] == 2 for r in replicas)
+        wait_for(rolled, "the endpoint to roll to version 2")
+        assert set(seen) <= {1.0, 10.0}
+        assert ok(invoke(admin, server, name, {"inputs": {"x": [2.0]}})) == {"predictions": [20.0]}
+    finally:
+        os.environ.pop("MLFLOW_TRACKING_TOKEN", None)
+    ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
+
+
 def test_authorization(server, admin, models):
     name = f"auth-{uuid.uuid4().hex[:6]}"
     create(admin, server, name=name, served_entities=[{"model": models, "version": 1}],

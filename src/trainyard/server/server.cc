@@ -369,6 +369,7 @@ Status Server::InitServing() {
           : (ec ? std::string("trainyard-serve-model")
                 : (self.parent_path() / "trainyard-serve-model").string());
   options.device = config_.serving_device;
+  options.multi_user = multi_user_;
   options.cold_start_wait = std::chrono::seconds(config_.serving_cold_start_s);
   std::string artifacts = config_.artifacts.empty() ? data_dir + "/artifacts" : config_.artifacts;
   bool local_artifacts = IsLocalPath(artifacts);

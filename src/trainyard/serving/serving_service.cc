@@ -10,6 +10,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "trainyard/common/strings.h"
 
@@ -117,8 +118,7 @@ ServingService::ServingService(store::Database& db, Clock& clock, Random& random
                                registry::RegistryService& registry, ReplicaLauncher& launcher,
                                CaptureWriter& capture, LocationResolver resolver, HealthProbe probe,
                                ServingOptions options)
-    : db_(db),
-      clock_(clock),
+    : clock_(clock),
       random_(random),
       identity_(identity),
       registry_(registry),
@@ -636,7 +636,37 @@ void ServingService::Loop() {
   launcher_.Shutdown(options_.stop_grace);
 }
 
+void ServingService::CheckAliases() {
+  std::vector<std::tuple<std::string, std::string, ServedEntity>> due;  // endpoint, entity
+  {
+    MutexLock lock(mu_);
+    auto now = clock_.MonotonicNow();
+    for (auto& [name, rt] : endpoints_) {
+      for (auto& [entity, pool] : rt.pools) {
+        if (pool.entity.alias.empty() || now < pool.alias_checked + options_.alias_check) continue;
+        pool.alias_checked = now;
+        due.emplace_back(name, entity, pool.entity);
+      }
+    }
+  }
+  for (const auto& [name, entity, served] : due) {
+    auto mv = registry_.GetModelVersionByAlias(served.model, served.alias);
+    if (!mv.ok()) continue;  // the next replica start reports it
+    MutexLock lock(mu_);
+    Runtime* rt = FindLocked(name);
+    if (!rt) continue;
+    auto pool = rt->pools.find(entity);
+    if (pool == rt->pools.end()) continue;
+    if (pool->second.alias_version != 0 && pool->second.alias_version != mv->version) {
+      spdlog::info("serving: alias {}@{} of endpoint {} moved to version {}: rolling", served.model,
+                   served.alias, name, mv->version);
+    }
+    pool->second.alias_version = mv->version;
+  }
+}
+
 void ServingService::Tick() {
+  CheckAliases();
   std::vector<StartAction> starts;
   std::vector<std::pair<std::string, std::string>> probes;  // id, url
   {
@@ -647,15 +677,27 @@ void ServingService::Tick() {
       bool idle = config.scale_to_zero_seconds > 0 &&
                   now - rt.last_activity > std::chrono::seconds(config.scale_to_zero_seconds);
       for (auto& [entity, pool] : rt.pools) {
-        std::vector<Replica*> live;
+        std::vector<Replica*> live;   // current: what the pool counts
+        std::vector<Replica*> stale;  // serving the version an alias pointed to before
         int outstanding = 0, ready = 0;
         for (auto& [id, r] : replicas_) {
           if (r.endpoint != name || r.entity != entity || r.state == ReplicaState::kStopping) {
             continue;
           }
-          live.push_back(&r);
           outstanding += r.outstanding;
+          if (pool.alias_version != 0 && r.resolved.version != 0 &&
+              r.resolved.version != pool.alias_version) {
+            stale.push_back(&r);
+            continue;
+          }
+          live.push_back(&r);
           if (r.state == ReplicaState::kReady) ++ready;
+        }
+        // The alias moved: replicas of the new version start (the pool counts only them), and
+        // the old ones stop once one of the new is ready and they have nothing in flight.
+        if (!stale.empty() && pool.target == 0) pool.target = 1;
+        for (Replica* r : stale) {
+          if (ready > 0 && r->outstanding == 0) StopReplicaLocked(*r);
         }
         if (pool.waiters > 0 && pool.target == 0) pool.target = 1;
         int demand = (outstanding + pool.waiters + config.target_concurrency - 1) /
@@ -663,7 +705,12 @@ void ServingService::Tick() {
         if (ready > 0 && demand > static_cast<int>(live.size())) {
           pool.target = std::max(pool.target, demand);
         }
-        if (idle && outstanding == 0 && pool.waiters == 0) pool.target = config.min_replicas;
+        if (idle && outstanding == 0 && pool.waiters == 0) {
+          pool.target = config.min_replicas;
+          if (pool.target == 0) {
+            for (Replica* r : stale) StopReplicaLocked(*r);
+          }
+        }
         pool.target = std::clamp(pool.target, config.min_replicas, config.max_replicas);
         int have = static_cast<int>(live.size());
         if (have < pool.target && !stop_ && now >= pool.not_before) {
@@ -748,6 +795,11 @@ void ServingService::LaunchReplica(const StartAction& action) {
     spdlog::warn("serving: cannot start a replica of endpoint {}: {}", action.endpoint, why);
     ready_cv_.NotifyAll();
   };
+  if (options_.multi_user) {
+    return fail(
+        "replicas do not run in multi-user mode yet (they would run as the server's own "
+        "account); run the server with --single-user to serve models");
+  }
   auto resolved = Resolve(action.entity, "served entity " + action.entity.name);
   if (!resolved.ok()) return fail(resolved.status().message());
   fs::path log_dir = fs::path(options_.replica_dir) / action.replica_id;

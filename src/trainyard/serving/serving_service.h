@@ -53,6 +53,9 @@ struct ServingOptions {
   std::string mlflow_program = "mlflow";                      // serves `pyfunc` entities
   std::string device = "auto";                                // trainyard-serve-model --device
   std::chrono::milliseconds tick{200};
+  // How often an alias is resolved again: when it moves, the endpoint rolls to the new version
+  // (new replicas start; the old ones stop once a new one is ready, without dropping requests).
+  std::chrono::milliseconds alias_check{std::chrono::seconds(2)};
   // How long a request waits for a replica to become ready (scale from zero).
   std::chrono::milliseconds cold_start_wait{std::chrono::seconds(120)};
   // How long a starting replica may take to pass its health check before it is restarted.
@@ -62,6 +65,10 @@ struct ServingOptions {
   std::chrono::milliseconds restart_backoff{std::chrono::seconds(1)};
   std::chrono::milliseconds max_restart_backoff{std::chrono::seconds(60)};
   std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
+  // Multi-user mode (the server is root; jobs run as their owners' accounts): replicas would
+  // run as the server's account, so none is started until they can run as the endpoint
+  // owner's (not yet: the model's files sit in the server's private data directory).
+  bool multi_user = false;
   EndpointLimits limits;
 };
 
@@ -197,6 +204,8 @@ class ServingService {
     int waiters = 0;
     std::string last_error;
     Clock::MonotonicTime not_before{};  // no new replica before (restart backoff)
+    int64_t alias_version = 0;          // what the alias resolved to last (0: not yet)
+    Clock::MonotonicTime alias_checked{};
   };
   struct Runtime {
     Endpoint endpoint;
@@ -226,11 +235,12 @@ class ServingService {
   std::chrono::milliseconds Backoff(int failures_in_a_row) const;
   void Loop() TY_EXCLUDES(mu_);
   void Tick() TY_EXCLUDES(mu_);
+  // Resolves the aliases of served entities that are due (every alias_check).
+  void CheckAliases() TY_EXCLUDES(mu_);
   void LaunchReplica(const StartAction& action) TY_EXCLUDES(mu_);
   void StopReplicaLocked(Replica& r) TY_REQUIRES(mu_);
   Runtime* FindLocked(const std::string& name) TY_REQUIRES(mu_);
 
-  store::Database& db_;
   Clock& clock_;
   Random& random_;
   identity::IdentityService& identity_;
