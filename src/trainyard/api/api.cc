@@ -221,7 +221,7 @@ bool ScopedTokenMayCall(http::Method method, std::string_view path) {
 
 http::Response Api::Serve(http::Request& request, const RawHandler& handler, bool authenticate,
                           const RawFastHandler* fast, bool scoped_may_call,
-                          ErrorRenderer render_error) {
+                          ErrorRenderer render_error, bool audit_durably) {
   if (render_error == nullptr) render_error = ErrorResponse;
   identity::Principal principal;
   if (authenticate) {
@@ -267,7 +267,7 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
     identity::AuditRecord record{
         clock_.NowMillis(), principal.user,  std::string(http::MethodName(request.method)),
         request.path,       response.status, request.remote_address};
-    if (response.status >= 400) {
+    if (response.status >= 400 || !audit_durably) {
       identity_.Audit(std::move(record));  // nothing changed: no need to wait
     } else if (Status audited = identity_.AuditDurably(std::move(record)); !audited.ok()) {
       // Acknowledging a change whose audit record is lost would break the audit's promise.
@@ -367,6 +367,14 @@ std::optional<http::Response> Api::ServeInline(http::Request& request,
   if (!result) return std::nullopt;
   if (!result->ok()) return render_error(result->status());
   return http::Response::Json(200, json::serialize(**result));
+}
+
+void Api::ServingRoute(http::Method method, const std::string& path, RawHandler handler,
+                       ErrorRenderer render_error) {
+  auto shared = std::make_shared<RawHandler>(std::move(handler));
+  router_.Add(method, path, [this, shared, render_error](http::Request& r) {
+    return Serve(r, *shared, true, nullptr, true, render_error, false);
+  });
 }
 
 void Api::PublicRoute(http::Method method, const std::string& path, JsonHandler handler) {

@@ -80,6 +80,11 @@ class Api {
   void RouteRenderingErrors(http::Method method, const std::vector<std::string>& prefixes,
                             const std::string& path, JsonHandler handler,
                             ErrorRenderer render_error, InlineJsonHandler inline_handler);
+  // A serving route (a model's invocations): raw bodies, errors rendered by `render_error`,
+  // job tokens allowed (the endpoint's grants decide), and its audit record queued without
+  // waiting for it to be committed (a query changes nothing; its capture is its record).
+  void ServingRoute(http::Method method, const std::string& path, RawHandler handler,
+                    ErrorRenderer render_error);
   // Routes reachable without a token (health checks).
   void PublicRoute(http::Method method, const std::string& path, JsonHandler handler);
 
@@ -93,7 +98,7 @@ class Api {
   // `scoped_may_call`: whether a job's scoped token may call this route (ScopedTokenMayCall).
   http::Response Serve(http::Request& request, const RawHandler& handler, bool authenticate,
                        const RawFastHandler* fast = nullptr, bool scoped_may_call = true,
-                       ErrorRenderer render_error = nullptr);
+                       ErrorRenderer render_error = nullptr, bool audit_durably = true);
   http::Response Unauthenticated(const http::Request& request, const Status& status);
   // The inline half of a route (see InlineJsonHandler): nullopt unless the request is a GET
   // without a body whose caller authenticates from the cache and `handler` answers it.

@@ -18,6 +18,7 @@
 #include "trainyard/cli/catalog_commands.h"
 #include "trainyard/cli/checkpoint_commands.h"
 #include "trainyard/cli/client.h"
+#include "trainyard/cli/endpoint_commands.h"
 #include "trainyard/cli/jobs_commands.h"
 #include "trainyard/cli/lineage_commands.h"
 #include "trainyard/cli/security_commands.h"
@@ -456,6 +457,22 @@ void AddServerExecutionOptions(CLI::App* server_cmd, ServerOptions& o) {
                          "<data-dir>-jobs in multi-user mode)");
   server_cmd->add_option("--advertise-url", config.advertise_url,
                          "URL workloads use to reach this server (default http://HOST:PORT)");
+  server_cmd->add_option("--serving-mlflow", config.serving_mlflow,
+                         "the `mlflow` program that serves pyfunc endpoints (default: found on "
+                         "PATH)");
+  server_cmd->add_option("--serving-engine", config.serving_engine,
+                         "the trainyard-serve-model program that serves llm endpoints (default: "
+                         "beside this binary)");
+  server_cmd
+      ->add_option("--serving-device", config.serving_device,
+                   "--device for llm replicas: auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  server_cmd
+      ->add_option("--serving-cold-start-s", config.serving_cold_start_s,
+                   "how long a request waits for a replica to start (scale from zero)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   server_cmd->add_option("--log-format", o.log_format, "text, or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();
@@ -672,6 +689,7 @@ int Main(int argc, char** argv) {
   auto run_users = AddUserCommands(*users, add_client_options);
   auto run_jobs = AddJobCommands(app, add_client_options);
   auto run_checkpoints = AddCheckpointCommands(app, add_client_options);
+  auto run_endpoints = AddEndpointCommands(app, add_client_options);
   auto run_lineage = AddLineageCommands(app, add_client_options);
   auto run_security = AddSecurityCommands(app, *users, add_client_options);
   auto run_catalog = AddCatalogCommands(app, add_client_options);
@@ -683,6 +701,7 @@ int Main(int argc, char** argv) {
   Client client(client_options);
   if (auto rc = run_jobs(client)) return *rc;
   if (auto rc = run_checkpoints(client)) return *rc;
+  if (auto rc = run_endpoints(client)) return *rc;
   if (auto rc = run_lineage(client)) return *rc;
   if (auto rc = run_security(client)) return *rc;
   if (auto rc = run_table_data(client)) return *rc;

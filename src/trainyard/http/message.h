@@ -44,7 +44,8 @@ struct Request {
 class BodyStream {
  public:
   virtual ~BodyStream() = default;
-  // The next chunk in `chunk` (not empty); false at the end of the body.
+  // The next chunk in `chunk`; false at the end of the body (a chunk given with the false is
+  // still sent, before the end).
   virtual bool Next(std::string* chunk) = 0;
   virtual void Cancel() = 0;
 };

@@ -612,10 +612,18 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
       asio::post(self->stream_.get_executor(), [self, body, close, chunk, more] {
         self->stream_.expires_after(std::chrono::seconds(300));
         if (!more) {
-          return asio::async_write(self->stream_, bhttp::make_chunk_last(),
-                                   [self, close](beast::error_code ec, size_t) {
-                                     if (ec || close) return self->ShutdownSend();
-                                     self->ReadHeader();
+          auto end = [self, close](beast::error_code ec, size_t) {
+            if (ec || close) return self->ShutdownSend();
+            self->ReadHeader();
+          };
+          if (chunk->empty())
+            return asio::async_write(self->stream_, bhttp::make_chunk_last(), end);
+          // A last piece that came with the end (an error event, say): it, then the end.
+          return asio::async_write(self->stream_, bhttp::make_chunk(asio::buffer(*chunk)),
+                                   [self, chunk, end](beast::error_code ec, size_t n) {
+                                     if (ec) return end(ec, n);
+                                     asio::async_write(self->stream_, bhttp::make_chunk_last(),
+                                                       end);
                                    });
         }
         if (chunk->empty()) return self->PumpStream(body, close);

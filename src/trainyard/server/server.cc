@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -15,6 +16,7 @@
 #include "trainyard/api/mlflow_artifacts_api.h"
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
+#include "trainyard/api/serving_api.h"
 #include "trainyard/api/tables_api.h"
 #include "trainyard/api/uc_api.h"
 #include "trainyard/api/uc_model_api.h"
@@ -23,13 +25,18 @@
 #include "trainyard/catalog/model_service.h"
 #include "trainyard/catalog/table_service.h"
 #include "trainyard/checkpoints/checkpoint_service.h"
+#include "trainyard/common/paths.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/host_resources.h"
 #include "trainyard/executors/local_executor.h"
 #include "trainyard/executors/slurm_executor.h"
+#include "trainyard/http/client.h"
 #include "trainyard/jobs/job_service.h"
 #include "trainyard/registry/registry_service.h"
 #include "trainyard/server/lineage_wiring.h"
+#include "trainyard/serving/capture.h"
+#include "trainyard/serving/replica_launcher.h"
+#include "trainyard/serving/serving_service.h"
 
 namespace trainyard::server {
 namespace {
@@ -131,6 +138,7 @@ Status Server::InitStore() {
   for (auto& m : jobs::SecretService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : lineage::LineageService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : catalog::CatalogService::Migrations()) migrations.push_back(std::move(m));
+  for (auto& m : serving::ServingService::Migrations()) migrations.push_back(std::move(m));
   TY_RETURN_IF_ERROR(store::ApplyMigrations(*db_, migrations));
   spdlog::info("metadata store: {} ({})", db_->Backend(),
                db_->Backend() == "sqlite" ? options.url : "postgresql");
@@ -327,6 +335,87 @@ Status Server::InitCheckpoints() {
   return Status::Ok();
 }
 
+// `name` as an absolute path: itself when it has a slash, else the first match on PATH.
+static std::string FindProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return fs::absolute(name).string();
+  const char* path = std::getenv("PATH");
+  for (const auto& dir : SplitString(path ? path : "", ':')) {
+    if (dir.empty()) continue;
+    fs::path candidate = fs::path(dir) / name;
+    if (::access(candidate.c_str(), X_OK) == 0) return fs::absolute(candidate).string();
+  }
+  return name;
+}
+
+Status Server::InitServing() {
+  std::string data_dir = fs::absolute(config_.data_dir).string();
+  serving::CaptureOptions capture;
+  capture.dir = data_dir + "/serving/capture";
+  capture_ = std::make_unique<serving::CaptureWriter>(capture);
+  // Replicas run on this machine through an executor of their own (see replica_launcher.h).
+  executors::LocalExecutorOptions local;
+  local.gang_stop_grace = std::chrono::seconds(10);
+  replica_launcher_ =
+      serving::MakeExecutorReplicaLauncher(executors::MakeLocalExecutor(local, clock_));
+  serving::ServingOptions options;
+  options.replica_dir = data_dir + "/serving/replicas";
+  options.mlflow_program =
+      FindProgram(config_.serving_mlflow.empty() ? "mlflow" : config_.serving_mlflow);
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  options.serve_model_program =
+      !config_.serving_engine.empty()
+          ? fs::absolute(config_.serving_engine).string()
+          : (ec ? std::string("trainyard-serve-model")
+                : (self.parent_path() / "trainyard-serve-model").string());
+  options.device = config_.serving_device;
+  options.multi_user = multi_user_;
+  options.cold_start_wait = std::chrono::seconds(config_.serving_cold_start_s);
+  std::string artifacts = config_.artifacts.empty() ? data_dir + "/artifacts" : config_.artifacts;
+  bool local_artifacts = IsLocalPath(artifacts);
+  artifacts = local_artifacts ? fs::absolute(artifacts).string() : artifacts;
+  serving::LocationResolver resolver =
+      [artifacts, local_artifacts](const std::string& location) -> Result<std::string> {
+    std::string path;
+    if (StartsWith(location, "mlflow-artifacts:")) {
+      if (!local_artifacts) {
+        return Status::FailedPrecondition(
+            "its files are in the artifact store " + artifacts +
+            ", which is not on this machine; serving reads a model's files from a local "
+            "artifact store");
+      }
+      std::string key = location.substr(std::string_view("mlflow-artifacts:").size());
+      if (StartsWith(key, "//")) {
+        size_t slash = key.find('/', 2);
+        key = slash == std::string::npos ? "" : key.substr(slash);
+      }
+      while (StartsWith(key, "/")) key.erase(0, 1);
+      TY_RETURN_IF_ERROR(ValidateRelativePath(key, "storage_location"));
+      path = artifacts + "/" + key;
+    } else if (StartsWith(location, "file://")) {
+      path = location.substr(7);
+    } else if (StartsWith(location, "/")) {
+      path = location;
+    } else {
+      return Status::FailedPrecondition("its storage location " + location +
+                                        " is not a local directory this server can read");
+    }
+    std::error_code dir_ec;
+    if (!fs::is_directory(path, dir_ec)) {
+      return Status::FailedPrecondition("its files are not at " + path);
+    }
+    return path;
+  };
+  serving::HealthProbe probe = [](const std::string& url) {
+    auto r = http::Fetch("GET", url, {}, "", std::chrono::seconds(2));
+    return r.ok() && r->status == 200;
+  };
+  serving_ = std::make_unique<serving::ServingService>(
+      *db_, clock_, random_, *identity_, *registry_, *replica_launcher_, *capture_,
+      std::move(resolver), std::move(probe), options);
+  return Status::Ok();
+}
+
 void Server::InitLineage() {
   lineage_ = std::make_unique<LineageWiring>(
       *db_, clock_, *authorizer_, LineageSources{*tracking_, *registry_, *jobs_, *checkpoints_});
@@ -352,6 +441,7 @@ void Server::InitApi() {
   api::RegisterUnityCatalogRoutes(*api_, *catalog_, tables_.get());
   api::RegisterUcModelRoutes(*api_, *models_, *catalog_);
   api::RegisterTableRoutes(*api_, *catalog_, *tables_);
+  api::RegisterServingRoutes(*api_, *serving_);
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);
@@ -404,6 +494,7 @@ Status Server::Start() {
   TY_RETURN_IF_ERROR(InitJobs());
   TY_RETURN_IF_ERROR(InitCheckpoints());
   InitLineage();
+  TY_RETURN_IF_ERROR(InitServing());
   InitApi();
   http::ServerOptions options;
   options.host = config_.host;
@@ -440,6 +531,7 @@ Status Server::Start() {
                           ? "http://" + url_host + ":" + std::to_string(http_->port())
                           : config_.advertise_url);
   TY_RETURN_IF_ERROR(jobs_->Start());
+  TY_RETURN_IF_ERROR(serving_->Start());
   spdlog::info("trainyard server listening on http://{}:{}", config_.host, http_->port());
   return Status::Ok();
 }
@@ -452,6 +544,8 @@ void Server::Stop() {
     http_->Stop(kHttpDrainTime);
     http_.reset();
   }
+  // Unlike jobs, replicas stop with the server: the next start brings up min_replicas anew.
+  if (serving_) serving_->Stop();
 }
 
 int Server::port() const { return http_ ? http_->port() : 0; }

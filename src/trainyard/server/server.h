@@ -36,6 +36,11 @@ class CheckpointService;
 namespace trainyard::server {
 class LineageWiring;
 }
+namespace trainyard::serving {
+class CaptureWriter;
+class ReplicaLauncher;
+class ServingService;
+}  // namespace trainyard::serving
 namespace trainyard::catalog {
 class CatalogService;
 class CatalogAuthorizer;
@@ -94,6 +99,13 @@ struct ServerConfig {
   // Where jobs' private directories live; "" = <data_dir>/jobs in single-user mode and
   // <data_dir>-jobs (outside the 0700 data directory) in multi-user mode.
   std::string job_dir;
+  // Serving endpoints: the programs their replicas run ("" = `mlflow` found on PATH, and
+  // trainyard-serve-model beside this binary), the llm replicas' device, and how long a
+  // request waits for a replica to start.
+  std::string serving_mlflow;
+  std::string serving_engine;
+  std::string serving_device = "auto";
+  int serving_cold_start_s = 120;
 };
 
 class Server {
@@ -118,6 +130,7 @@ class Server {
   Status InitJobs();
   Status InitIdentityMode(jobs::JobServiceOptions& options);
   Status InitCheckpoints();
+  Status InitServing();
   void InitLineage();
   void InitApi();
 
@@ -143,6 +156,9 @@ class Server {
   std::unique_ptr<jobs::SecretService> secrets_;
   std::unique_ptr<jobs::JobService> jobs_;
   std::unique_ptr<checkpoints::CheckpointService> checkpoints_;
+  std::unique_ptr<serving::CaptureWriter> capture_;
+  std::unique_ptr<serving::ReplicaLauncher> replica_launcher_;
+  std::unique_ptr<serving::ServingService> serving_;
   http::Router router_;
   std::unique_ptr<api::Api> api_;
   std::unique_ptr<http::HttpServer> http_;

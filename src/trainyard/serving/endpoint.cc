@@ -1,0 +1,271 @@
+#include "trainyard/serving/endpoint.h"
+
+#include <set>
+
+#include "trainyard/common/strings.h"
+
+namespace trainyard::serving {
+namespace {
+
+Status Invalid(const std::string& field, const std::string& what) {
+  return Status::InvalidArgument(field + " " + what);
+}
+
+Result<int> BoundedInt(const json::object& o, std::string_view field, int64_t lo, int64_t hi,
+                       int fallback) {
+  TY_ASSIGN_OR_RETURN(auto v, OptionalInt64(o, field));
+  if (!v) return fallback;
+  if (*v < lo || *v > hi) {
+    return Invalid(std::string(field), "must be between " + std::to_string(lo) + " and " +
+                                           std::to_string(hi) + " (got " + std::to_string(*v) +
+                                           ")");
+  }
+  return static_cast<int>(*v);
+}
+
+Result<ServedEntity> DecodeEntity(const json::value& v, size_t i) {
+  std::string field = "served_entities[" + std::to_string(i) + "]";
+  if (!v.is_object()) return Invalid(field, "must be an object (got " + DescribeJson(v) + ")");
+  const json::object& o = v.as_object();
+  for (const auto& kv : o) {
+    std::string_view k = kv.key();
+    if (k != "name" && k != "model" && k != "version" && k != "alias" && k != "flavor" &&
+        k != "entity_name" && k != "entity_version") {
+      return Invalid(field + "." + std::string(k),
+                     "is not a field of a served entity (name, model, version, alias, flavor)");
+    }
+  }
+  ServedEntity e;
+  TY_ASSIGN_OR_RETURN(auto model, OptionalString(o, "model"));
+  if (!model) {
+    // Databricks' spelling.
+    TY_ASSIGN_OR_RETURN(auto entity_name, OptionalString(o, "entity_name"));
+    model = entity_name;
+  }
+  if (!model || model->empty()) {
+    return Invalid(field + ".model", "is required: the registered model's name");
+  }
+  e.model = *model;
+  auto version_field = o.contains("version") ? "version" : "entity_version";
+  if (o.contains(version_field) && !o.at(version_field).is_null()) {
+    auto version = AsInt64(o.at(version_field), field + "." + version_field);
+    if (!version.ok()) return version.status();
+    if (*version < 1) return Invalid(field + ".version", "must be a positive integer");
+    e.version = *version;
+  }
+  TY_ASSIGN_OR_RETURN(auto alias, OptionalString(o, "alias"));
+  if (alias) e.alias = *alias;
+  if (e.version && !e.alias.empty()) {
+    return Invalid(field, "names both a version and an alias: give one of them");
+  }
+  if (!e.version && e.alias.empty()) {
+    return Invalid(field,
+                   "needs a version (e.g. \"version\": 1) or an alias (\"alias\": "
+                   "\"champion\")");
+  }
+  TY_ASSIGN_OR_RETURN(auto flavor, OptionalString(o, "flavor"));
+  if (flavor && !flavor->empty()) {
+    TY_RETURN_IF_ERROR(ParseFlavor(*flavor, field + ".flavor").status());
+    e.flavor = *flavor;
+  }
+  TY_ASSIGN_OR_RETURN(auto name, OptionalString(o, "name"));
+  if (name) {
+    e.name = *name;
+  } else {
+    std::string model_part = e.model;
+    for (char& c : model_part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
+    }
+    e.name = model_part + "-" + (e.version ? std::to_string(*e.version) : e.alias);
+  }
+  if (Status s = ValidateEndpointName(e.name); !s.ok()) {
+    return Invalid(field + ".name", "'" + Abbreviate(e.name) +
+                                        "' is not a valid served entity name: use 1-63 letters, "
+                                        "digits, '-' or '_'");
+  }
+  return e;
+}
+
+}  // namespace
+
+std::string_view FlavorName(Flavor f) { return f == Flavor::kLlm ? "llm" : "pyfunc"; }
+
+Result<Flavor> ParseFlavor(std::string_view text, std::string_view field) {
+  if (text == "llm") return Flavor::kLlm;
+  if (text == "pyfunc") return Flavor::kPyfunc;
+  return Status::InvalidArgument(std::string(field) + " must be llm or pyfunc (got '" +
+                                 Abbreviate(text) + "')");
+}
+
+Status ValidateEndpointName(std::string_view name) {
+  bool ok = !name.empty() && name.size() <= 63 && std::isalnum(static_cast<unsigned char>(name[0]));
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') ok = false;
+  }
+  if (ok) return Status::Ok();
+  return Status::InvalidArgument("name '" + Abbreviate(name) +
+                                 "' is not a valid endpoint name: use 1-63 letters, digits, '-' "
+                                 "or '_', starting with a letter or digit");
+}
+
+Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
+                            const EndpointLimits& limits) {
+  TY_ASSIGN_OR_RETURN(const json::array* entities, OptionalArray(body, "served_entities"));
+  if (entities) {
+    if (entities->empty() || entities->size() > limits.max_served_entities) {
+      return Invalid("served_entities",
+                     "must list 1 to " + std::to_string(limits.max_served_entities) +
+                         " served entities (got " + std::to_string(entities->size()) + ")");
+    }
+    config.served_entities.clear();
+    for (size_t i = 0; i < entities->size(); ++i) {
+      TY_ASSIGN_OR_RETURN(ServedEntity e, DecodeEntity((*entities)[i], i));
+      config.served_entities.push_back(std::move(e));
+    }
+    // The routes named the old entities: a new list without routes gets the default.
+    if (!body.contains("routes") && !body.contains("traffic_config")) config.routes.clear();
+  }
+  const json::array* routes = nullptr;
+  std::string routes_field = "routes";
+  if (body.contains("traffic_config")) {
+    // Databricks' shape: {"traffic_config": {"routes": [{"served_model_name", ...}]}}.
+    TY_ASSIGN_OR_RETURN(const json::object* traffic, OptionalObject(body, "traffic_config"));
+    if (traffic) {
+      TY_ASSIGN_OR_RETURN(routes, OptionalArray(*traffic, "routes"));
+      routes_field = "traffic_config.routes";
+    }
+  } else {
+    TY_ASSIGN_OR_RETURN(routes, OptionalArray(body, "routes"));
+  }
+  if (routes) {
+    config.routes.clear();
+    for (size_t i = 0; i < routes->size(); ++i) {
+      std::string field = routes_field + "[" + std::to_string(i) + "]";
+      const json::value& v = (*routes)[i];
+      if (!v.is_object()) return Invalid(field, "must be an object (got " + DescribeJson(v) + ")");
+      const json::object& o = v.as_object();
+      TrafficRoute r;
+      TY_ASSIGN_OR_RETURN(auto entity, OptionalString(o, "served_entity"));
+      for (const char* alt : {"served_entity_name", "served_model_name"}) {
+        if (entity) break;
+        TY_ASSIGN_OR_RETURN(entity, OptionalString(o, alt));
+      }
+      if (!entity || entity->empty()) {
+        return Invalid(field + ".served_entity", "is required: the served entity's name");
+      }
+      r.served_entity = *entity;
+      if (!o.contains("percent") && !o.contains("traffic_percentage")) {
+        return Invalid(field + ".percent", "is required: an integer from 0 to 100");
+      }
+      auto pct = AsInt64(o.contains("percent") ? o.at("percent") : o.at("traffic_percentage"),
+                         field + ".percent");
+      if (!pct.ok()) return pct.status();
+      if (*pct < 0 || *pct > 100) {
+        return Invalid(field + ".percent",
+                       "must be between 0 and 100 (got " + std::to_string(*pct) + ")");
+      }
+      r.percent = static_cast<int>(*pct);
+      config.routes.push_back(std::move(r));
+    }
+  }
+  TY_ASSIGN_OR_RETURN(config.min_replicas, BoundedInt(body, "min_replicas", 0, limits.max_replicas,
+                                                      config.min_replicas));
+  TY_ASSIGN_OR_RETURN(config.max_replicas, BoundedInt(body, "max_replicas", 1, limits.max_replicas,
+                                                      config.max_replicas));
+  TY_ASSIGN_OR_RETURN(config.target_concurrency,
+                      BoundedInt(body, "target_concurrency", 1, 1024, config.target_concurrency));
+  TY_ASSIGN_OR_RETURN(auto idle, OptionalInt64(body, "scale_to_zero_seconds"));
+  if (idle) {
+    if (*idle < 0 || *idle > limits.max_scale_to_zero_seconds) {
+      return Invalid("scale_to_zero_seconds", "must be between 0 (never) and " +
+                                                  std::to_string(limits.max_scale_to_zero_seconds) +
+                                                  " (got " + std::to_string(*idle) + ")");
+    }
+    config.scale_to_zero_seconds = *idle;
+  }
+  if (config.routes.empty() && config.served_entities.size() == 1) {
+    config.routes.push_back({config.served_entities[0].name, 100});
+  }
+  return ValidateEndpointConfig(config, limits);
+}
+
+Status ValidateEndpointConfig(const EndpointConfig& config, const EndpointLimits& limits) {
+  if (config.served_entities.empty()) {
+    return Invalid("served_entities", "is required: at least one registered model version");
+  }
+  std::set<std::string> names;
+  for (const auto& e : config.served_entities) {
+    if (!names.insert(e.name).second) {
+      return Invalid("served_entities",
+                     "names '" + e.name + "' twice: give each entity its own \"name\"");
+    }
+  }
+  if (config.routes.empty()) {
+    return Invalid("routes",
+                   "is required with several served entities: e.g. [{\"served_entity\": "
+                   "\"a\", \"percent\": 90}, {\"served_entity\": \"b\", \"percent\": "
+                   "10}]");
+  }
+  int sum = 0;
+  std::set<std::string> routed;
+  for (size_t i = 0; i < config.routes.size(); ++i) {
+    const auto& r = config.routes[i];
+    std::string field = "routes[" + std::to_string(i) + "].served_entity";
+    if (!names.count(r.served_entity)) {
+      return Invalid(field, "'" + Abbreviate(r.served_entity) +
+                                "' is no served entity of this "
+                                "endpoint");
+    }
+    if (!routed.insert(r.served_entity).second) {
+      return Invalid(field, "'" + r.served_entity + "' has two routes: give it one");
+    }
+    sum += r.percent;
+  }
+  if (sum != 100) {
+    return Invalid("routes", "percentages must sum to 100 (got " + std::to_string(sum) + ")");
+  }
+  if (config.min_replicas > config.max_replicas) {
+    return Invalid("min_replicas", "(" + std::to_string(config.min_replicas) +
+                                       ") must not exceed max_replicas (" +
+                                       std::to_string(config.max_replicas) + ")");
+  }
+  if (config.max_replicas > limits.max_replicas) {
+    return Invalid("max_replicas", "must be at most " + std::to_string(limits.max_replicas));
+  }
+  return Status::Ok();
+}
+
+json::object EndpointConfigToJson(const EndpointConfig& config) {
+  json::array entities;
+  for (const auto& e : config.served_entities) {
+    json::object o{{"name", e.name}, {"model", e.model}};
+    if (e.version) o["version"] = *e.version;
+    if (!e.alias.empty()) o["alias"] = e.alias;
+    if (!e.flavor.empty()) o["flavor"] = e.flavor;
+    entities.push_back(std::move(o));
+  }
+  json::array routes;
+  for (const auto& r : config.routes) {
+    routes.push_back(json::object{{"served_entity", r.served_entity}, {"percent", r.percent}});
+  }
+  return json::object{{"served_entities", std::move(entities)},
+                      {"routes", std::move(routes)},
+                      {"min_replicas", config.min_replicas},
+                      {"max_replicas", config.max_replicas},
+                      {"scale_to_zero_seconds", config.scale_to_zero_seconds},
+                      {"target_concurrency", config.target_concurrency}};
+}
+
+size_t PickRoute(const std::vector<TrafficRoute>& routes, double draw) {
+  double acc = 0;
+  size_t last = 0;
+  for (size_t i = 0; i < routes.size(); ++i) {
+    if (routes[i].percent == 0) continue;
+    last = i;
+    acc += routes[i].percent;
+    if (draw < acc) return i;
+  }
+  return last;
+}
+
+}  // namespace trainyard::serving

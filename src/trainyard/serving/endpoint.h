@@ -1,0 +1,80 @@
+// Serving endpoints' value types and their pure rules: what an endpoint is (served
+// entities, traffic routes, replica bounds, scale to zero), the validation that names the
+// field at fault, the JSON form they are stored and sent in, and the traffic split.
+//
+// A served entity is one registered model version, named by number or by alias; an alias
+// is resolved each time a replica starts. Its flavor says which program serves it:
+// `llm` (a Hugging Face directory, served by trainyard-serve-model) or `pyfunc` (an MLflow
+// model, served by its own `mlflow models serve`); "" = decided from the version's files.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainyard/common/json.h"
+#include "trainyard/common/status.h"
+
+namespace trainyard::serving {
+
+enum class Flavor { kLlm, kPyfunc };
+std::string_view FlavorName(Flavor f);  // "llm", "pyfunc"
+Result<Flavor> ParseFlavor(std::string_view text, std::string_view field);
+
+struct ServedEntity {
+  std::string name;   // unique within its endpoint; default "<model>-<version|alias>"
+  std::string model;  // registered model name
+  std::optional<int64_t> version;
+  std::string alias;   // exactly one of version and alias
+  std::string flavor;  // "llm", "pyfunc" or "" (decided from the files)
+};
+
+struct TrafficRoute {
+  std::string served_entity;
+  int percent = 0;
+};
+
+struct EndpointConfig {
+  std::vector<ServedEntity> served_entities;
+  std::vector<TrafficRoute> routes;  // percents sum to 100
+  int min_replicas = 0;              // per served entity
+  int max_replicas = 1;
+  int64_t scale_to_zero_seconds = 600;  // idle time before the last replica stops; 0 = never
+  // Requests in flight per replica above which another replica is started (up to max).
+  int target_concurrency = 4;
+};
+
+struct Endpoint {
+  std::string name;
+  std::string owner;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  EndpointConfig config;
+};
+
+struct EndpointLimits {
+  size_t max_served_entities = 10;
+  int max_replicas = 16;
+  int64_t max_scale_to_zero_seconds = 7 * 24 * 3600;
+};
+
+// Endpoint names: 1-63 of [A-Za-z0-9_-], starting with a letter or digit.
+Status ValidateEndpointName(std::string_view name);
+
+// Decodes the fields of a create or update body into `config`; fields absent are left as
+// they are (an update changes only what it names). Fills default entity names and, for a
+// single entity without routes, a route of 100. InvalidArgument naming the field otherwise.
+Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
+                            const EndpointLimits& limits = {});
+// Checks the whole configuration (routes name entities, sum to 100, bounds).
+Status ValidateEndpointConfig(const EndpointConfig& config, const EndpointLimits& limits = {});
+
+json::object EndpointConfigToJson(const EndpointConfig& config);
+
+// Which served entity a request goes to: `draw` is uniform in [0, 100). Routes of 0% are
+// never chosen. Returns the index of the route.
+size_t PickRoute(const std::vector<TrafficRoute>& routes, double draw);
+
+}  // namespace trainyard::serving

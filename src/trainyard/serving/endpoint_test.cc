@@ -1,0 +1,149 @@
+#include "trainyard/serving/endpoint.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "trainyard/common/clock.h"
+#include "trainyard/testing/status_matchers.h"
+
+namespace trainyard::serving {
+namespace {
+
+using ::testing::HasSubstr;
+
+Status Decode(std::string_view text, EndpointConfig& config) {
+  auto body = ParseJsonObject(text);
+  if (!body.ok()) return body.status();
+  return DecodeEndpointConfig(*body, config);
+}
+
+std::string ErrorOf(std::string_view text) {
+  EndpointConfig config;
+  Status s = Decode(text, config);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << text;
+  return s.message();
+}
+
+TEST(EndpointConfigTest, OneEntityGetsAllTheTrafficAndADefaultName) {
+  EndpointConfig c;
+  TY_ASSERT_OK(
+      Decode(R"({"served_entities": [{"model": "main.s.intent", "alias": "champion"}]})", c));
+  ASSERT_EQ(c.served_entities.size(), 1u);
+  EXPECT_EQ(c.served_entities[0].name, "main-s-intent-champion");
+  ASSERT_EQ(c.routes.size(), 1u);
+  EXPECT_EQ(c.routes[0].served_entity, "main-s-intent-champion");
+  EXPECT_EQ(c.routes[0].percent, 100);
+}
+
+TEST(EndpointConfigTest, DatabricksSpellingsAreAccepted) {
+  EndpointConfig c;
+  TY_ASSERT_OK(Decode(R"({"served_entities": [
+      {"name": "a", "entity_name": "m", "entity_version": "1"},
+      {"name": "b", "entity_name": "m", "entity_version": 2}],
+    "traffic_config": {"routes": [{"served_model_name": "a", "traffic_percentage": 80},
+                                  {"served_model_name": "b", "traffic_percentage": 20}]}})",
+                      c));
+  EXPECT_EQ(*c.served_entities[0].version, 1);
+  EXPECT_EQ(c.routes[1].percent, 20);
+}
+
+TEST(EndpointConfigTest, ErrorsNameTheField) {
+  EXPECT_THAT(ErrorOf(R"({"served_entities": []})"), HasSubstr("served_entities"));
+  EXPECT_THAT(ErrorOf(R"({"served_entities": [{"version": 1}]})"),
+              HasSubstr("served_entities[0].model"));
+  EXPECT_THAT(ErrorOf(R"({"served_entities": [{"model": "m"}]})"), HasSubstr("alias"));
+  EXPECT_THAT(ErrorOf(R"({"served_entities": [{"model": "m", "version": 1, "alias": "a"}]})"),
+              HasSubstr("both"));
+  EXPECT_THAT(ErrorOf(R"({"served_entities": [{"model": "m", "version": 0}]})"),
+              HasSubstr("served_entities[0].version"));
+  EXPECT_THAT(ErrorOf(R"({"served_entities": [{"model": "m", "version": 1, "flavor": "onnx"}]})"),
+              HasSubstr("served_entities[0].flavor"));
+  EXPECT_THAT(ErrorOf(R"({"served_entities": [{"model": "m", "version": 1, "nme": "x"}]})"),
+              HasSubstr("served_entities[0].nme"));
+  EXPECT_THAT(ErrorOf(R"({"served_entities": [{"name": "a", "model": "m", "version": 1},
+                                              {"name": "a", "model": "m", "version": 2}]})"),
+              HasSubstr("twice"));
+  const char* two = R"({"served_entities": [{"name": "a", "model": "m", "version": 1},
+                                             {"name": "b", "model": "m", "version": 2}], )";
+  EXPECT_THAT(ErrorOf(std::string(two) + R"("routes": []})"), HasSubstr("routes"));
+  EXPECT_THAT(ErrorOf(std::string(two) + R"("routes": [{"served_entity": "a", "percent": 60},
+                                                       {"served_entity": "b", "percent": 30}]})"),
+              HasSubstr("sum to 100 (got 90)"));
+  EXPECT_THAT(ErrorOf(std::string(two) + R"("routes": [{"served_entity": "c", "percent": 100}]})"),
+              HasSubstr("routes[0].served_entity"));
+  EXPECT_THAT(ErrorOf(std::string(two) + R"("routes": [{"served_entity": "a", "percent": 101}]})"),
+              HasSubstr("routes[0].percent"));
+  EXPECT_THAT(ErrorOf(std::string(two) + R"("routes": [{"served_entity": "a", "percent": 50},
+                                                       {"served_entity": "a", "percent": 50}]})"),
+              HasSubstr("two routes"));
+  EXPECT_THAT(ErrorOf(std::string(two) + R"("routes": [{"served_entity": "a"}]})"),
+              HasSubstr("routes[0].percent"));
+  const char* one = R"({"served_entities": [{"model": "m", "version": 1}], )";
+  EXPECT_THAT(ErrorOf(std::string(one) + R"("min_replicas": 3, "max_replicas": 2})"),
+              HasSubstr("min_replicas"));
+  EXPECT_THAT(ErrorOf(std::string(one) + R"("max_replicas": 0})"), HasSubstr("max_replicas"));
+  EXPECT_THAT(ErrorOf(std::string(one) + R"("scale_to_zero_seconds": -1})"),
+              HasSubstr("scale_to_zero_seconds"));
+  EXPECT_THAT(ErrorOf(std::string(one) + R"("min_replicas": "many"})"), HasSubstr("min_replicas"));
+}
+
+TEST(EndpointConfigTest, UpdateChangesOnlyWhatItNames) {
+  EndpointConfig c;
+  TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 1}],
+                          "max_replicas": 3, "scale_to_zero_seconds": 30})",
+                      c));
+  TY_ASSERT_OK(Decode(R"({"min_replicas": 1})", c));
+  EXPECT_EQ(c.min_replicas, 1);
+  EXPECT_EQ(c.max_replicas, 3);
+  EXPECT_EQ(c.scale_to_zero_seconds, 30);
+  EXPECT_EQ(c.served_entities[0].name, "m-1");
+  // New entities without routes get the default route again.
+  TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 2}]})", c));
+  ASSERT_EQ(c.routes.size(), 1u);
+  EXPECT_EQ(c.routes[0].served_entity, "m-2");
+}
+
+TEST(EndpointConfigTest, JsonRoundTrip) {
+  EndpointConfig c;
+  TY_ASSERT_OK(Decode(R"({"served_entities": [{"name": "a", "model": "m", "version": 1},
+                                              {"name": "b", "model": "m", "alias": "new",
+                                               "flavor": "llm"}],
+                          "routes": [{"served_entity": "a", "percent": 70},
+                                     {"served_entity": "b", "percent": 30}],
+                          "min_replicas": 1, "max_replicas": 4, "target_concurrency": 8})",
+                      c));
+  EndpointConfig again;
+  TY_ASSERT_OK(DecodeEndpointConfig(EndpointConfigToJson(c), again));
+  EXPECT_EQ(json::serialize(EndpointConfigToJson(again)), json::serialize(EndpointConfigToJson(c)));
+}
+
+TEST(EndpointNameTest, Rules) {
+  TY_EXPECT_OK(ValidateEndpointName("intent-v2_a"));
+  EXPECT_FALSE(ValidateEndpointName("").ok());
+  EXPECT_FALSE(ValidateEndpointName("-lead").ok());
+  EXPECT_FALSE(ValidateEndpointName("a b").ok());
+  EXPECT_FALSE(ValidateEndpointName("a/b").ok());
+  EXPECT_FALSE(ValidateEndpointName(std::string(64, 'a')).ok());
+}
+
+TEST(PickRouteTest, SplitsByPercentAndSkipsZero) {
+  std::vector<TrafficRoute> routes = {{"a", 70}, {"off", 0}, {"b", 30}};
+  EXPECT_EQ(PickRoute(routes, 0.0), 0u);
+  EXPECT_EQ(PickRoute(routes, 69.99), 0u);
+  EXPECT_EQ(PickRoute(routes, 70.0), 2u);
+  EXPECT_EQ(PickRoute(routes, 99.99), 2u);
+  SeededRandom random(7);
+  std::map<size_t, int> counts;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) {
+    double draw = static_cast<double>(random.Next64() >> 11) * 0x1.0p-53 * 100.0;
+    ++counts[PickRoute(routes, draw)];
+  }
+  EXPECT_EQ(counts.count(1), 0u);
+  EXPECT_NEAR(counts[0] / static_cast<double>(n), 0.7, 0.01);
+}
+
+}  // namespace
+}  // namespace trainyard::serving

@@ -1,0 +1,257 @@
+// ServingService's control loop and replica choice without processes: a launcher that only
+// records, a health probe the test turns on, a real registry on an in-memory store.
+#include "trainyard/serving/serving_service.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <set>
+
+#include "trainyard/testing/status_matchers.h"
+#include "trainyard/testing/test_database.h"
+#include "trainyard/tracking/tracking_service.h"
+
+namespace trainyard::serving {
+namespace {
+
+namespace fs = std::filesystem;
+using identity::Principal;
+
+// Records launches and stops; exits come when the test says so (Exit), as the executor's come
+// from its own thread.
+class FakeLauncher : public ReplicaLauncher {
+ public:
+  void SetExitCallback(ExitCallback cb) override {
+    MutexLock lock(mu_);
+    cb_ = std::move(cb);
+  }
+  Result<int> Launch(const ReplicaLaunch& launch) override {
+    MutexLock lock(mu_);
+    launched_.push_back(launch.id);
+    return 1000 + static_cast<int>(launched_.size());
+  }
+  Status Stop(const std::string& id, std::chrono::milliseconds) override {
+    MutexLock lock(mu_);
+    stopped_.insert(id);
+    return Status::Ok();
+  }
+  void Shutdown(std::chrono::milliseconds) override {}
+
+  void Exit(const std::string& id, int code, bool stopped) {
+    ExitCallback cb;
+    {
+      MutexLock lock(mu_);
+      cb = cb_;
+    }
+    cb(id, code, stopped);
+  }
+  std::vector<std::string> launched() {
+    MutexLock lock(mu_);
+    return launched_;
+  }
+  bool stopped(const std::string& id) {
+    MutexLock lock(mu_);
+    return stopped_.count(id) > 0;
+  }
+
+ private:
+  Mutex mu_;
+  ExitCallback cb_ TY_GUARDED_BY(mu_);
+  std::vector<std::string> launched_ TY_GUARDED_BY(mu_);
+  std::set<std::string> stopped_ TY_GUARDED_BY(mu_);
+};
+
+// Polls `predicate` until it holds or 10 s pass.
+template <typename Predicate>
+bool Eventually(Predicate predicate) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!predicate()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling, bounded
+  }
+  return true;
+}
+
+class ServingServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("serving-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "model");
+    std::ofstream(dir_ / "model" / "MLmodel")
+        << "flavors:\n  python_function:\n    loader_module: x\n";
+    std::vector<store::Migration> migrations = tracking::TrackingService::Migrations();
+    for (auto& m : registry::RegistryService::Migrations()) migrations.push_back(std::move(m));
+    for (auto& m : identity::IdentityService::Migrations()) migrations.push_back(std::move(m));
+    for (auto& m : ServingService::Migrations()) migrations.push_back(std::move(m));
+    TY_ASSERT_OK_AND_ASSIGN(db_, store::OpenTestDatabase("sqlite", migrations));
+    identity_ = std::make_unique<identity::IdentityService>(*db_, clock_, random_);
+    tracking_ = std::make_unique<tracking::TrackingService>(*db_, clock_, random_, *identity_,
+                                                            "mlflow-artifacts:");
+    TY_ASSERT_OK(tracking_->Init("admin"));
+    registry_ = std::make_unique<registry::RegistryService>(*db_, clock_, *identity_, *tracking_);
+    TY_ASSERT_OK(registry_->CreateRegisteredModel(kAdmin, {.name = "m"}).status());
+    TY_ASSERT_OK(
+        registry_->CreateModelVersion(kAdmin, {.name = "m", .source = "mlflow-artifacts:/model"})
+            .status());
+    TY_ASSERT_OK(identity_->CreateUser(kAdmin, {.name = "bob"}).status());
+    capture_ = std::make_unique<CaptureWriter>(CaptureOptions{(dir_ / "capture").string()});
+    ServingOptions options;
+    options.replica_dir = (dir_ / "replicas").string();
+    options.tick = std::chrono::milliseconds(5);
+    options.cold_start_wait = std::chrono::seconds(10);
+    options.restart_backoff = std::chrono::milliseconds(1);
+    options_ = options;
+  }
+
+  void Start() {
+    serving_ = std::make_unique<ServingService>(
+        *db_, clock_, random_, *identity_, *registry_, launcher_, *capture_,
+        [this](const std::string& location) -> Result<std::string> {
+          return (dir_ / location.substr(std::string_view("mlflow-artifacts:/").size())).string();
+        },
+        [this](const std::string&) { return healthy_.load(); }, options_);
+    TY_ASSERT_OK(serving_->Start());
+  }
+
+  void TearDown() override {
+    if (serving_) serving_->Stop();
+    serving_.reset();
+    fs::remove_all(dir_);
+  }
+
+  Status Create(const std::string& body) {
+    auto o = ParseJsonObject(body);
+    if (!o.ok()) return o.status();
+    return serving_->Create(kAdmin, *o).status();
+  }
+
+  EndpointState State(const std::string& name) { return serving_->Get(kAdmin, name).value(); }
+
+  const Principal kAdmin = Principal::System();
+  fs::path dir_;
+  SystemClock clock_;
+  SeededRandom random_{42};
+  std::unique_ptr<store::Database> db_;
+  std::unique_ptr<identity::IdentityService> identity_;
+  std::unique_ptr<tracking::TrackingService> tracking_;
+  std::unique_ptr<registry::RegistryService> registry_;
+  std::unique_ptr<CaptureWriter> capture_;
+  FakeLauncher launcher_;
+  std::atomic<bool> healthy_{false};
+  ServingOptions options_;
+  std::unique_ptr<ServingService> serving_;
+};
+
+TEST_F(ServingServiceTest, ARequestToAnEndpointAtZeroStartsAReplicaAndWaitsForIt) {
+  Start();
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}]})"));
+  EXPECT_TRUE(State("e").replicas.empty());
+  auto lease = std::async(std::launch::async, [&] { return serving_->Acquire(kAdmin, "e"); });
+  ASSERT_TRUE(Eventually([&] { return launcher_.launched().size() == 1; }));
+  // Not ready yet: the request still waits.
+  EXPECT_EQ(lease.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  healthy_ = true;
+  auto got = lease.get();
+  TY_ASSERT_OK(got.status());
+  EXPECT_EQ(got->replica_id, launcher_.launched()[0]);
+  EXPECT_EQ(got->model_version, 1);
+  EXPECT_EQ(got->flavor, Flavor::kPyfunc);
+  EXPECT_EQ(State("e").replicas[0].outstanding, 1);
+}
+
+TEST_F(ServingServiceTest, NoReadyReplicaInTimeIsUnavailableSayingWhy) {
+  options_.cold_start_wait = std::chrono::milliseconds(200);
+  Start();
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}]})"));
+  auto lease = serving_->Acquire(kAdmin, "e");
+  EXPECT_EQ(lease.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(lease.status().message().find("no ready replica"), std::string::npos);
+}
+
+TEST_F(ServingServiceTest, ADeadReplicaIsReplacedAndCounted) {
+  healthy_ = true;
+  Start();
+  TY_ASSERT_OK(Create(
+      R"({"name": "e", "served_entities": [{"model": "m", "version": 1}], "min_replicas": 1})"));
+  ASSERT_TRUE(Eventually(
+      [&] { return State("e").replicas.size() == 1 && State("e").replicas[0].state == "READY"; }));
+  std::string first = launcher_.launched()[0];
+  launcher_.Exit(first, 137, false);
+  ASSERT_TRUE(Eventually([&] { return launcher_.launched().size() == 2; }));
+  EXPECT_NE(launcher_.launched()[1], first);
+  EXPECT_EQ(State("e").entities[0].restarts, 1);
+  EXPECT_NE(State("e").entities[0].last_error.find("exited with code 137"), std::string::npos);
+}
+
+TEST_F(ServingServiceTest, RequestsGoToTheReplicaWithFewestInFlight) {
+  healthy_ = true;
+  Start();
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}],
+                          "min_replicas": 2, "max_replicas": 2})"));
+  ASSERT_TRUE(Eventually([&] {
+    auto s = State("e");
+    return s.replicas.size() == 2 && s.replicas[0].state == "READY" &&
+           s.replicas[1].state == "READY";
+  }));
+  auto a = serving_->Acquire(kAdmin, "e");
+  auto b = serving_->Acquire(kAdmin, "e");
+  TY_ASSERT_OK(a.status());
+  TY_ASSERT_OK(b.status());
+  EXPECT_NE(a->replica_id, b->replica_id);
+  std::string freed = a->replica_id;
+  *a = Lease();  // released
+  auto c = serving_->Acquire(kAdmin, "e");
+  TY_ASSERT_OK(c.status());
+  EXPECT_EQ(c->replica_id, freed);
+}
+
+TEST_F(ServingServiceTest, IdleEndpointsScaleToZero) {
+  healthy_ = true;
+  Start();
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}],
+                          "scale_to_zero_seconds": 1})"));
+  { TY_ASSERT_OK(serving_->Acquire(kAdmin, "e").status()); }
+  std::string id = launcher_.launched()[0];
+  ASSERT_TRUE(Eventually([&] { return launcher_.stopped(id); }));
+  launcher_.Exit(id, 143, true);
+  EXPECT_TRUE(State("e").replicas.empty());
+  EXPECT_EQ(State("e").entities[0].restarts, 0);
+}
+
+TEST_F(ServingServiceTest, QueryNeedsAGrant) {
+  healthy_ = true;
+  Start();
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}]})"));
+  Principal bob{"bob", false, "t", ""};
+  EXPECT_EQ(serving_->Acquire(bob, "e").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(serving_->Get(bob, "e").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(serving_->Grant(bob, "e", "bob", "QUERY").code(), StatusCode::kPermissionDenied);
+  TY_ASSERT_OK(serving_->Grant(kAdmin, "e", "bob", "QUERY"));
+  TY_EXPECT_OK(serving_->Acquire(bob, "e").status());
+  EXPECT_EQ(serving_->Delete(bob, "e").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(serving_->Grant(kAdmin, "e", "bob", "OWN").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(serving_->Acquire(kAdmin, "nope").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ServingServiceTest, ServedEntitiesAreCheckedAtCreation) {
+  Start();
+  EXPECT_EQ(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 9}]})").code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(Create(R"({"name": "e", "served_entities": [{"model": "x", "version": 1}]})").code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(Create(R"({"name": "e", "served_entities": [{"model": "m", "alias": "a"}]})").code(),
+            StatusCode::kNotFound);
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}]})"));
+  EXPECT_EQ(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}]})").code(),
+            StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace trainyard::serving
