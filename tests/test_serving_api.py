@@ -153,7 +153,8 @@ def test_streamed_completion_wire_format(replica, client):
     assert all(e.startswith("data: ") for e in events[:-1])
     assert "".join(p["choices"][0]["text"] for p in payloads) == whole.choices[0].text
     assert payloads[-1]["choices"][0]["finish_reason"] == "length"
-    assert len(payloads) >= 3  # streamed in pieces, not one block
+    # How many events carry the 8 tokens depends on how fast this client reads: tokens the
+    # replica has not sent yet are merged into one event (backpressure), so no count is asserted.
 
 
 def test_adapter_is_chosen_by_model(client):

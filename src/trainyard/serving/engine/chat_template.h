@@ -1,5 +1,5 @@
-// Chat messages to prompt token ids, with the trainer's prompt templates (train/data.h), so a
-// model fine-tuned by `trainyard train` is asked in the format it learned: each user turn (and
+// Chat messages to prompt token ids, with the trainer's prompt templates (model/chat_template.h),
+// so a model fine-tuned by `trainyard train` is asked in the format it learned: each user turn (and
 // the assistant's answer to it) is rendered as one training example is, [bos] + prompt +
 // response + [eos], and the last user turn's prompt ends the ids for the model to continue.
 // A leading system message is the system prompt of the first turn. Pure; thread-safe.

@@ -69,7 +69,7 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-// As train/nn/model.cc computes them (transformers' float32 rotary frequencies).
+// As model/nn/model.cc computes them (transformers' float32 rotary frequencies).
 torch::Tensor RopeInverseFrequencies(const ModelConfig& c) {
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
   torch::Tensor exponents =

@@ -2,7 +2,7 @@
 // and several LoRA adapters on the one base, chosen per sequence.
 //
 // It reads the model's parameters by their Hugging Face names and repeats the training
-// forward's operations (train/nn/model.cc: RMSNorm/LayerNorm, RoPE, grouped-query attention
+// forward's operations (model/nn/model.cc: RMSNorm/LayerNorm, RoPE, grouped-query attention
 // with the softmax in float32, SwiGLU/GELU), so the training path is untouched while the
 // inference path reuses each step's keys and values instead of recomputing the prefix.
 // Adapters are PEFT LoRA directories, kept unmerged: y = base(x) + scale · B(A(x)) for the
