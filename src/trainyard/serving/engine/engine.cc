@@ -261,13 +261,16 @@ class EngineImpl : public Engine {
   }
 
   // Splits newly admitted sequences into prefill batches: by prompt length, so that padding
-  // to a batch's longest prompt at most doubles its tokens, and with the attention scores of
-  // a batch (sequences × heads × longest²) within a budget.
+  // to a batch's longest prompt at most doubles its tokens; with at most a budget of (padded)
+  // tokens per batch, past which a batch gains no throughput but delays its first tokens
+  // (on a CPU the matrix products are saturated by a few hundred rows, a GPU wants
+  // thousands); and with the attention scores (sequences × heads × longest²) within a budget.
   std::vector<std::vector<Sequence*>> PrefillGroups(std::vector<Sequence*> seqs) const {
     std::sort(seqs.begin(), seqs.end(), [](const Sequence* a, const Sequence* b) {
       return a->input.size() < b->input.size();
     });
     const int64_t heads = runner_->config().num_attention_heads;
+    const int64_t token_budget = runner_->device().is_cpu() ? 256 : 4096;
     constexpr int64_t kScoreBudget = int64_t{1} << 27;  // floats: 512 MiB
     std::vector<std::vector<Sequence*>> groups;
     int64_t tokens = 0;
@@ -275,7 +278,8 @@ class EngineImpl : public Engine {
       auto n = static_cast<int64_t>(s->input.size());
       if (!groups.empty()) {
         auto count = static_cast<int64_t>(groups.back().size()) + 1;
-        if (n * count <= 2 * (tokens + n) && count * heads * n * n <= kScoreBudget) {
+        if (n * count <= 2 * (tokens + n) && n * count <= token_budget &&
+            count * heads * n * n <= kScoreBudget) {
           groups.back().push_back(s);
           tokens += n;
           continue;

@@ -264,7 +264,13 @@ struct ModelRunner::Impl {
       keys = std::max(keys, s.cache->length + t);
     }
     EnsurePool(pool->slots, keys);
-    std::vector<int64_t> ids(b * t), pos(b * t), last(b), slots(b);
+    // The step's ids [B, T], positions [B, T], slots [B] and last real token [B], in one
+    // host buffer: one copy to the device.
+    std::vector<int64_t> host(2 * b * t + 2 * b);
+    int64_t* ids = host.data();
+    int64_t* pos = ids + b * t;
+    int64_t* slots = pos + b * t;
+    int64_t* last = slots + b;
     std::map<int, std::vector<int64_t>> rows_of;
     bool consecutive = true;
     for (int64_t r = 0; r < b; ++r) {
@@ -283,10 +289,12 @@ struct ModelRunner::Impl {
     auto to_device = [&](std::vector<int64_t>& v, std::vector<int64_t> shape) {
       return torch::from_blob(v.data(), shape, long_opts).to(device);
     };
-    torch::Tensor ids_t = to_device(ids, {b, t});
+    torch::Tensor on_device = to_device(host, {static_cast<int64_t>(host.size())});
+    torch::Tensor ids_t = on_device.narrow(0, 0, b * t).view({b, t});
     BatchIndex ix;
-    ix.pos = to_device(pos, {b, t});
-    ix.slots = to_device(slots, {b});
+    ix.pos = on_device.narrow(0, b * t, b * t).view({b, t});
+    ix.slots = on_device.narrow(0, 2 * b * t, b);
+    torch::Tensor last_t = on_device.narrow(0, 2 * b * t + b, b);
     ix.first_slot = consecutive ? slots[0] : -1;
     ix.keys = keys;
     {
@@ -355,10 +363,10 @@ struct ModelRunner::Impl {
       s.cache->length += static_cast<int64_t>(s.tokens->size());
     }
     torch::Tensor hl;  // [B, hidden]: each sequence's last new token
-    if (std::all_of(last.begin(), last.end(), [&](int64_t x) { return x == t - 1; })) {
+    if (std::all_of(last, last + b, [&](int64_t x) { return x == t - 1; })) {
       hl = h.select(1, t - 1);
     } else {
-      hl = h.index({torch::arange(b, long_opts.device(device)), to_device(last, {b})});
+      hl = h.index({torch::arange(b, long_opts.device(device)), last_t});
     }
     return torch::linear(ApplyNorm(final_norm, hl), lm_head).to(torch::kFloat32);
   }

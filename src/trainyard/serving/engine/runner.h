@@ -1,4 +1,4 @@
-// ModelRunner: the inference forward pass of a loaded CausalLM, with a per-sequence KV cache
+// ModelRunner: the inference forward pass of a loaded CausalLM, with a KV cache slot per sequence
 // and several LoRA adapters on the one base, chosen per sequence.
 //
 // It reads the model's parameters by their Hugging Face names and repeats the training
