@@ -98,4 +98,9 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
-ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+class Server(ThreadingHTTPServer):
+    # The default listen backlog (5) resets connections when 32 clients connect at once.
+    request_queue_size = 128
+
+
+Server(("127.0.0.1", args.port), Handler).serve_forever()
