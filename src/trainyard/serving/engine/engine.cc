@@ -227,12 +227,16 @@ class EngineImpl : public Engine {
           pending_.pop_front();
         }
       }
+      std::vector<Sequence*> prefill;
       for (auto& seq : admitted) {
         if (seq->stream->cancelled()) {
           Finish(*seq, FinishReason::kCancelled, "");
-          continue;
+        } else {
+          prefill.push_back(seq.get());
         }
-        Step({seq.get()});
+      }
+      for (const std::vector<Sequence*>& group : PrefillGroups(std::move(prefill))) Step(group);
+      for (auto& seq : admitted) {
         if (!seq->finished) running.push_back(std::move(seq));
       }
       std::vector<Sequence*> batch;
@@ -240,6 +244,9 @@ class EngineImpl : public Engine {
         if (seq->stream->cancelled()) Finish(*seq, FinishReason::kCancelled, "");
         if (!seq->finished) batch.push_back(seq.get());
       }
+      std::sort(batch.begin(), batch.end(), [](const Sequence* a, const Sequence* b) {
+        return SlotIndex(a->cache) < SlotIndex(b->cache);
+      });
       if (!batch.empty()) Step(batch);
       std::erase_if(running, [](const auto& s) { return s->finished; });
     }
@@ -253,8 +260,39 @@ class EngineImpl : public Engine {
     }
   }
 
-  // One forward step for `batch` (all prefills of one sequence, or decodes of one token
-  // each), then one sampled token per sequence.
+  // Splits newly admitted sequences into prefill batches: by prompt length, so that padding
+  // to a batch's longest prompt at most doubles its tokens; with at most a budget of (padded)
+  // tokens per batch, past which a batch gains no throughput but delays its first tokens
+  // (on a CPU the matrix products are saturated by a few hundred rows, a GPU wants
+  // thousands); and with the attention scores (sequences × heads × longest²) within a budget.
+  std::vector<std::vector<Sequence*>> PrefillGroups(std::vector<Sequence*> seqs) const {
+    std::sort(seqs.begin(), seqs.end(), [](const Sequence* a, const Sequence* b) {
+      return a->input.size() < b->input.size();
+    });
+    const int64_t heads = runner_->config().num_attention_heads;
+    const int64_t token_budget = runner_->device().is_cpu() ? 256 : 4096;
+    constexpr int64_t kScoreBudget = int64_t{1} << 27;  // floats: 512 MiB
+    std::vector<std::vector<Sequence*>> groups;
+    int64_t tokens = 0;
+    for (Sequence* s : seqs) {
+      auto n = static_cast<int64_t>(s->input.size());
+      if (!groups.empty()) {
+        auto count = static_cast<int64_t>(groups.back().size()) + 1;
+        if (n * count <= 2 * (tokens + n) && n * count <= token_budget &&
+            count * heads * n * n <= kScoreBudget) {
+          groups.back().push_back(s);
+          tokens += n;
+          continue;
+        }
+      }
+      groups.push_back({s});
+      tokens = n;
+    }
+    return groups;
+  }
+
+  // One forward step for `batch` (prefills of whole prompts, or decodes of one token each),
+  // then one sampled token per sequence.
   void Step(const std::vector<Sequence*>& batch) {
     std::vector<SequenceStep> steps;
     for (Sequence* s : batch) steps.push_back({&s->input, &s->cache, s->adapter});

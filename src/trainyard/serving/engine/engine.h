@@ -2,8 +2,8 @@
 //
 // Requests are submitted from any thread and answered through their GenerationStream. One loop
 // thread owns the model: between decode steps it admits waiting requests (up to max_batch
-// running at once), prefills each, then decodes all running sequences as one batch, each with
-// its own sampling parameters, random generator, adapter and KV cache (continuous batching).
+// running at once), prefills them together, then decodes all running sequences as one batch, each
+// with its own sampling parameters, random generator, adapter and KV cache (continuous batching).
 // A sequence ends at an eos token, a stop string (matched on the decoded text; the stop string
 // is not returned), max_tokens, the model's context, or when its stream is cancelled.
 //

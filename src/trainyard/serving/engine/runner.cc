@@ -1,16 +1,46 @@
 #include "trainyard/serving/engine/runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include "trainyard/model/nn/lora.h"
 #include "trainyard/model/safetensors.h"
 
 namespace trainyard::serving {
 
+// The runner's KV buffers: per layer [slots, kv_heads, capacity, head_dim], one slot per
+// live sequence, so a decode step writes its new keys/values in place and attends over a
+// view (or one gather) of the batch's slots instead of concatenating per-sequence caches.
+struct KvPool {
+  std::vector<torch::Tensor> k, v;
+  int64_t slots = 0, capacity = 0;
+  std::set<int64_t> free;  // lowest first, so a batch's slots tend to be consecutive
+};
+
+struct KvSlot {
+  std::shared_ptr<KvPool> pool;
+  int64_t index = -1;
+  ~KvSlot() {
+    if (pool) pool->free.insert(index);
+  }
+};
+
+int64_t SlotIndex(const KvCache& cache) { return cache.slot ? cache.slot->index : -1; }
+
 namespace {
+
+// A forward step's indices, on the model's device: each row's slot, each token's position
+// [B, T], the number of key positions attended over, and the mask of keys a query may not
+// see [B, 1, G·T, keys] (G query heads per kv head). first_slot >= 0 when the rows' slots are
+// first_slot, first_slot + 1, ... (the buffers' rows are then a view).
+struct BatchIndex {
+  torch::Tensor slots, pos, blocked;
+  int64_t first_slot = -1, keys = 0;
+};
 
 using model::ModelConfig;
 using model::ModelFamily;
@@ -21,13 +51,21 @@ struct Lora {
   double scale = 0;
 };
 
+// The rows of a batch (sequences) that run with one adapter: `rows` on the model's device, or
+// `all` when every row does.
+struct AdapterGroup {
+  int adapter = -1;
+  bool all = false;
+  torch::Tensor rows;
+};
+
 // A linear layer: Linear ([out, in]) or GPT-2's Conv1D ([in, out]), with its adapters.
 struct Proj {
   torch::Tensor w, bias;
   bool conv1d = false;
   std::unordered_map<int, Lora> loras;  // by adapter index
 
-  torch::Tensor Apply(const torch::Tensor& x, const std::vector<int>& adapters) const {
+  torch::Tensor Apply(const torch::Tensor& x, const std::vector<AdapterGroup>& groups) const {
     torch::Tensor y;
     if (conv1d) {
       int64_t in = w.size(0), out = w.size(1);
@@ -40,13 +78,20 @@ struct Proj {
       y = torch::linear(x, w, bias);
     }
     if (loras.empty()) return y;
-    for (size_t r = 0; r < adapters.size(); ++r) {
-      auto it = loras.find(adapters[r]);
+    // One low-rank update per adapter, over the rows (sequences) that use it.
+    for (const AdapterGroup& g : groups) {
+      auto it = loras.find(g.adapter);
       if (it == loras.end()) continue;
       const Lora& l = it->second;
-      torch::Tensor xr = x.narrow(0, static_cast<int64_t>(r), 1).to(torch::kFloat32);
-      torch::Tensor delta = torch::linear(torch::linear(xr, l.a), l.b) * l.scale;
-      y.narrow(0, static_cast<int64_t>(r), 1).add_(delta.to(y.scalar_type()));
+      torch::Tensor xg = g.all ? x : x.index_select(0, g.rows);
+      torch::Tensor delta =
+          (torch::linear(torch::linear(xg.to(torch::kFloat32), l.a), l.b) * l.scale)
+              .to(y.scalar_type());
+      if (g.all) {
+        y.add_(delta);
+      } else {
+        y.index_add_(0, g.rows, delta);
+      }
     }
     return y;
   }
@@ -131,101 +176,156 @@ struct ModelRunner::Impl {
     return n.w * xf.to(x.scalar_type());
   }
 
-  void EnsureCapacity(KvCache& cache, int64_t needed, const torch::Tensor& like) const {
-    if (cache.k.empty()) cache.k.resize(layers.size()), cache.v.resize(layers.size());
-    for (size_t l = 0; l < layers.size(); ++l) {
-      int64_t cap = cache.k[l].defined() ? cache.k[l].size(1) : 0;
-      if (cap >= needed) continue;
-      int64_t grown = std::min(config.max_position_embeddings,
-                               std::max<int64_t>(needed, std::max<int64_t>(2 * cap, 64)));
-      grown = std::max(grown, needed);
-      auto opts = like.options();
-      torch::Tensor k = torch::empty({like.size(0), grown, like.size(2)}, opts);
-      torch::Tensor v = torch::empty({like.size(0), grown, like.size(2)}, opts);
-      if (cache.length > 0) {
-        k.narrow(1, 0, cache.length).copy_(cache.k[l].narrow(1, 0, cache.length));
-        v.narrow(1, 0, cache.length).copy_(cache.v[l].narrow(1, 0, cache.length));
-      }
-      cache.k[l] = k;
-      cache.v[l] = v;
+  // The KV buffers of every sequence; see KvPool.
+  std::shared_ptr<KvPool> pool = std::make_shared<KvPool>();
+
+  // Grows the buffers (doubling) to hold `slots` sequences of `capacity` positions each.
+  void EnsurePool(int64_t slots, int64_t capacity) {
+    KvPool& p = *pool;
+    if (slots <= p.slots && capacity <= p.capacity && !p.k.empty()) return;
+    int64_t new_slots = std::max(p.slots, slots);
+    if (new_slots > p.slots) new_slots = std::max(new_slots, std::max<int64_t>(2 * p.slots, 8));
+    int64_t new_cap = std::max(p.capacity, capacity);
+    if (new_cap > p.capacity) {
+      new_cap = std::max(
+          new_cap, std::min(config.max_position_embeddings, std::max<int64_t>(2 * p.capacity, 64)));
     }
+    // Zeros: positions past a sequence's length are masked, but their values still meet a
+    // zero probability in the matmul, so they must be finite.
+    auto opts = embed.options();
+    if (p.k.empty()) p.k.resize(layers.size()), p.v.resize(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+      for (torch::Tensor* buf : {&p.k[l], &p.v[l]}) {
+        torch::Tensor grown =
+            torch::zeros({new_slots, config.num_key_value_heads, new_cap, config.head_dim}, opts);
+        if (buf->defined()) {
+          grown.narrow(0, 0, p.slots).narrow(2, 0, p.capacity).copy_(*buf);
+        }
+        *buf = grown;
+      }
+    }
+    for (int64_t s = p.slots; s < new_slots; ++s) p.free.insert(s);
+    p.slots = new_slots;
+    p.capacity = new_cap;
   }
 
-  // q [B, H, T, D], k/v [B, KV, T, D] of the new tokens; returns [B, T, H·D].
+  std::shared_ptr<KvSlot> TakeSlot() {
+    if (pool->free.empty()) EnsurePool(pool->slots + 1, pool->capacity);
+    auto slot = std::make_shared<KvSlot>();
+    slot->pool = pool;
+    slot->index = *pool->free.begin();
+    pool->free.erase(pool->free.begin());
+    return slot;
+  }
+
+  // q [B, H, T, D], k/v [B, KV, T, D] of the new tokens at positions `pos` [B, T]; writes
+  // k/v into the slots' buffers and attends over the first `keys` positions of each slot
+  // with `blocked` [B, 1, G·T, keys] masking what a query may not see. Returns [B, T, H·D].
   torch::Tensor Attend(size_t layer, const torch::Tensor& q, const torch::Tensor& k,
-                       const torch::Tensor& v, const std::vector<SequenceStep>& steps) const {
-    int64_t heads = q.size(1), t = q.size(2), d = q.size(3);
-    std::vector<torch::Tensor> outs;
-    outs.reserve(steps.size());
-    for (size_t b = 0; b < steps.size(); ++b) {
-      KvCache& cache = *steps[b].cache;
-      int64_t past = cache.length, total = past + t;
-      int64_t row = static_cast<int64_t>(b);
-      cache.k[layer].narrow(1, past, t).copy_(k[row]);
-      cache.v[layer].narrow(1, past, t).copy_(v[row]);
-      torch::Tensor keys = cache.k[layer].narrow(1, 0, total).unsqueeze(0);  // [1, KV, L, D]
-      torch::Tensor values = cache.v[layer].narrow(1, 0, total).unsqueeze(0);
-      int64_t kv_heads = keys.size(1);
-      if (kv_heads != heads) {
-        int64_t groups = heads / kv_heads;
-        auto expand = [&](const torch::Tensor& x) {
-          return x.unsqueeze(2)
-              .expand({1, kv_heads, groups, total, d})
-              .reshape({1, heads, total, d});
-        };
-        keys = expand(keys);
-        values = expand(values);
-      }
-      auto long_opts = torch::TensorOptions().dtype(torch::kInt64).device(q.device());
-      torch::Tensor i = torch::arange(past, total, long_opts).unsqueeze(1);  // query positions
-      torch::Tensor j = torch::arange(total, long_opts).unsqueeze(0);        // key positions
-      torch::Tensor allowed = j <= i;
-      if (config.sliding_window > 0) allowed = allowed.logical_and((i - j) < config.sliding_window);
-      torch::Tensor qb = q.narrow(0, row, 1);
-      torch::Tensor scores =
-          torch::matmul(qb, keys.transpose(2, 3)) / std::sqrt(static_cast<double>(d));
-      scores = scores.to(torch::kFloat32)
-                   .masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
-      torch::Tensor probs = torch::softmax(scores, -1).to(values.scalar_type());
-      outs.push_back(torch::matmul(probs, values).transpose(1, 2).reshape({1, t, heads * d}));
+                       const torch::Tensor& v, const BatchIndex& ix) const {
+    int64_t b = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3);
+    int64_t kv_heads = k.size(1), groups = heads / kv_heads;
+    const torch::Tensor& kbuf = pool->k[layer];
+    const torch::Tensor& vbuf = pool->v[layer];
+    // [slots, capacity, KV, D] views: index (slot, position) pairs, values [B, T, KV, D].
+    kbuf.permute({0, 2, 1, 3}).index_put_({ix.slots.unsqueeze(1), ix.pos}, k.transpose(1, 2));
+    vbuf.permute({0, 2, 1, 3}).index_put_({ix.slots.unsqueeze(1), ix.pos}, v.transpose(1, 2));
+    torch::Tensor keys, values;  // [B, KV, L, D]
+    if (ix.first_slot >= 0) {    // consecutive slots: a view, no copy
+      keys = kbuf.narrow(0, ix.first_slot, b).narrow(2, 0, ix.keys);
+      values = vbuf.narrow(0, ix.first_slot, b).narrow(2, 0, ix.keys);
+    } else {
+      keys = kbuf.narrow(2, 0, ix.keys).index_select(0, ix.slots);
+      values = vbuf.narrow(2, 0, ix.keys).index_select(0, ix.slots);
     }
-    return torch::cat(outs, 0);
+    // Heads h = kv·G + g share kv head kv: [B, KV, G·T, D] queries against [B, KV, L, D].
+    torch::Tensor qg = q.reshape({b, kv_heads, groups * t, d});
+    torch::Tensor scores =
+        torch::matmul(qg, keys.transpose(2, 3)) / std::sqrt(static_cast<double>(d));
+    scores =
+        scores.to(torch::kFloat32).masked_fill(ix.blocked, -std::numeric_limits<float>::infinity());
+    torch::Tensor probs = torch::softmax(scores, -1).to(values.scalar_type());
+    return torch::matmul(probs, values)
+        .view({b, heads, t, d})
+        .transpose(1, 2)
+        .reshape({b, t, heads * d});
   }
 
   torch::Tensor Forward(const std::vector<SequenceStep>& steps) {
     int64_t b = static_cast<int64_t>(steps.size());
-    int64_t t = static_cast<int64_t>(steps[0].tokens->size());
-    std::vector<int64_t> ids(b * t), pos(b * t);
-    std::vector<int> adapter_of(steps.size());
+    int64_t t = 0;
+    for (const SequenceStep& s : steps) {
+      TORCH_CHECK(!s.tokens->empty(), "every sequence of a step must bring a token");
+      t = std::max(t, static_cast<int64_t>(s.tokens->size()));
+    }
+    int64_t keys = 0;  // positions the step's queries may look at, padding included
+    for (const SequenceStep& s : steps) {
+      if (!s.cache->slot) s.cache->slot = TakeSlot();
+      keys = std::max(keys, s.cache->length + t);
+    }
+    EnsurePool(pool->slots, keys);
+    // The step's ids [B, T], positions [B, T], slots [B] and last real token [B], in one
+    // host buffer: one copy to the device.
+    std::vector<int64_t> host(2 * b * t + 2 * b);
+    int64_t* ids = host.data();
+    int64_t* pos = ids + b * t;
+    int64_t* slots = pos + b * t;
+    int64_t* last = slots + b;
+    std::map<int, std::vector<int64_t>> rows_of;
+    bool consecutive = true;
     for (int64_t r = 0; r < b; ++r) {
       const SequenceStep& s = steps[r];
-      TORCH_CHECK(static_cast<int64_t>(s.tokens->size()) == t,
-                  "every sequence of a step must bring the same number of tokens");
+      int64_t n = static_cast<int64_t>(s.tokens->size());
       for (int64_t j = 0; j < t; ++j) {
-        ids[r * t + j] = (*s.tokens)[j];
+        ids[r * t + j] = (*s.tokens)[std::min(j, n - 1)];  // padding repeats the last token
         pos[r * t + j] = s.cache->length + j;
       }
-      adapter_of[r] = s.adapter;
+      last[r] = n - 1;
+      slots[r] = s.cache->slot->index;
+      consecutive = consecutive && slots[r] == slots[0] + r;
+      rows_of[s.adapter].push_back(r);
     }
     auto long_opts = torch::TensorOptions().dtype(torch::kInt64);
-    torch::Tensor ids_t = torch::from_blob(ids.data(), {b, t}, long_opts).to(device);
-    torch::Tensor pos_t = torch::from_blob(pos.data(), {b, t}, long_opts).to(device);
+    auto to_device = [&](std::vector<int64_t>& v, std::vector<int64_t> shape) {
+      return torch::from_blob(v.data(), shape, long_opts).to(device);
+    };
+    torch::Tensor on_device = to_device(host, {static_cast<int64_t>(host.size())});
+    torch::Tensor ids_t = on_device.narrow(0, 0, b * t).view({b, t});
+    BatchIndex ix;
+    ix.pos = on_device.narrow(0, b * t, b * t).view({b, t});
+    ix.slots = on_device.narrow(0, 2 * b * t, b);
+    torch::Tensor last_t = on_device.narrow(0, 2 * b * t + b, b);
+    ix.first_slot = consecutive ? slots[0] : -1;
+    ix.keys = keys;
+    {
+      torch::Tensor i = ix.pos.unsqueeze(-1);  // [B, T, 1]
+      torch::Tensor j = torch::arange(keys, long_opts.device(device)).view({1, 1, keys});
+      torch::Tensor allowed = j <= i;
+      if (config.sliding_window > 0) allowed = allowed.logical_and((i - j) < config.sliding_window);
+      int64_t groups = config.num_attention_heads / config.num_key_value_heads;
+      ix.blocked = allowed.logical_not().unsqueeze(1).repeat({1, 1, groups, 1});  // [B,1,G·T,L]
+    }
+    std::vector<AdapterGroup> adapter_groups;
+    for (auto& [adapter, rows] : rows_of) {
+      if (adapter < 0) continue;
+      AdapterGroup g;
+      g.adapter = adapter;
+      g.all = static_cast<int64_t>(rows.size()) == b;
+      if (!g.all) g.rows = to_device(rows, {static_cast<int64_t>(rows.size())});
+      adapter_groups.push_back(std::move(g));
+    }
 
     torch::Tensor h = torch::embedding(embed, ids_t);
     torch::Tensor cos, sin;
     if (gpt2()) {
-      h = h + torch::embedding(pos_embed, pos_t);
+      // Padding may run past the learned positions; its outputs are never used.
+      h = h + torch::embedding(pos_embed, ix.pos.clamp_max(config.max_position_embeddings - 1));
     } else {
-      torch::Tensor freqs = pos_t.to(torch::kFloat32).unsqueeze(-1) *
+      torch::Tensor freqs = ix.pos.to(torch::kFloat32).unsqueeze(-1) *
                             inv_freq.unsqueeze(0).unsqueeze(0);         // [B, T, D/2]
       torch::Tensor emb = torch::cat({freqs, freqs}, -1).unsqueeze(1);  // [B, 1, T, D]
-      cos = emb.cos();
-      sin = emb.sin();
-    }
-    for (const SequenceStep& s : steps) {
-      EnsureCapacity(
-          *s.cache, s.cache->length + t,
-          torch::empty({config.num_key_value_heads, 0, config.head_dim}, embed.options()));
+      cos = emb.cos().to(embed.scalar_type());
+      sin = emb.sin().to(embed.scalar_type());
     }
     int64_t heads = config.num_attention_heads, kv_heads = config.num_key_value_heads;
     int64_t d = config.head_dim;
@@ -233,33 +333,42 @@ struct ModelRunner::Impl {
       const Layer& layer = layers[l];
       if (gpt2()) {
         torch::Tensor x = ApplyNorm(layer.norm1, h);
-        auto qkv = layer.c_attn.Apply(x, adapter_of).split(config.hidden_size, 2);
+        auto qkv = layer.c_attn.Apply(x, adapter_groups).split(config.hidden_size, 2);
         auto split = [&](const torch::Tensor& y) {
           return y.view({b, t, heads, d}).transpose(1, 2);
         };
-        torch::Tensor attn = Attend(l, split(qkv[0]), split(qkv[1]), split(qkv[2]), steps);
-        h = h + layer.c_proj.Apply(attn, adapter_of);
+        torch::Tensor q = split(qkv[0]).contiguous();
+        torch::Tensor attn = Attend(l, q, split(qkv[1]), split(qkv[2]), ix);
+        h = h + layer.c_proj.Apply(attn, adapter_groups);
         torch::Tensor m = ApplyNorm(layer.norm2, h);
-        h = h + layer.mlp_c_proj.Apply(torch::gelu(layer.c_fc.Apply(m, adapter_of), "tanh"),
-                                       adapter_of);
+        h = h + layer.mlp_c_proj.Apply(torch::gelu(layer.c_fc.Apply(m, adapter_groups), "tanh"),
+                                       adapter_groups);
       } else {
         torch::Tensor x = ApplyNorm(layer.norm1, h);
-        torch::Tensor q = layer.q.Apply(x, adapter_of).view({b, t, heads, d}).transpose(1, 2);
-        torch::Tensor k = layer.k.Apply(x, adapter_of).view({b, t, kv_heads, d}).transpose(1, 2);
-        torch::Tensor v = layer.v.Apply(x, adapter_of).view({b, t, kv_heads, d}).transpose(1, 2);
-        torch::Tensor c = cos.to(q.scalar_type()), s = sin.to(q.scalar_type());
-        q = q * c + RotateHalf(q) * s;
-        k = k * c + RotateHalf(k) * s;
-        h = h + layer.o.Apply(Attend(l, q, k, v, steps), adapter_of);
+        torch::Tensor q = layer.q.Apply(x, adapter_groups).view({b, t, heads, d}).transpose(1, 2);
+        torch::Tensor k =
+            layer.k.Apply(x, adapter_groups).view({b, t, kv_heads, d}).transpose(1, 2);
+        torch::Tensor v =
+            layer.v.Apply(x, adapter_groups).view({b, t, kv_heads, d}).transpose(1, 2);
+        q = q * cos + RotateHalf(q) * sin;
+        k = k * cos + RotateHalf(k) * sin;
+        h = h + layer.o.Apply(Attend(l, q, k, v, ix), adapter_groups);
         torch::Tensor m = ApplyNorm(layer.norm2, h);
-        h = h + layer.down.Apply(
-                    torch::silu(layer.gate.Apply(m, adapter_of)) * layer.up.Apply(m, adapter_of),
-                    adapter_of);
+        h = h + layer.down.Apply(torch::silu(layer.gate.Apply(m, adapter_groups)) *
+                                     layer.up.Apply(m, adapter_groups),
+                                 adapter_groups);
       }
     }
-    for (const SequenceStep& s : steps) s.cache->length += t;
-    torch::Tensor last = ApplyNorm(final_norm, h.select(1, t - 1));  // [B, hidden]
-    return torch::linear(last, lm_head).to(torch::kFloat32);
+    for (const SequenceStep& s : steps) {
+      s.cache->length += static_cast<int64_t>(s.tokens->size());
+    }
+    torch::Tensor hl;  // [B, hidden]: each sequence's last new token
+    if (std::all_of(last, last + b, [&](int64_t x) { return x == t - 1; })) {
+      hl = h.select(1, t - 1);
+    } else {
+      hl = h.index({torch::arange(b, long_opts.device(device)), last_t});
+    }
+    return torch::linear(ApplyNorm(final_norm, hl), lm_head).to(torch::kFloat32);
   }
 };
 

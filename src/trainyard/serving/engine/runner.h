@@ -1,4 +1,4 @@
-// ModelRunner: the inference forward pass of a loaded CausalLM, with a per-sequence KV cache
+// ModelRunner: the inference forward pass of a loaded CausalLM, with a KV cache slot per sequence
 // and several LoRA adapters on the one base, chosen per sequence.
 //
 // It reads the model's parameters by their Hugging Face names and repeats the training
@@ -25,16 +25,26 @@
 
 namespace trainyard::serving {
 
-// Keys and values of one sequence: per layer [kv_heads, capacity, head_dim] on the model's
-// device, of which the first `length` positions are filled. Grows by doubling up to the
-// model's context. Only ModelRunner::Forward changes it.
+// A sequence's row in the runner's preallocated KV buffers; returned to the runner when the
+// last KvCache holding it goes away.
+struct KvSlot;
+
+// Keys and values of one sequence: a slot of the runner's per-layer buffers
+// [slots, kv_heads, capacity, head_dim] on the model's device, of which the first `length`
+// positions are filled. Taken at the sequence's first forward step. Only ModelRunner::Forward
+// changes it.
 struct KvCache {
-  std::vector<torch::Tensor> k, v;
+  std::shared_ptr<KvSlot> slot;
   int64_t length = 0;
 };
 
-// One sequence's part of a forward step: new tokens (all sequences of a step bring the same
-// number), the cache they extend, and the adapter they run with (-1: the base model).
+// The cache's slot in the runner's buffers, -1 before its first step. A batch whose slots are
+// consecutive, in order, attends over a view of the buffers instead of a gather.
+int64_t SlotIndex(const KvCache& cache);
+
+// One sequence's part of a forward step: new tokens (at least one; sequences of a step may
+// bring different numbers), the cache they extend, and the adapter they run with (-1: the
+// base model).
 struct SequenceStep {
   const std::vector<int64_t>* tokens = nullptr;
   KvCache* cache = nullptr;
@@ -57,7 +67,10 @@ class ModelRunner {
   // Runs the steps' tokens at positions cache.length().. of each sequence, appends their
   // keys/values to the caches, and returns the logits of each sequence's last new token,
   // [batch, vocab] in float32 on the model's device. The caller keeps every
-  // cache.length() + tokens.size() within context().
+  // cache.length() + tokens.size() within context(). All sequences run as one batch: shorter
+  // token lists are padded (the padding's keys/values land past the cache's length and are
+  // never attended to), attention is one masked matmul over the slots' buffers, and each
+  // adapter's LoRA update is one matmul over the rows that use it.
   torch::Tensor Forward(const std::vector<SequenceStep>& steps);
 
   const model::ModelConfig& config() const;

