@@ -79,6 +79,30 @@ void Projection::MergeLora() {
 
 }  // namespace nn_internal
 
+// Rotary frequencies as transformers computes them (float32), with llama3 / linear scaling.
+torch::Tensor RopeInverseFrequencies(const ModelConfig& c) {
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  torch::Tensor exponents =
+      torch::arange(0, c.head_dim, 2, torch::TensorOptions().dtype(torch::kInt64))
+          .to(torch::kFloat32) /
+      static_cast<double>(c.head_dim);
+  torch::Tensor inv_freq = 1.0 / torch::pow(torch::scalar_tensor(c.rope_theta, f32), exponents);
+  const RopeScaling& rs = c.rope_scaling;
+  if (rs.type == "linear") return inv_freq / rs.factor;
+  if (rs.type != "llama3") return inv_freq;
+  double old_len = static_cast<double>(rs.original_max_position_embeddings);
+  double low_freq_wavelen = old_len / rs.low_freq_factor;
+  double high_freq_wavelen = old_len / rs.high_freq_factor;
+  torch::Tensor wavelen = 2.0 * M_PI / inv_freq;
+  torch::Tensor scaled = torch::where(wavelen > low_freq_wavelen, inv_freq / rs.factor, inv_freq);
+  torch::Tensor smooth =
+      (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
+  torch::Tensor smoothed = (1 - smooth) * scaled / rs.factor + smooth * scaled;
+  torch::Tensor medium =
+      (wavelen < high_freq_wavelen).logical_not() * (wavelen > low_freq_wavelen).logical_not();
+  return torch::where(medium, smoothed, scaled);
+}
+
 namespace {
 
 using nn_internal::Projection;
@@ -232,30 +256,6 @@ class LlamaLayer : public DecoderLayer {
   std::shared_ptr<LlamaMlp> mlp;
   std::shared_ptr<RmsNorm> input_layernorm, post_attention_layernorm;
 };
-
-// Rotary frequencies as transformers computes them (float32), with llama3 / linear scaling.
-torch::Tensor RopeInverseFrequencies(const ModelConfig& c) {
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
-  torch::Tensor exponents =
-      torch::arange(0, c.head_dim, 2, torch::TensorOptions().dtype(torch::kInt64))
-          .to(torch::kFloat32) /
-      static_cast<double>(c.head_dim);
-  torch::Tensor inv_freq = 1.0 / torch::pow(torch::scalar_tensor(c.rope_theta, f32), exponents);
-  const RopeScaling& rs = c.rope_scaling;
-  if (rs.type == "linear") return inv_freq / rs.factor;
-  if (rs.type != "llama3") return inv_freq;
-  double old_len = static_cast<double>(rs.original_max_position_embeddings);
-  double low_freq_wavelen = old_len / rs.low_freq_factor;
-  double high_freq_wavelen = old_len / rs.high_freq_factor;
-  torch::Tensor wavelen = 2.0 * M_PI / inv_freq;
-  torch::Tensor scaled = torch::where(wavelen > low_freq_wavelen, inv_freq / rs.factor, inv_freq);
-  torch::Tensor smooth =
-      (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
-  torch::Tensor smoothed = (1 - smooth) * scaled / rs.factor + smooth * scaled;
-  torch::Tensor medium =
-      (wavelen < high_freq_wavelen).logical_not() * (wavelen > low_freq_wavelen).logical_not();
-  return torch::where(medium, smoothed, scaled);
-}
 
 // --- Activation checkpointing ---------------------------------------------------------
 

@@ -35,6 +35,10 @@ class CausalLM : public torch::nn::Module {
 // initialises them), deterministic for a given seed.
 Result<std::shared_ptr<CausalLM>> CreateModel(const ModelConfig& config, uint64_t seed);
 
+// Rotary inverse frequencies as transformers computes them (float32; llama3 and linear
+// scaling): what the models' attention uses, and the inference engine's (serving/engine).
+torch::Tensor RopeInverseFrequencies(const ModelConfig& c);
+
 // Loads a Hugging Face model directory: config.json and model.safetensors or the shards of
 // model.safetensors.index.json. Weights are converted to `dtype` and moved to `device`.
 // A missing or mis-shaped tensor is InvalidArgument naming it.

@@ -114,30 +114,6 @@ torch::Tensor RotateHalf(const torch::Tensor& x) {
   return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-// As model/nn/model.cc computes them (transformers' float32 rotary frequencies).
-torch::Tensor RopeInverseFrequencies(const ModelConfig& c) {
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
-  torch::Tensor exponents =
-      torch::arange(0, c.head_dim, 2, torch::TensorOptions().dtype(torch::kInt64))
-          .to(torch::kFloat32) /
-      static_cast<double>(c.head_dim);
-  torch::Tensor inv_freq = 1.0 / torch::pow(torch::scalar_tensor(c.rope_theta, f32), exponents);
-  const model::RopeScaling& rs = c.rope_scaling;
-  if (rs.type == "linear") return inv_freq / rs.factor;
-  if (rs.type != "llama3") return inv_freq;
-  double old_len = static_cast<double>(rs.original_max_position_embeddings);
-  double low_freq_wavelen = old_len / rs.low_freq_factor;
-  double high_freq_wavelen = old_len / rs.high_freq_factor;
-  torch::Tensor wavelen = 2.0 * M_PI / inv_freq;
-  torch::Tensor scaled = torch::where(wavelen > low_freq_wavelen, inv_freq / rs.factor, inv_freq);
-  torch::Tensor smooth =
-      (old_len / wavelen - rs.low_freq_factor) / (rs.high_freq_factor - rs.low_freq_factor);
-  torch::Tensor smoothed = (1 - smooth) * scaled / rs.factor + smooth * scaled;
-  torch::Tensor medium =
-      (wavelen < high_freq_wavelen).logical_not() * (wavelen > low_freq_wavelen).logical_not();
-  return torch::where(medium, smoothed, scaled);
-}
-
 Result<torch::Dtype> SafetensorsDtype(const std::string& dtype, const std::string& name) {
   if (dtype == "F32") return torch::kFloat32;
   if (dtype == "F16") return torch::kFloat16;
@@ -416,7 +392,7 @@ Result<std::unique_ptr<ModelRunner>> ModelRunner::Create(std::shared_ptr<model::
   } else {
     TY_ASSIGN_OR_RETURN(impl->embed, get("model.embed_tokens.weight"));
     TY_ASSIGN_OR_RETURN(impl->final_norm.w, get("model.norm.weight"));
-    impl->inv_freq = RopeInverseFrequencies(c).to(impl->device);
+    impl->inv_freq = model::RopeInverseFrequencies(c).to(impl->device);
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       Layer& l = impl->layers[static_cast<size_t>(i)];
       std::string p = "model.layers." + std::to_string(i);
