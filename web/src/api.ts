@@ -165,11 +165,13 @@ export function getExperiment(id: string): Promise<{ experiment: Experiment }> {
 }
 
 // All runs of an experiment matching `filter` (MLflow's grammar), page by page; `progress`
-// sees the count so far.
+// sees the runs so far after each page (so a table can show them while the rest load), and
+// an aborted `signal` stops the paging.
 export async function searchRuns(
   experimentId: string,
   filter: string,
-  progress?: (loaded: number) => void,
+  progress?: (soFar: Run[]) => void,
+  signal?: AbortSignal,
   limit = 100000,
 ): Promise<Run[]> {
   const out: Run[] = [];
@@ -188,9 +190,10 @@ export async function searchRuns(
         },
       },
     );
+    if (signal?.aborted) return out;
     out.push(...(r.runs ?? []));
-    progress?.(out.length);
     page_token = r.next_page_token || undefined;
+    if (page_token) progress?.(out.slice());
   } while (page_token && out.length < limit);
   return out;
 }

@@ -1,9 +1,8 @@
-import { useMemo, useState, type FormEvent } from 'react';
+import { useEffect, useMemo, useState, type FormEvent } from 'react';
 import { getExperiment, searchRuns, type Run } from '../api';
-import { Show } from '../components/Status';
 import { VirtualTable, type Column } from '../components/VirtualTable';
 import { href } from '../router';
-import { formatNumber, formatTime, useLoad } from '../util';
+import { errorMessage, formatNumber, formatTime, useLoad } from '../util';
 
 interface Row {
   id: string;
@@ -71,8 +70,17 @@ export function Runs({ experimentId }: { experimentId: string }) {
   const experiment = useLoad(() => getExperiment(experimentId), [experimentId]);
   const [filterText, setFilterText] = useState('');
   const [filter, setFilter] = useState('');
-  const [progress, setProgress] = useState(0);
-  const runs = useLoad(() => searchRuns(experimentId, filter, setProgress), [experimentId, filter]);
+  // Runs show page by page as they arrive: the table is usable after the first page.
+  const [runs, setRuns] = useState<{ runs: Run[]; done: boolean; error?: string }>({ runs: [], done: false });
+  useEffect(() => {
+    const abort = new AbortController();
+    setRuns({ runs: [], done: false });
+    searchRuns(experimentId, filter, (soFar) => abort.signal.aborted || setRuns({ runs: soFar, done: false }), abort.signal).then(
+      (all) => abort.signal.aborted || setRuns({ runs: all, done: true }),
+      (e: unknown) => abort.signal.aborted || setRuns({ runs: [], done: true, error: errorMessage(e) }),
+    );
+    return () => abort.abort();
+  }, [experimentId, filter]);
   const apply = (e: FormEvent) => {
     e.preventDefault();
     setFilter(filterText.trim());
@@ -100,13 +108,18 @@ export function Runs({ experimentId }: { experimentId: string }) {
           </button>
         ) : null}
       </form>
-      {runs.state === 'loading' ? <p className="muted">Loading runs… {progress || ''}</p> : null}
-      <Show loaded={runs}>{(value) => <RunsTable experimentId={experimentId} runs={value} />}</Show>
+      {runs.error ? (
+        <p className="error" role="alert">{runs.error}</p>
+      ) : !runs.done && runs.runs.length === 0 ? (
+        <p className="muted" data-testid="loading">Loading runs…</p>
+      ) : (
+        <RunsTable experimentId={experimentId} runs={runs.runs} loading={!runs.done} />
+      )}
     </section>
   );
 }
 
-function RunsTable({ experimentId, runs }: { experimentId: string; runs: Run[] }) {
+function RunsTable({ experimentId, runs, loading }: { experimentId: string; runs: Run[]; loading: boolean }) {
   const rows = useMemo(() => runs.map(toRow), [runs]);
   const { metricKeys, paramKeys } = useMemo(() => {
     const m = new Set<string>();
@@ -205,8 +218,9 @@ function RunsTable({ experimentId, runs }: { experimentId: string; runs: Run[] }
   return (
     <div>
       <div className="toolbar">
-        <span data-testid="runs-count">
+        <span data-testid="runs-count" data-loading={loading}>
           {rows.length} run{rows.length === 1 ? '' : 's'}
+          {loading ? ' (loading more…)' : ''}
         </span>
         <span>{selected.size} selected</span>
         <a
@@ -244,7 +258,7 @@ function RunsTable({ experimentId, runs }: { experimentId: string; runs: Run[] }
           </fieldset>
         </div>
       ) : null}
-      {rows.length === 0 ? (
+      {rows.length === 0 && !loading ? (
         <p className="muted" data-testid="no-runs">No runs match.</p>
       ) : (
         <VirtualTable rows={sorted} columns={columns} rowKey={(r) => r.id} testId="runs-table" />
