@@ -166,12 +166,22 @@ def ui_data(server, unique_module):
         data.update(job_id=body.get("job_id") or body["job"]["job_id"],
                     job_name=f"ui-job-{unique_module}")
 
+        # Cancelled from the UI (bounded, should the test stop before that).
+        r = s.post(server.api(f"{API}/jobs"),
+                   json={"spec": {"name": f"ui-long-{unique_module}", "command": "sleep 120"}})
+        assert r.status_code == 200, r.text
+        data.update(long_job_id=r.json()["job"]["job_id"])
+
         model = f"ui-model-{unique_module}"
         assert s.post(server.api(f"{MLFLOW}/registered-models/create"),
                       json={"name": model}).status_code == 200
         r = s.post(server.api(f"{MLFLOW}/model-versions/create"),
                    json={"name": model, "source": f"runs:/{curve_ids[0]}/model",
                          "run_id": curve_ids[0]})
+        assert r.status_code == 200, r.text
+        r = s.post(server.api(f"{MLFLOW}/model-versions/create"),
+                   json={"name": model, "source": f"runs:/{curve_ids[1]}/model",
+                         "run_id": curve_ids[1]})
         assert r.status_code == 200, r.text
         r = s.post(server.api(f"{MLFLOW}/registered-models/alias"),
                    json={"name": model, "alias": "champion", "version": "1"})
@@ -273,8 +283,14 @@ def test_chart_of_two_runs_zooms_to_exact_points(server, chromium_cdp, ui_data):
     run_browser_check("chart", chromium_cdp, server, ui_data)
 
 
-def test_jobs_and_models_pages(server, chromium_cdp, ui_data):
+def test_jobs_and_models_pages_cancel_and_move_an_alias(server, chromium_cdp, ui_data):
     run_browser_check("jobs_and_models", chromium_cdp, server, ui_data)
+    with server.session() as s:
+        r = s.get(server.api(f"{MLFLOW}/registered-models/alias"),
+                  params={"name": ui_data["model_name"], "alias": ui_data["model_alias"]})
+        assert r.status_code == 200 and r.json()["model_version"]["version"] == "2", r.text
+        r = s.get(server.api(f"{API}/jobs/{ui_data['long_job_id']}"))
+        assert r.json()["job"]["state"] == "CANCELLED", r.text
 
 
 def test_link_printed_by_mlflow_opens_the_run(server, chromium_cdp, ui_data, tmp_path):

@@ -179,6 +179,33 @@ const scenarios = {
     await page.getByTestId('model-versions').getByRole('link', { name: '1', exact: true }).click();
     const version = await text(page.getByTestId('model-version'));
     check(version.includes(config.model_alias), `version page: ${version}`);
+
+    // Move the alias to version 2, through the confirmation.
+    await page.getByRole('link', { name: config.model_name, exact: true }).click();
+    await page.getByLabel('alias', { exact: true }).fill(config.model_alias);
+    await page.getByLabel('version', { exact: true }).selectOption('2');
+    await page.getByRole('button', { name: 'Move alias' }).click();
+    const confirm = await text(page.getByTestId('alias-confirm'));
+    check(confirm.includes('from version 1 to version 2'), `confirmation: ${confirm}`);
+    await page.getByRole('button', { name: 'Yes, move it' }).click();
+    await until(async () => (await text(page.getByTestId('model-aliases'))).includes('version 2'),
+      `@${config.model_alias} on version 2`);
+
+    // Cancel a running job, through the confirmation.
+    await page.goto(`${base}/#/jobs/${config.long_job_id}`);
+    await until(async () => {
+      await page.reload();
+      await page.getByTestId('job-state').waitFor({ timeout: TIMEOUT });
+      return (await text(page.getByTestId('job-state'))) === 'RUNNING';
+    }, 'the long job running', 30000);
+    await page.getByRole('button', { name: 'Cancel job' }).click();
+    await page.getByRole('button', { name: 'Yes, cancel the job' }).click();
+    await until(async () => {
+      await page.reload();
+      await page.getByTestId('job-state').waitFor({ timeout: TIMEOUT });
+      return (await text(page.getByTestId('job-state'))) === 'CANCELLED';
+    }, 'the job cancelled', 30000);
+    check((await page.getByRole('button', { name: 'Cancel job' }).count()) === 0, 'no cancel button on a cancelled job');
   },
 };
 

@@ -1,7 +1,8 @@
+import { useState } from 'react';
 import { call, TRAINYARD } from '../api';
 import { KeyValueTable, Show } from '../components/Status';
 import { href } from '../router';
-import { formatTime, useLoad } from '../util';
+import { errorMessage, formatTime, useLoad } from '../util';
 
 interface Attempt {
   attempt: number;
@@ -93,8 +94,52 @@ export function Jobs() {
   );
 }
 
+const ACTIVE_STATES = ['PENDING', 'RUNNING'];
+
+// Cancel with a confirmation step; the server decides who may (owner, project admins,
+// admins) and its refusal is shown as it is.
+function CancelJob({ jobId, onDone }: { jobId: string; onDone: () => void }) {
+  const [confirming, setConfirming] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const cancel = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      await call('POST', `${TRAINYARD}/jobs/${encodeURIComponent(jobId)}/cancel`, { body: {} });
+      setConfirming(false);
+      onDone();
+    } catch (e) {
+      setError(errorMessage(e));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div className="actions">
+      {confirming ? (
+        <>
+          <span>Cancel this job? Its running attempt is stopped.</span>
+          <button type="button" onClick={cancel} disabled={busy}>
+            Yes, cancel the job
+          </button>
+          <button type="button" onClick={() => setConfirming(false)} disabled={busy}>
+            No
+          </button>
+        </>
+      ) : (
+        <button type="button" onClick={() => setConfirming(true)}>
+          Cancel job
+        </button>
+      )}
+      {error ? <p className="error" role="alert">{error}</p> : null}
+    </div>
+  );
+}
+
 export function JobDetail({ jobId }: { jobId: string }) {
-  const job = useLoad(() => call<{ job: Job }>('GET', `${TRAINYARD}/jobs/${encodeURIComponent(jobId)}`), [jobId]);
+  const [version, setVersion] = useState(0);
+  const job = useLoad(() => call<{ job: Job }>('GET', `${TRAINYARD}/jobs/${encodeURIComponent(jobId)}`), [jobId, version]);
   return (
     <section>
       <p className="crumbs">
@@ -106,8 +151,14 @@ export function JobDetail({ jobId }: { jobId: string }) {
           return (
             <div data-testid="job-detail">
               <h2>
-                {j.name || j.job_id} <span className={`state state-${j.state.toLowerCase()}`}>{j.state}</span>
+                {j.name || j.job_id}{' '}
+                <span className={`state state-${j.state.toLowerCase()}`} data-testid="job-state">
+                  {j.state}
+                </span>
               </h2>
+              {ACTIVE_STATES.includes(j.state) ? (
+                <CancelJob jobId={j.job_id} onDone={() => setVersion((v) => v + 1)} />
+              ) : null}
               <KeyValueTable
                 empty=""
                 rows={[

@@ -1,7 +1,8 @@
+import { useState, type FormEvent } from 'react';
 import { call, MLFLOW } from '../api';
 import { KeyValueTable, Show } from '../components/Status';
 import { href } from '../router';
-import { formatTime, useLoad } from '../util';
+import { errorMessage, formatTime, useLoad } from '../util';
 
 interface Alias {
   alias: string;
@@ -89,7 +90,79 @@ export function Models() {
   );
 }
 
+// Points an alias (new or existing) at a version, after a confirmation that says what moves.
+function MoveAlias({ name, aliases, versions, onDone }: {
+  name: string;
+  aliases: Alias[];
+  versions: string[];
+  onDone: () => void;
+}) {
+  const [alias, setAlias] = useState(aliases[0]?.alias ?? '');
+  const [version, setVersion] = useState(versions[0] ?? '');
+  const [confirming, setConfirming] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const current = aliases.find((a) => a.alias === alias.trim());
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    setError(null);
+    if (!alias.trim()) setError('Name the alias to move.');
+    else if (current?.version === version) setError(`@${alias.trim()} already points at version ${version}.`);
+    else setConfirming(true);
+  };
+  const move = async () => {
+    try {
+      await call('POST', `${MLFLOW}/registered-models/alias`, { body: { name, alias: alias.trim(), version } });
+      setConfirming(false);
+      onDone();
+    } catch (e) {
+      setError(errorMessage(e));
+      setConfirming(false);
+    }
+  };
+  return (
+    <form className="actions" onSubmit={submit} aria-label="move alias">
+      <label>
+        Alias @
+        <input value={alias} onChange={(e) => { setAlias(e.target.value); setConfirming(false); }} list="model-aliases-list" aria-label="alias" />
+      </label>
+      <datalist id="model-aliases-list">
+        {aliases.map((a) => (
+          <option key={a.alias} value={a.alias} />
+        ))}
+      </datalist>
+      <label>
+        to version{' '}
+        <select value={version} onChange={(e) => { setVersion(e.target.value); setConfirming(false); }} aria-label="version">
+          {versions.map((v) => (
+            <option key={v} value={v}>
+              {v}
+            </option>
+          ))}
+        </select>
+      </label>
+      {confirming ? (
+        <>
+          <span data-testid="alias-confirm">
+            Move @{alias.trim()} {current ? `from version ${current.version} ` : ''}to version {version}? Whatever
+            resolves models:/{name}@{alias.trim()} (serving endpoints too) follows it.
+          </span>
+          <button type="button" onClick={move}>
+            Yes, move it
+          </button>
+          <button type="button" onClick={() => setConfirming(false)}>
+            No
+          </button>
+        </>
+      ) : (
+        <button type="submit">Move alias</button>
+      )}
+      {error ? <p className="error" role="alert">{error}</p> : null}
+    </form>
+  );
+}
+
 export function Model({ name }: { name: string }) {
+  const [reloads, setReloads] = useState(0);
   const loaded = useLoad(
     () =>
       Promise.all([
@@ -98,7 +171,7 @@ export function Model({ name }: { name: string }) {
           query: { filter: `name='${name.replace(/'/g, "\\'")}'`, max_results: 1000 },
         }),
       ]),
-    [name],
+    [name, reloads],
   );
   return (
     <section>
@@ -121,6 +194,14 @@ export function Model({ name }: { name: string }) {
                   <a href={href.modelVersion(name, a.version)}>version {a.version}</a>,
                 ])}
               />
+              {versions.length ? (
+                <MoveAlias
+                  name={name}
+                  aliases={m.aliases ?? []}
+                  versions={versions.map((v) => v.version)}
+                  onDone={() => setReloads((n) => n + 1)}
+                />
+              ) : null}
               <h3>Versions</h3>
               <table className="grid" data-testid="model-versions">
                 <thead>
