@@ -140,6 +140,19 @@ const scenarios = {
     check(hi - lo < config.chart_points / 10, `zoomed range ${lo}-${hi}`);
     await chart.getByRole('button', { name: 'Reset zoom' }).click();
     await until(async () => (await chart.getAttribute('data-range')) === 'all', 'zoom reset');
+
+    // Smoothed, on a relative-time axis, a zoom still becomes a step range.
+    await chart.getByLabel('smoothing').selectOption('0.9');
+    await chart.getByLabel('x axis').selectOption('relative');
+    await until(async () => (await text(chart)).includes('seconds since start'), 'the relative-time axis');
+    const box2 = await chart.locator('.u-over').boundingBox();
+    await page.mouse.move(box2.x + box2.width * 0.60, y);
+    await page.mouse.down();
+    await page.mouse.move(box2.x + box2.width * 0.61, y, { steps: 5 });
+    await page.mouse.up();
+    await until(async () => (await chart.getAttribute('data-exact')) === 'true', 'exact points after a time zoom');
+    const [lo2, hi2] = (await chart.getAttribute('data-range')).split('-').map(Number);
+    check(lo2 > config.chart_points / 4 && hi2 - lo2 < config.chart_points / 10, `time zoom became steps ${lo2}-${hi2}`);
   },
 
   // The link the mlflow client printed opens the run; before signing in it waits at the login.
