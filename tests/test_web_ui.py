@@ -159,7 +159,8 @@ def ui_data(server, unique_module):
                     chart_metric="loss", chart_points=2 * points)
 
         r = s.post(server.api(f"{API}/jobs"),
-                   json={"spec": {"name": f"ui-job-{unique_module}", "command": "true",
+                   json={"spec": {"name": f"ui-job-{unique_module}",
+                                  "command": "echo hello-from-the-ui-job",
                                   "priority": 3}})
         assert r.status_code == 200, r.text
         body = r.json()
@@ -168,7 +169,7 @@ def ui_data(server, unique_module):
 
         # Cancelled from the UI (bounded, should the test stop before that).
         r = s.post(server.api(f"{API}/jobs"),
-                   json={"spec": {"name": f"ui-long-{unique_module}", "command": "sleep 120"}})
+                   json={"spec": {"name": f"ui-long-{unique_module}", "command": "echo long-job-started; sleep 120"}})
         assert r.status_code == 200, r.text
         data.update(long_job_id=r.json()["job"]["job_id"])
 

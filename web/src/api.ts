@@ -85,6 +85,30 @@ export async function call<T>(
   return parsed as T;
 }
 
+// A call whose answer is plain text (job logs), with the response's headers.
+export async function callText(
+  path: string,
+  query: Query,
+): Promise<{ text: string; headers: Headers }> {
+  const token = getToken();
+  const response = await fetch(path + queryString(query), {
+    headers: token ? { Authorization: `Bearer ${token}` } : {},
+    credentials: 'omit',
+  });
+  const text = await response.text();
+  if (!response.ok) {
+    let message = text;
+    try {
+      message = (JSON.parse(text) as { message?: string }).message ?? text;
+    } catch {
+      /* not JSON: the text is the message */
+    }
+    if (response.status === 401) unauthorized(message);
+    throw new ApiError(response.status, message);
+  }
+  return { text, headers: response.headers };
+}
+
 // ------------------------------------------------------------------ the shapes the UI reads
 
 export interface KeyValue {

@@ -175,6 +175,7 @@ const scenarios = {
     await signIn(page);
     await page.getByRole('link', { name: 'Jobs', exact: true }).click();
     const jobs = page.getByTestId('jobs-table');
+    await page.getByTestId('cluster-table').waitFor({ timeout: TIMEOUT });
     await jobs.getByRole('link', { name: config.job_id }).click();
     const job = page.getByTestId('job-detail');
     await job.waitFor({ timeout: TIMEOUT });
@@ -184,6 +185,8 @@ const scenarios = {
       await page.getByTestId('job-detail').waitFor({ timeout: TIMEOUT });
       return (await page.getByTestId('attempts-table').count()) === 1;
     }, "the job's attempts");
+    await until(async () => (await text(page.getByTestId('log-text'))).includes('hello-from-the-ui-job'),
+      "the job's log");
 
     await page.getByRole('link', { name: 'Models', exact: true }).click();
     await page.getByTestId('models-table').getByRole('link', { name: config.model_name }).click();
@@ -211,6 +214,9 @@ const scenarios = {
       await page.getByTestId('job-state').waitFor({ timeout: TIMEOUT });
       return (await text(page.getByTestId('job-state'))) === 'RUNNING';
     }, 'the long job running', 30000);
+    // Its log shows while it runs.
+    await until(async () => (await text(page.getByTestId('log-text'))).includes('long-job-started'),
+      "the running job's log", 30000);
     await page.getByRole('button', { name: 'Cancel job' }).click();
     await page.getByRole('button', { name: 'Yes, cancel the job' }).click();
     await until(async () => {

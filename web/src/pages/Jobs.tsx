@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { call, TRAINYARD } from '../api';
 import { KeyValueTable, Show } from '../components/Status';
+import { Checkpoints, Cluster, LogViewer } from './JobParts';
 import { href } from '../router';
 import { errorMessage, formatTime, useLoad } from '../util';
 
@@ -90,6 +91,7 @@ export function Jobs() {
           )
         }
       </Show>
+      <Cluster />
     </section>
   );
 }
@@ -219,6 +221,14 @@ export function JobDetail({ jobId }: { jobId: string }) {
                     ))}
                   </tbody>
                 </table>
+              )}
+              <h3>Checkpoints</h3>
+              <Checkpoints jobId={j.job_id} />
+              <h3>Logs</h3>
+              {attempts.length ? (
+                <LogViewer key={attempts.length} jobId={j.job_id} attempts={attempts} />
+              ) : (
+                <p className="muted">No logs before the first attempt starts.</p>
               )}
             </div>
           );
