@@ -8,6 +8,7 @@ Chromium is Debian's (scripts/install-deps), started once per test session; play
 comes from web/node_modules (scripts/build). The page may reach only the server under test.
 """
 
+import base64
 import json
 import math
 import os
@@ -303,7 +304,13 @@ def test_link_printed_by_mlflow_opens_the_run(server, chromium_cdp, ui_data, tmp
         "with mlflow.start_run(run_name='printed') as run:\n"
         "    mlflow.log_param('optimizer', 'adamw')\n"
         "    for step in range(50):\n"
-        "        mlflow.log_metric('val_loss', 1.0 / (step + 1), step=step)\n")
+        "        mlflow.log_metric('val_loss', 1.0 / (step + 1), step=step)\n"
+        "    mlflow.log_text('hello artifact', 'notes/readme.txt')\n"
+        "    mlflow.log_dict({'lr': 0.001, 'layers': [1, 2]}, 'config.json')\n"
+        "    mlflow.log_artifact(__file__.replace('log_run.py', 'pixel.png'))\n")
+    # A 1x1 PNG, logged as an artifact the page previews as an image.
+    (tmp_path / "pixel.png").write_bytes(base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="))
     env = dict(os.environ, MLFLOW_TRACKING_URI=server.url, MLFLOW_TRACKING_TOKEN=server.token)
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
                        timeout=120)

@@ -168,6 +168,18 @@ const scenarios = {
     const metrics = await text(page.getByTestId('run-metrics'));
     check(metrics.includes(config.link_metric), `metrics: ${metrics}`);
     await page.locator(`[data-testid=metric-chart][data-metric="${config.link_metric}"] canvas`).waitFor({ timeout: TIMEOUT });
+
+    // Its artifacts: browse into a folder, preview text, JSON and an image.
+    const artifacts = page.getByTestId('artifacts');
+    await artifacts.getByRole('button', { name: 'config.json' }).click();
+    await until(async () => (await text(page.getByTestId('artifact-preview'))).includes('"layers": ['), 'the JSON preview');
+    await artifacts.getByRole('button', { name: 'notes/' }).click();
+    await artifacts.getByRole('button', { name: 'readme.txt' }).click();
+    await until(async () => (await text(page.getByTestId('artifact-preview'))).includes('hello artifact'), 'the text preview');
+    await artifacts.getByRole('button', { name: 'artifacts', exact: true }).click();
+    await artifacts.getByRole('button', { name: 'pixel.png' }).click();
+    const img = page.getByTestId('artifact-preview').locator('img');
+    await until(async () => (await img.evaluate((el) => el.complete && el.naturalWidth)) === 1, 'the image preview');
   },
 
   // The jobs queue and a job's attempts; the registry's models, aliases and a version.

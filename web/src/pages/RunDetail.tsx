@@ -1,4 +1,5 @@
 import { getRun } from '../api';
+import { Artifacts } from '../components/Artifacts';
 import { LazyMount } from '../components/LazyMount';
 import { MetricChart } from '../components/MetricChart';
 import { KeyValueTable, Show } from '../components/Status';
@@ -51,6 +52,8 @@ export function RunDetail({ experimentId, runId }: { experimentId: string; runId
                   <KeyValueTable testId="run-tags" empty="No tags." rows={tags.map((t) => [t.key, t.value])} />
                 </div>
               </div>
+              <h3>Artifacts</h3>
+              <Artifacts runId={runId} artifactUri={r.info.artifact_uri ?? ''} />
               <h3>Charts</h3>
               {metrics.length === 0 ? <p className="muted">No metrics to chart.</p> : null}
               {metrics.map((m) => (
