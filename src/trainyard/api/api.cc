@@ -383,4 +383,9 @@ void Api::PublicRoute(http::Method method, const std::string& path, JsonHandler 
   public_routes_.Add(method, path, [](http::Request&) { return http::Response(); });
 }
 
+void Api::PublicRawRoute(http::Method method, const std::string& path, http::Handler handler) {
+  router_.Add(method, path, std::move(handler));
+  public_routes_.Add(method, path, [](http::Request&) { return http::Response(); });
+}
+
 }  // namespace trainyard::api

@@ -87,6 +87,9 @@ class Api {
                     ErrorRenderer render_error);
   // Routes reachable without a token (health checks).
   void PublicRoute(http::Method method, const std::string& path, JsonHandler handler);
+  // A route reachable without a token whose handler builds its own response, unaudited
+  // (the web UI's static files: the page must load before the user can sign in).
+  void PublicRawRoute(http::Method method, const std::string& path, http::Handler handler);
 
   identity::IdentityService& identity() { return identity_; }
 

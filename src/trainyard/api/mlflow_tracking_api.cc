@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <thread>
 
 #include "trainyard/api/log_batch_decoder.h"
@@ -53,6 +54,30 @@ Result<tracking::ViewType> ViewTypeField(const json::object& o, std::string_view
   if (!v || *v == "ACTIVE_ONLY") return tracking::ViewType::kActiveOnly;
   if (*v == "DELETED_ONLY") return tracking::ViewType::kDeletedOnly;
   return tracking::ViewType::kAll;
+}
+
+// {"run_id", "key", "exact", "total_points", "steps", "timestamps", "values"}: columns, as a
+// chart takes them; a value that is not finite is "NaN", "Infinity" or "-Infinity" (MLflow's
+// spelling).
+json::value DownsampledJson(const std::string& run_id, const std::string& key,
+                            const tracking::DownsampledHistory& h) {
+  json::array steps, timestamps, values;
+  steps.reserve(h.points.size());
+  timestamps.reserve(h.points.size());
+  values.reserve(h.points.size());
+  for (const auto& p : h.points) {
+    steps.emplace_back(p.step);
+    timestamps.emplace_back(p.timestamp);
+    if (std::isfinite(p.value)) {
+      values.emplace_back(p.value);
+    } else {
+      values.emplace_back(std::isnan(p.value) ? "NaN" : p.value > 0 ? "Infinity" : "-Infinity");
+    }
+  }
+  return json::object{{"run_id", run_id},           {"key", key},
+                      {"exact", h.exact},           {"total_points", h.total_points},
+                      {"steps", std::move(steps)},  {"timestamps", std::move(timestamps)},
+                      {"values", std::move(values)}};
 }
 
 class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
@@ -417,6 +442,19 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                     std::string body = out.Take();
                     return http::Response::Json(200, std::move(body));
                   });
+    // Trainyard's own (the web UI's zoomable charts): min/max per bucket, exact when zoomed in.
+    api_.Route(Method::kGet, kTrainyardPrefixes, "/metrics/downsample",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                 TY_ASSIGN_OR_RETURN(auto buckets, OptionalInt64(c.body, "buckets"));
+                 TY_ASSIGN_OR_RETURN(auto min_step, OptionalInt64(c.body, "min_step"));
+                 TY_ASSIGN_OR_RETURN(auto max_step, OptionalInt64(c.body, "max_step"));
+                 TY_ASSIGN_OR_RETURN(auto history,
+                                     tracking_.DownsampleMetricHistory(
+                                         id, key, buckets.value_or(1000), min_step, max_step));
+                 return DownsampledJson(id, key, history);
+               });
     api_.RawRoute(Method::kGet, kMlflowPrefixes, "/metrics/get-history-bulk-interval",
                   [this, self = shared_from_this()](Call& c) -> Result<http::Response> {
                     TY_ASSIGN_OR_RETURN(auto run_ids, StringList(c.body, "run_ids"));

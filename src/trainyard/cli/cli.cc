@@ -463,6 +463,9 @@ void AddServerExecutionOptions(CLI::App* server_cmd, ServerOptions& o) {
   server_cmd->add_option("--serving-engine", config.serving_engine,
                          "the trainyard-serve-model program that serves llm endpoints (default: "
                          "beside this binary)");
+  server_cmd->add_option("--ui-dir", config.ui_dir,
+                         "the built web UI served at / (default: web/ beside this binary, as "
+                         "scripts/build puts it, or ../share/trainyard/web)");
   server_cmd
       ->add_option("--serving-device", config.serving_device,
                    "--device for llm replicas: auto, cpu or cuda")

@@ -20,6 +20,7 @@
 #include "trainyard/api/tables_api.h"
 #include "trainyard/api/uc_api.h"
 #include "trainyard/api/uc_model_api.h"
+#include "trainyard/api/web_ui_api.h"
 #include "trainyard/catalog/catalog_authorizer.h"
 #include "trainyard/catalog/catalog_service.h"
 #include "trainyard/catalog/model_service.h"
@@ -31,6 +32,7 @@
 #include "trainyard/executors/local_executor.h"
 #include "trainyard/executors/slurm_executor.h"
 #include "trainyard/http/client.h"
+#include "trainyard/http/static_files.h"
 #include "trainyard/jobs/job_service.h"
 #include "trainyard/registry/registry_service.h"
 #include "trainyard/server/lineage_wiring.h"
@@ -426,6 +428,20 @@ void Server::InitLineage() {
                                                     table_options);
 }
 
+std::string Server::UiDirectory(const std::string& configured) {
+  namespace fs = std::filesystem;
+  if (!configured.empty()) return fs::absolute(configured).lexically_normal().string();
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "web";
+  const fs::path candidates[] = {self.parent_path() / "web",
+                                 self.parent_path() / ".." / "share" / "trainyard" / "web"};
+  for (const fs::path& dir : candidates) {
+    if (fs::exists(dir / "index.html", ec)) return dir.lexically_normal().string();
+  }
+  return candidates[0].lexically_normal().string();
+}
+
 void Server::InitApi() {
   api_ = std::make_unique<api::Api>(router_, *identity_, clock_);
   router_.SetErrorRenderer(api::TransportErrorResponse);
@@ -476,6 +492,10 @@ void Server::InitApi() {
         }
         return registry->RegisteredModelOwner(name);
       });
+  // Last: the API's routes keep precedence over the UI's.
+  std::string ui_dir = UiDirectory(config_.ui_dir);
+  spdlog::info("web UI from {}", ui_dir);
+  api::RegisterWebUiRoutes(*api_, std::make_shared<http::StaticFiles>(ui_dir));
 }
 
 Status Server::Start() {

@@ -106,6 +106,9 @@ struct ServerConfig {
   std::string serving_engine;
   std::string serving_device = "auto";
   int serving_cold_start_s = 120;
+  // The built web UI (scripts/build's output) served at `/`; "" → the first of
+  // <binary's dir>/web and <binary's dir>/../share/trainyard/web holding an index.html.
+  std::string ui_dir;
 };
 
 class Server {
@@ -133,6 +136,8 @@ class Server {
   Status InitServing();
   void InitLineage();
   void InitApi();
+  // The web UI's directory: `configured`, else found beside the binary (ServerConfig::ui_dir).
+  static std::string UiDirectory(const std::string& configured);
 
   ServerConfig config_;
   bool multi_user_ = false;

@@ -441,4 +441,75 @@ Result<std::vector<Metric>> MetricStore::GetHistoryBulkInterval(
   return out;
 }
 
+DownsampledHistory DownsampleMinMax(const std::vector<MetricPoint>& points, int64_t buckets,
+                                    int64_t min_step, int64_t max_step) {
+  DownsampledHistory out;
+  out.total_points = static_cast<int64_t>(points.size());
+  if (buckets < 1) buckets = 1;
+  if (out.total_points <= 2 * buckets || max_step <= min_step) {
+    out.points = points;
+    return out;
+  }
+  out.exact = false;
+  // Bucket b holds steps [min_step + b*width, min_step + (b+1)*width); long double keeps
+  // the width exact enough over the whole int64 span.
+  const long double width =
+      (static_cast<long double>(max_step) - static_cast<long double>(min_step) + 1) /
+      static_cast<long double>(buckets);
+  auto bucket_of = [&](int64_t step) {
+    auto b = static_cast<int64_t>(
+        (static_cast<long double>(step) - static_cast<long double>(min_step)) / width);
+    return std::clamp<int64_t>(b, 0, buckets - 1);
+  };
+  out.points.reserve(static_cast<size_t>(std::min<int64_t>(2 * buckets, out.total_points)));
+  size_t i = 0;
+  while (i < points.size()) {
+    const int64_t b = bucket_of(points[i].step);
+    size_t end = i;
+    std::optional<size_t> lo, hi;
+    for (; end < points.size() && bucket_of(points[end].step) == b; ++end) {
+      const double v = points[end].value;
+      if (std::isnan(v)) continue;
+      if (!lo || v < points[*lo].value) lo = end;
+      if (!hi || v > points[*hi].value) hi = end;
+    }
+    if (!lo) {
+      out.points.push_back(points[i]);
+    } else if (*lo == *hi) {
+      out.points.push_back(points[*lo]);
+    } else {
+      out.points.push_back(points[std::min(*lo, *hi)]);
+      out.points.push_back(points[std::max(*lo, *hi)]);
+    }
+    i = end;
+  }
+  return out;
+}
+
+Result<DownsampledHistory> MetricStore::Downsample(const std::string& run_id,
+                                                   const std::string& key, int64_t buckets,
+                                                   std::optional<int64_t> min_step,
+                                                   std::optional<int64_t> max_step) {
+  TY_RETURN_IF_ERROR(CheckMetricKey(key));
+  if (buckets < 1 || buckets > kMaxDownsampleBuckets) {
+    return Status::InvalidArgument("buckets must be between 1 and " +
+                                   std::to_string(kMaxDownsampleBuckets) + " (got " +
+                                   std::to_string(buckets) + ")");
+  }
+  if (min_step && max_step && *min_step > *max_step) {
+    return Status::InvalidArgument("min_step must not be greater than max_step");
+  }
+  std::vector<MetricPoint> points;
+  Status s = db_.Read([&](Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
+    if (!series) return Status::Ok();
+    return ReadHistory(tx, *series, min_step.value_or(INT64_MIN), max_step.value_or(INT64_MAX),
+                       points);
+  });
+  if (!s.ok()) return s;
+  if (points.empty()) return DownsampledHistory{};
+  return DownsampleMinMax(points, buckets, min_step.value_or(points.front().step),
+                          max_step.value_or(points.back().step));
+}
+
 }  // namespace trainyard::tracking

@@ -64,6 +64,23 @@ StepRanges PlanStepRanges(const std::vector<MetricPoint>& points, int threads,
 // spaced ones, the first and the last included. Ascending, distinct. Pure.
 std::vector<int64_t> EvenlySpacedSteps(const std::vector<MetricPoint>& points, int64_t max_results);
 
+// A chart's downsampled history (MetricStore::Downsample): the step range [min_step,
+// max_step] split into `buckets` buckets of equal width, each keeping its lowest and its
+// highest point (every peak and dip survives), in history order. `exact` when the range
+// held at most 2 × buckets points: then they are all there, unchanged.
+inline constexpr int64_t kMaxDownsampleBuckets = 10'000;
+struct DownsampledHistory {
+  std::vector<MetricPoint> points;
+  bool exact = true;
+  int64_t total_points = 0;  // in the range, before downsampling
+};
+
+// The min/max-per-bucket downsampling of `points` (a history, in order, all within
+// [min_step, max_step]) into `buckets` (>= 1) buckets. NaN points count as neither min nor
+// max; a bucket of only NaNs keeps its first. Pure.
+DownsampledHistory DownsampleMinMax(const std::vector<MetricPoint>& points, int64_t buckets,
+                                    int64_t min_step, int64_t max_step);
+
 class MetricStore {
  public:
   // `max_history_page`: the largest max_results a paged history read accepts.
@@ -124,6 +141,12 @@ class MetricStore {
                                                      std::optional<int64_t> start_step,
                                                      std::optional<int64_t> end_step,
                                                      int64_t max_results);
+  // For zoomable charts: one metric of a run within [min_step, max_step] (either open),
+  // downsampled by DownsampleMinMax into `buckets` (1..kMaxDownsampleBuckets). NotFound for
+  // an unknown run; an empty history for a run without the key.
+  Result<DownsampledHistory> Downsample(const std::string& run_id, const std::string& key,
+                                        int64_t buckets, std::optional<int64_t> min_step,
+                                        std::optional<int64_t> max_step);
   // In the caller's transaction: hands the latest value of each metric of the runs
   // `run_ids` to `add`, ordered by key.
   Status LoadLatest(store::Transaction& tx, const std::vector<store::Value>& run_ids,

@@ -76,6 +76,49 @@ TEST(MetricStorePlanTest, EvenlySpacedStepsKeepTheEndsAndAreDistinct) {
 
 // ------------------------------------------------------------------------ the store
 
+TEST(MetricStoreDownsampleTest, KeepsEveryPeakAndDipPerBucket) {
+  // 1000 points of a flat 0 with one spike at step 333 and one dip at step 777.
+  std::vector<MetricPoint> points;
+  for (int64_t s = 0; s < 1000; ++s) {
+    points.push_back({s, s, s == 333 ? 50.0 : s == 777 ? -20.0 : 0.0});
+  }
+  DownsampledHistory d = DownsampleMinMax(points, 10, 0, 999);
+  EXPECT_FALSE(d.exact);
+  EXPECT_EQ(d.total_points, 1000);
+  EXPECT_LE(d.points.size(), 20u);
+  bool peak = false, dip = false;
+  for (size_t i = 0; i < d.points.size(); ++i) {
+    if (i) {
+      EXPECT_LT(d.points[i - 1].step, d.points[i].step) << "out of order";
+    }
+    peak |= d.points[i].step == 333 && d.points[i].value == 50.0;
+    dip |= d.points[i].step == 777 && d.points[i].value == -20.0;
+  }
+  EXPECT_TRUE(peak);
+  EXPECT_TRUE(dip);
+  // Every bucket of 100 steps is represented.
+  std::vector<bool> seen(10);
+  for (const auto& p : d.points) seen[static_cast<size_t>(p.step / 100)] = true;
+  for (size_t b = 0; b < seen.size(); ++b) EXPECT_TRUE(seen[b]) << "bucket " << b;
+}
+
+TEST(MetricStoreDownsampleTest, FewPointsComeBackExactAndNaNsDoNotHideValues) {
+  std::vector<MetricPoint> few = {{1, 0, 1.0}, {5, 0, kNaN}, {9, 0, 3.0}};
+  DownsampledHistory d = DownsampleMinMax(few, 2, 0, 100);
+  EXPECT_TRUE(d.exact);
+  ASSERT_EQ(d.points.size(), 3u);
+  EXPECT_TRUE(std::isnan(d.points[1].value));
+  // One bucket: the NaN is neither min nor max; a bucket of only NaNs keeps its first.
+  std::vector<MetricPoint> nan_first = {{0, 0, kNaN},  {1, 0, 4.0},   {2, 0, 2.0},  {3, 0, kNaN},
+                                        {10, 0, kNaN}, {11, 0, kNaN}, {12, 0, kNaN}};
+  DownsampledHistory one = DownsampleMinMax(nan_first, 2, 0, 13);
+  EXPECT_FALSE(one.exact);
+  ASSERT_EQ(one.points.size(), 3u);
+  EXPECT_EQ(one.points[0].step, 1);
+  EXPECT_EQ(one.points[1].step, 2);
+  EXPECT_EQ(one.points[2].step, 10);
+}
+
 class MetricStoreTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -301,6 +344,39 @@ TEST_P(MetricStoreTest, BulkIntervalPicksEvenlySpacedStepsPerRun) {
                 .status()
                 .message(),
             "run_ids may name at most 100 runs (got 101)");
+}
+
+TEST_P(MetricStoreTest, DownsampleReadsTheZoomedRangeExactlyWhenItIsSmall) {
+  for (int64_t from = 0; from < 5000; from += 1000) {  // log-batch's limit is 1000 metrics
+    std::vector<Metric> batch;
+    for (int64_t s = from; s < from + 1000; ++s) {
+      batch.push_back(M("loss", s, s, s == 4321 ? 99.0 : static_cast<double>(s % 7)));
+    }
+    ASSERT_TRUE(Log("ra", batch).ok());
+  }
+  auto whole = store_->Downsample("ra", "loss", 100, std::nullopt, std::nullopt);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_FALSE(whole->exact);
+  EXPECT_EQ(whole->total_points, 5000);
+  EXPECT_LE(whole->points.size(), 200u);
+  bool peak = false;
+  for (const auto& p : whole->points) peak |= p.step == 4321 && p.value == 99.0;
+  EXPECT_TRUE(peak);
+  auto zoomed = store_->Downsample("ra", "loss", 100, 4300, 4349);
+  ASSERT_TRUE(zoomed.ok());
+  EXPECT_TRUE(zoomed->exact);
+  ASSERT_EQ(zoomed->points.size(), 50u);
+  EXPECT_EQ(zoomed->points.front().step, 4300);
+  EXPECT_EQ(zoomed->points.back().step, 4349);
+  auto none = store_->Downsample("ra", "other", 100, std::nullopt, std::nullopt);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->points.empty());
+  EXPECT_TRUE(
+      store_->Downsample("nope", "loss", 100, std::nullopt, std::nullopt).status().IsNotFound());
+  EXPECT_EQ(store_->Downsample("ra", "loss", 0, std::nullopt, std::nullopt).status().message(),
+            "buckets must be between 1 and 10000 (got 0)");
+  EXPECT_EQ(store_->Downsample("ra", "loss", 10, 9, 8).status().message(),
+            "min_step must not be greater than max_step");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MetricStoreTest, ::testing::Values("sqlite", "postgresql"),

@@ -857,6 +857,12 @@ Result<std::vector<Metric>> TrackingService::GetMetricHistoryBulkInterval(
   return metrics_.GetHistoryBulkInterval(run_ids, key, start_step, end_step, max_results);
 }
 
+Result<DownsampledHistory> TrackingService::DownsampleMetricHistory(
+    const std::string& run_id, const std::string& key, int64_t buckets,
+    std::optional<int64_t> min_step, std::optional<int64_t> max_step) {
+  return metrics_.Downsample(run_id, key, buckets, min_step, max_step);
+}
+
 // ---------------------------------------------------------------- logged models
 
 Result<std::string> TrackingService::LoggedModelExperiment(const std::string& model_id) {

@@ -181,6 +181,12 @@ class TrackingService {
                                                            std::optional<int64_t> end_step,
                                                            int64_t max_results);
 
+  // For zoomable charts: MetricStore::Downsample (min/max per bucket over the step range).
+  Result<DownsampledHistory> DownsampleMetricHistory(const std::string& run_id,
+                                                     const std::string& key, int64_t buckets,
+                                                     std::optional<int64_t> min_step,
+                                                     std::optional<int64_t> max_step);
+
   // --- logged models (MLflow 3)
   // `who` becomes the owner. EDIT on the experiment; a scoped token's model must name its
   // own run as source_run_id, in this experiment.

@@ -1,0 +1,280 @@
+// Browser checks of the web UI, run by tests/test_web_ui.py: one scenario per run, in a
+// headless Chromium the test session started once (connected over CDP). The page may reach
+// only the Trainyard server under test; every other request is aborted.
+//
+// Usage: node browser_checks.mjs <scenario>, with TRAINYARD_UI_TEST set to a JSON object:
+// {cdp, url, token, screenshot_dir, ...scenario data}. Exits non-zero with the failure (and
+// a screenshot in screenshot_dir) when the UI does not show what it should.
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+
+const config = JSON.parse(process.env.TRAINYARD_UI_TEST ?? '{}');
+const scenario = process.argv[2];
+const base = config.url.replace(/\/$/, '');
+const TIMEOUT = 15000;
+
+function check(cond, message) {
+  if (!cond) throw new Error(message);
+}
+
+async function text(locator) {
+  return (await locator.textContent({ timeout: TIMEOUT })) ?? '';
+}
+
+// Waits until fn() is true (polling, with a deadline), else fails with `what`.
+async function until(fn, what, timeout = TIMEOUT) {
+  const deadline = Date.now() + timeout;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${String(last)})`);
+}
+
+async function signIn(page, token = config.token) {
+  await page.goto(`${base}/`);
+  await page.getByLabel('API token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByTestId('current-user').waitFor({ timeout: TIMEOUT });
+}
+
+async function runsCount(page) {
+  return Number((await text(page.getByTestId('runs-count'))).split(' ')[0]);
+}
+
+const scenarios = {
+  // The login page, a refused token's message, and the experiments list after signing in.
+  async login(page, responses) {
+    const index = await page.goto(`${base}/`);
+    const csp = index.headers()['content-security-policy'] ?? '';
+    check(csp.includes("script-src 'self'"), `index.html CSP: ${csp}`);
+    await page.getByLabel('API token').fill('not-a-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const error = await text(page.getByTestId('login-error'));
+    check(error.includes('401'), `the refused token's message: ${error}`);
+    await page.getByLabel('API token').fill(config.token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const user = await text(page.getByTestId('current-user'));
+    check(user.includes('admin'), `current user: ${user}`);
+    const table = page.getByTestId('experiments-table');
+    await table.getByRole('link', { name: config.experiment_name }).waitFor({ timeout: TIMEOUT });
+    // The token lives in sessionStorage: a reload stays signed in.
+    await page.reload();
+    await page.getByTestId('current-user').waitFor({ timeout: TIMEOUT });
+    check(responses.some((r) => r.url().includes('/assets/')), 'no asset was loaded');
+  },
+
+  // The runs table: all runs, virtualized rows, MLflow filters, sorting, the column chooser.
+  async runs(page) {
+    await signIn(page);
+    await page.getByTestId('experiments-table').getByRole('link', { name: config.experiment_name }).click();
+    await until(async () => (await runsCount(page)) === config.total_runs, `${config.total_runs} runs`);
+    const domRows = await page.locator('[data-testid=runs-table] .vtable-row').count();
+    check(domRows > 0 && domRows < config.total_runs, `virtualized rows: ${domRows} of ${config.total_runs} in the DOM`);
+    // Scrolling to the end renders the last rows.
+    await page.locator('.vtable-scroll').evaluate((el) => el.scrollTo(0, el.scrollHeight));
+    await until(async () => (await page.locator('.vtable-row').last().textContent())?.length, 'rows after scrolling');
+
+    await page.getByTestId('runs-filter').fill(config.filter);
+    await page.getByTestId('runs-filter').press('Enter');
+    await until(async () => (await runsCount(page)) === config.filtered_runs,
+      `${config.filtered_runs} runs for ${config.filter}`);
+
+    const header = page.locator(`[data-column="metric:${config.sort_metric}"]`);
+    await header.click();
+    await until(async () => (await header.getAttribute('aria-sort')) === 'descending', 'descending sort');
+    await until(async () => (await text(page.locator('.vtable-row').first())).includes(config.filtered_max_run),
+      `${config.filtered_max_run} first when sorted descending`);
+    await header.click();
+    await until(async () => (await text(page.locator('.vtable-row').first())).includes(config.filtered_min_run),
+      `${config.filtered_min_run} first when sorted ascending`);
+
+    await page.getByRole('button', { name: 'Columns' }).click();
+    const paramHeader = page.locator(`[data-column="param:${config.hidden_param}"]`);
+    check((await paramHeader.count()) === 1, `the ${config.hidden_param} column is shown at first`);
+    await page.getByTestId('column-chooser').getByLabel(config.hidden_param, { exact: true }).uncheck();
+    await until(async () => (await paramHeader.count()) === 0, `the ${config.hidden_param} column hidden`);
+
+    await page.getByTestId('runs-filter').fill('metrics.loss <<< 1');
+    await page.getByTestId('runs-filter').press('Enter');
+    const alert = await text(page.getByRole('alert'));
+    check(alert.includes('400'), `a bad filter's error: ${alert}`);
+  },
+
+  // Two runs' charts side by side, downsampled; dragging zooms and fetches exact points.
+  async chart(page) {
+    await signIn(page);
+    await page.goto(`${base}/#/experiments/${config.chart_experiment_id}`);
+    for (const name of config.chart_runs) {
+      await page.getByLabel(`select ${name}`, { exact: true }).check();
+    }
+    await page.getByTestId('compare-link').click();
+    const chart = page.locator(`[data-testid=metric-chart][data-metric="${config.chart_metric}"]`);
+    await chart.waitFor({ timeout: TIMEOUT });
+    check((await chart.getAttribute('data-series')) === String(config.chart_runs.length), 'both runs in the chart');
+    await until(async () => (await chart.getAttribute('data-exact')) === 'false', 'a downsampled chart');
+    const status = await text(chart.getByTestId('chart-status'));
+    check(status.includes(`${config.chart_points} points`), `chart status: ${status}`);
+    check((await chart.locator('canvas').count()) === 1, 'one canvas');
+    const legend = await text(chart.locator('.u-legend'));
+    for (const name of config.chart_runs) check(legend.includes(name), `legend lists ${name}: ${legend}`);
+
+    const over = chart.locator('.u-over');
+    const box = await over.boundingBox();
+    check(box && box.width > 100, 'the plot area has a size');
+    const y = box.y + box.height / 2;
+    await page.mouse.move(box.x + box.width * 0.40, y);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.41, y, { steps: 5 });
+    await page.mouse.up();
+    await until(async () => (await chart.getAttribute('data-range')) !== 'all', 'a zoomed range');
+    await until(async () => (await chart.getAttribute('data-exact')) === 'true', 'exact points after zooming');
+    const [lo, hi] = (await chart.getAttribute('data-range')).split('-').map(Number);
+    check(hi - lo < config.chart_points / 10, `zoomed range ${lo}-${hi}`);
+    await chart.getByRole('button', { name: 'Reset zoom' }).click();
+    await until(async () => (await chart.getAttribute('data-range')) === 'all', 'zoom reset');
+
+    // Smoothed, on a relative-time axis, a zoom still becomes a step range.
+    await chart.getByLabel('smoothing').selectOption('0.9');
+    await chart.getByLabel('x axis').selectOption('relative');
+    await until(async () => (await text(chart)).includes('seconds since start'), 'the relative-time axis');
+    const box2 = await chart.locator('.u-over').boundingBox();
+    await page.mouse.move(box2.x + box2.width * 0.60, y);
+    await page.mouse.down();
+    await page.mouse.move(box2.x + box2.width * 0.61, y, { steps: 5 });
+    await page.mouse.up();
+    await until(async () => (await chart.getAttribute('data-exact')) === 'true', 'exact points after a time zoom');
+    const [lo2, hi2] = (await chart.getAttribute('data-range')).split('-').map(Number);
+    check(lo2 > config.chart_points / 4 && hi2 - lo2 < config.chart_points / 10, `time zoom became steps ${lo2}-${hi2}`);
+  },
+
+  // The link the mlflow client printed opens the run; before signing in it waits at the login.
+  async mlflow_link(page) {
+    await page.goto(config.run_link);
+    await page.getByLabel('API token').fill(config.token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    const detail = page.getByTestId('run-detail');
+    await detail.waitFor({ timeout: TIMEOUT });
+    check((await detail.getAttribute('data-run-id')) === config.link_run_id, 'the linked run');
+    const params = await text(page.getByTestId('run-params'));
+    check(params.includes(config.link_param), `params: ${params}`);
+    const metrics = await text(page.getByTestId('run-metrics'));
+    check(metrics.includes(config.link_metric), `metrics: ${metrics}`);
+    await page.locator(`[data-testid=metric-chart][data-metric="${config.link_metric}"] canvas`).waitFor({ timeout: TIMEOUT });
+
+    // Its artifacts: browse into a folder, preview text, JSON and an image.
+    const artifacts = page.getByTestId('artifacts');
+    await artifacts.getByRole('button', { name: 'config.json' }).click();
+    await until(async () => (await text(page.getByTestId('artifact-preview'))).includes('"layers": ['), 'the JSON preview');
+    await artifacts.getByRole('button', { name: 'notes/' }).click();
+    await artifacts.getByRole('button', { name: 'readme.txt' }).click();
+    await until(async () => (await text(page.getByTestId('artifact-preview'))).includes('hello artifact'), 'the text preview');
+    await artifacts.getByRole('button', { name: 'artifacts', exact: true }).click();
+    await artifacts.getByRole('button', { name: 'pixel.png' }).click();
+    const img = page.getByTestId('artifact-preview').locator('img');
+    await until(async () => (await img.evaluate((el) => el.complete && el.naturalWidth)) === 1, 'the image preview');
+  },
+
+  // The jobs queue and a job's attempts; the registry's models, aliases and a version.
+  async jobs_and_models(page) {
+    await signIn(page);
+    await page.getByRole('link', { name: 'Jobs', exact: true }).click();
+    const jobs = page.getByTestId('jobs-table');
+    await page.getByTestId('cluster-table').waitFor({ timeout: TIMEOUT });
+    await jobs.getByRole('link', { name: config.job_id }).click();
+    const job = page.getByTestId('job-detail');
+    await job.waitFor({ timeout: TIMEOUT });
+    check((await text(job)).includes(config.job_name), 'the job page names the job');
+    await until(async () => {
+      await page.reload();
+      await page.getByTestId('job-detail').waitFor({ timeout: TIMEOUT });
+      return (await page.getByTestId('attempts-table').count()) === 1;
+    }, "the job's attempts");
+    await until(async () => (await text(page.getByTestId('log-text'))).includes('hello-from-the-ui-job'),
+      "the job's log");
+
+    await page.getByRole('link', { name: 'Models', exact: true }).click();
+    await page.getByTestId('models-table').getByRole('link', { name: config.model_name }).click();
+    const aliases = await text(page.getByTestId('model-aliases'));
+    check(aliases.includes(`@${config.model_alias}`), `aliases: ${aliases}`);
+    await page.getByTestId('model-versions').getByRole('link', { name: '1', exact: true }).click();
+    const version = await text(page.getByTestId('model-version'));
+    check(version.includes(config.model_alias), `version page: ${version}`);
+
+    // Move the alias to version 2, through the confirmation.
+    await page.getByRole('link', { name: config.model_name, exact: true }).click();
+    await page.getByLabel('alias', { exact: true }).fill(config.model_alias);
+    await page.getByLabel('version', { exact: true }).selectOption('2');
+    await page.getByRole('button', { name: 'Move alias' }).click();
+    const confirm = await text(page.getByTestId('alias-confirm'));
+    check(confirm.includes('from version 1 to version 2'), `confirmation: ${confirm}`);
+    await page.getByRole('button', { name: 'Yes, move it' }).click();
+    await until(async () => (await text(page.getByTestId('model-aliases'))).includes('version 2'),
+      `@${config.model_alias} on version 2`);
+
+    // Cancel a running job, through the confirmation.
+    await page.goto(`${base}/#/jobs/${config.long_job_id}`);
+    await until(async () => {
+      await page.reload();
+      await page.getByTestId('job-state').waitFor({ timeout: TIMEOUT });
+      return (await text(page.getByTestId('job-state'))) === 'RUNNING';
+    }, 'the long job running', 30000);
+    // Its log shows while it runs.
+    await until(async () => (await text(page.getByTestId('log-text'))).includes('long-job-started'),
+      "the running job's log", 30000);
+    await page.getByRole('button', { name: 'Cancel job' }).click();
+    await page.getByRole('button', { name: 'Yes, cancel the job' }).click();
+    await until(async () => {
+      await page.reload();
+      await page.getByTestId('job-state').waitFor({ timeout: TIMEOUT });
+      return (await text(page.getByTestId('job-state'))) === 'CANCELLED';
+    }, 'the job cancelled', 30000);
+    check((await page.getByRole('button', { name: 'Cancel job' }).count()) === 0, 'no cancel button on a cancelled job');
+  },
+};
+
+async function main() {
+  const fn = scenarios[scenario];
+  if (!fn) throw new Error(`unknown scenario ${scenario}; one of ${Object.keys(scenarios).join(', ')}`);
+  const browser = await chromium.connectOverCDP(config.cdp);
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const origin = new URL(base).origin;
+  await context.route('**/*', (route) =>
+    new URL(route.request().url()).origin === origin ? route.continue() : route.abort());
+  const page = await context.newPage();
+  const problems = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !m.text().includes('401') && !m.text().includes('400')) problems.push(m.text());
+  });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  const responses = [];
+  page.on('response', (r) => responses.push(r));
+  try {
+    await fn(page, responses);
+    check(problems.length === 0, `errors in the page: ${problems.join(' | ')}`);
+    console.log(`ok ${scenario}`);
+  } catch (e) {
+    if (config.screenshot_dir) {
+      mkdirSync(config.screenshot_dir, { recursive: true });
+      const file = path.join(config.screenshot_dir, `${scenario}.png`);
+      await page.screenshot({ path: file, fullPage: true }).catch(() => {});
+      console.error(`screenshot: ${file}`);
+    }
+    console.error(`FAIL ${scenario}: ${e.stack ?? e}`);
+    console.error(`page errors: ${problems.join(' | ')}`);
+    process.exitCode = 1;
+  } finally {
+    await context.close();
+    // The browser belongs to the test session: disconnect only.
+    await browser.close();
+  }
+}
+
+await main();
