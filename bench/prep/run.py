@@ -251,12 +251,14 @@ def score(removed: list[str], truth: list[dict]) -> dict:
             x = parent[x]
         return x
 
+    found = []
     for p in truth:
         a, b = p["a"], p["b"]
         planted.update((a, b))
         key = "exact" if p["kind"] == "exact" else ("near_hi" if p["jaccard"] >= HIGH_J else "near_lo")
         buckets[key][1] += 1
-        if a in r or b in r:
+        found.append(a in r or b in r)
+        if found[-1]:
             buckets[key][0] += 1
         parent[find(a)] = find(b)
     members: dict[str, set[str]] = {}
@@ -381,9 +383,8 @@ def report(meta: dict, results: dict, errors: dict) -> None:
             elif ours:
                 ratio = ours["docs_per_s"] / r["docs_per_s"]
                 fig["ours_throughput_ratio"] = round(ratio, 2)
-                o_rem, a_rem = set(ours["removed_ids"]), set(r["removed_ids"])
-                fig["removed_agreement_with_ours"] = (round(len(o_rem & a_rem) / len(o_rem | a_rem), 4)
-                                                      if o_rem | a_rem else 1.0)
+                same = sum(1 for x, y in zip(ours["found"], r["found"]) if x == y)
+                fig["pair_agreement_with_ours"] = round(same / len(r["found"]), 4) if r["found"] else 1.0
                 if side in ("datatrove", "spark"):
                     fig["target"] = ">= 10x throughput, recall and precision >= the anchor's"
                     fig["throughput_target_met"] = ratio >= 10

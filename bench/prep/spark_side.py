@@ -45,6 +45,7 @@ def main() -> int:
     spark = (SparkSession.builder.master(args.master).appName("bench-prep")
              .config("spark.driver.memory", args.driver_memory)
              .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "16")
              .config("spark.local.dir", os.path.join(args.work, "spark-local"))
              .getOrCreate())
