@@ -27,6 +27,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quality import HIGH_J, score  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 OURS = ROOT / "build" / "trainyard"
@@ -36,7 +39,6 @@ BENCH_VENV = ROOT / ".venv-bench-prep"
 ANCHOR_PINS = ["datatrove[processing]==0.10.1", "orjson==3.13.0", "spacy==3.8.18",
                "text-dedup==0.4.0", "datasets==5.2.0", "numpy==2.4.6"]
 ALL_SIDES = ["ours", "datatrove", "text-dedup", "spark"]
-HIGH_J = 0.8  # planted near pairs at or above this Jaccard similarity should be found
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("--size-mb", type=float, default=1024.0, help="corpus size (default 1024)")
@@ -229,49 +231,6 @@ def run_python_side(script: str, py: Path, corpus: Path, work: Path, extra: list
     res["rows"] = summary["rows"]
     res["removed_ids"] = (side_work / "removed_ids.txt").read_text().split()
     return res
-
-
-# ---------------------------------------------------------------------------------------------
-# Scoring against the planted pairs
-
-
-def score(removed: list[str], truth: list[dict]) -> dict:
-    """Recall: a planted pair is found when at least one of its two documents was removed
-    (keep-one-per-cluster removes all but one member, so every pair of a found cluster has one).
-    Precision: the removed documents that belong to some planted pair (exact or near, any
-    similarity), over all removed documents."""
-    r = set(removed)
-    planted = set()
-    buckets = {"exact": [0, 0], "near_hi": [0, 0], "near_lo": [0, 0]}
-    parent: dict[str, str] = {}
-
-    def find(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    found = []
-    for p in truth:
-        a, b = p["a"], p["b"]
-        planted.update((a, b))
-        key = "exact" if p["kind"] == "exact" else ("near_hi" if p["jaccard"] >= HIGH_J else "near_lo")
-        buckets[key][1] += 1
-        found.append(a in r or b in r)
-        if found[-1]:
-            buckets[key][0] += 1
-        parent[find(a)] = find(b)
-    members: dict[str, set[str]] = {}
-    for x in planted:
-        members.setdefault(find(x), set()).add(x)
-    emptied = sum(1 for ms in members.values() if ms <= r)
-    tp = len(r & planted)
-    rec = {k: (v[0] / v[1] if v[1] else None) for k, v in buckets.items()}
-    return {"removed": len(r), "true_removed": tp, "false_removed": len(r) - tp,
-            "precision": tp / len(r) if r else None,
-            "recall_exact": rec["exact"], "recall_near_ge_0_8": rec["near_hi"],
-            "recall_near_lt_0_8": rec["near_lo"], "clusters_fully_removed": emptied,
-            "pairs": {k: v[1] for k, v in buckets.items()}}
 
 
 # ---------------------------------------------------------------------------------------------
