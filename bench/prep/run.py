@@ -213,6 +213,14 @@ outputs:
                            "DocId's source)")
     res["removed_ids"] = removed
     res["rows"] = meta["counts"]["rows"]
+    rep = json.loads((work / "ours-report.json").read_text())
+    if rep.get("rows_in") != res["rows"]:
+        raise RuntimeError(f"trainyard prep read {rep.get('rows_in')} rows; the corpus has {res['rows']}")
+    kept = DeltaTable(str(work / "ours-out" / "rows")).to_pyarrow_dataset().count_rows()
+    if kept + len(dropped) != res["rows"]:
+        raise RuntimeError(f"trainyard prep's outputs do not add up: {kept} kept + {len(dropped)} "
+                           f"dropped != {res['rows']} rows")
+    res["engine_seconds"] = rep.get("seconds")
     res["note"] = f"dropped by other steps: {other}" if other else ""
     res["memory_limit"] = args.memory_limit if has_limit else None
     return res
@@ -336,6 +344,7 @@ def report(meta: dict, results: dict, errors: dict) -> None:
             if r.get("note"):
                 fig["note"] = r["note"]
             if side == "ours":
+                fig["engine_seconds"] = r.get("engine_seconds")  # its own report's, without start-up
                 lim = r.get("memory_limit")
                 fig["memory_limit"] = lim
                 fig["within_memory_limit"] = (r["peak_rss"] <= lim) if lim else None
