@@ -292,6 +292,10 @@ def main() -> int:
                 errors[side] = str(e)[-2000:]
                 log(f"{side}: {errors[side]}")
                 continue
+            if not args.keep:  # its outputs are scored; the next side gets the disk back
+                out_dir = {"ours": "ours-out", "datatrove": "datatrove_side",
+                           "text-dedup": "text_dedup_side", "spark": "spark_side"}[side]
+                shutil.rmtree(work / out_dir, ignore_errors=True)
             res.update(score(res["removed_ids"], truth))
             res["docs_per_s"] = res["rows"] / res["seconds"]
             res["mb_per_s"] = meta["bytes"] / 1e6 / res["seconds"]
