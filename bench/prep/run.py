@@ -292,6 +292,10 @@ def main() -> int:
                 errors[side] = str(e)[-2000:]
                 log(f"{side}: {errors[side]}")
                 continue
+            if res["rows"] != c["rows"]:
+                errors[side] = f"saw {res['rows']} rows; the corpus has {c['rows']}"
+                log(f"{side}: {errors[side]}")
+                continue
             if not args.keep:  # its outputs are scored; the next side gets the disk back
                 out_dir = {"ours": "ours-out", "datatrove": "datatrove_side",
                            "text-dedup": "text_dedup_side", "spark": "spark_side"}[side]
