@@ -132,7 +132,10 @@ def tail(path: Path, n: int = 2500) -> str:
 
 def ensure_anchor_venv() -> Path:
     py = BENCH_VENV / "bin" / "python"
-    check = "import datatrove, text_dedup, spacy, orjson, datasets; print(datatrove.__version__ if hasattr(datatrove, '__version__') else 'ok')"
+    # installed, and at the pinned versions
+    check = ("import importlib.metadata as m, sys; import datatrove, text_dedup, spacy, orjson, datasets; "
+             "sys.exit(0 if all(m.version(p.split('[')[0].split('==')[0]) == p.split('==')[1] "
+             f"for p in {ANCHOR_PINS!r}) else 1)")
     if py.exists() and subprocess.run([str(py), "-c", check], capture_output=True).returncode == 0:
         return py
     if args.no_install:
