@@ -11,9 +11,9 @@ line per planted pair: {"a", "b", "kind": "exact"|"near", "jaccard"}) and OUT_DI
 What is in it (README.md says why):
 - originals: a subject line, a greeting, 1-6 paragraphs of sentences and a closing; most
   words are drawn from a Zipf distribution over a ~24,000-word vocabulary (real support words
-  and seeded pseudo-words), some sentences come from ~60 templates with slots filled by random
+  and seeded pseudo-words), some sentences come from ~30 templates with slots filled by random
   words, order numbers, dates and amounts, so unrelated texts share almost no 5-word shingle;
-  ~2.6 KB on average (log-normal lengths, 0.3-12 KB);
+  ~2.7 KB on average (log-normal lengths, 0.3-12 KB);
 - exact duplicates (about 3% of originals get 1-2 copies): byte-identical, or (a third of
   them) with other letter case and whitespace only, i.e. equal after normalisation;
 - near-duplicates (about 5% of originals get 1-4 variants, clusters of 2-5): each variant is
@@ -21,9 +21,10 @@ What is in it (README.md says why):
   0.2-2.2% of words, 40% 2.5-8%), so the pairs' Jaccard similarities on 5-word shingles span
   ~0.45-0.99, above and below 0.8. Every pair inside a cluster is a planted pair (variant-
   variant pairs too) with its exact Jaccard similarity, computed on the normalised words;
-- junk rows (about 2%): 1-4 word texts, symbol soup, long base64-like blobs, one line repeated;
+- junk rows (about 2%): 2-4 token texts, symbol soup, long base64-like blobs, one line repeated;
   each unique, so none is a duplicate of another.
-Copies and variants appear 1-50,000 rows after their original.
+Copies and variants appear 1-50,000 rows after their original (at most a quarter of the
+corpus's rows).
 """
 from __future__ import annotations
 
@@ -245,7 +246,7 @@ class Generator:
 
     def ticket(self) -> str:
         rand, ri = self.rand, self.ri
-        # log-normal length: median ~2.2 KB, mean ~2.6 KB, 0.3-12 KB
+        # log-normal length: median ~2.1 KB, mean ~2.7 KB, 0.3-12 KB
         target = min(12_000, max(300, int(math.exp(self.rng.gauss(7.65, 0.55)))))
         ws = self.words(target // 6 + 30)  # about the words the paragraphs use, drawn at once
         subject = " ".join(self.words(ri(3, 8))).capitalize()
@@ -287,15 +288,16 @@ class Generator:
     def junk(self) -> str:
         ri, pick = self.ri, self.pick
         kind = ri(0, 3)
-        if kind == 0:  # 1-4 words
-            return " ".join(self.words(ri(1, 4)))
+        if kind == 0:  # 1-3 words (uniform over the vocabulary, not Zipf) and a number: short,
+            # and still unique (common words alone would repeat: "ok", "thanks")
+            return " ".join(pick(self.vocab) for _ in range(ri(1, 3))) + f" {ri(0, 10**7)}"
         if kind == 1:  # symbol soup (with letters: unique after normalisation)
             alphabet = "#@!$%^&*()[]{}<>~|;:/\\=+-_abcdefghijklmnopqrstuvwxyz0123456789  "
             return "".join(pick(alphabet) for _ in range(ri(40, 600)))
         if kind == 2:  # a base64-like blob
             alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
             return "".join(pick(alphabet) for _ in range(ri(200, 3000)))
-        line = " ".join(self.words(ri(3, 8)))  # one line repeated
+        line = " ".join(self.words(ri(5, 8)))  # one line repeated (5+ words: unique)
         return "\n".join([line] * ri(5, 60))
 
 
