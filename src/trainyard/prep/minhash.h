@@ -61,9 +61,11 @@ class MinHasher {
 
  private:
   MinHashParams params_;
-  // Multipliers and offsets, num_perm() each (a_i odd).
+  // Multipliers and offsets, num_perm() each (a_i odd), and their 32-bit halves for the
+  // vectorised kernel (minhash.cc).
   std::vector<uint64_t> a_;
   std::vector<uint64_t> b_;
+  std::vector<uint32_t> alo_, ahi_, blo_, bhi_;
 };
 
 // The fraction of the n positions where two signatures agree (the estimate of the Jaccard
