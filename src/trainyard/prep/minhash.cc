@@ -1,5 +1,7 @@
 #include "trainyard/prep/minhash.h"
 
+// Inlined here (same values as the library): the shingle loop hashes short strings.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
