@@ -1,8 +1,11 @@
 #include "trainyard/prep/minhash.h"
 
+// Inlined here (same values as the library): the shingle loop hashes short strings.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -12,6 +15,7 @@
 #include <utility>
 
 #include "trainyard/prep/text_filters.h"
+#include "trainyard/prep/text_internal.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -54,9 +58,11 @@ void MinScalar(const uint64_t* xs, size_t n, const uint64_t* a, const uint64_t* 
 }
 
 #ifdef TY_PREP_HAVE_AVX2
+std::atomic<bool> avx2_allowed{true};  // false only in tests of the scalar path
+
 bool CpuHasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
-  return has;
+  return has && avx2_allowed.load(std::memory_order_relaxed);
 }
 
 // Eight permutations (one 256-bit vector of uint32) for one shingle.
@@ -130,7 +136,7 @@ __attribute__((target("avx2"))) void MinAvx2(const uint32_t* xl, const uint32_t*
 
 // Per-thread scratch, so Signature allocates nothing in the steady state.
 struct Scratch {
-  std::vector<uint32_t> word_starts;
+  std::vector<size_t> word_starts;
   std::vector<uint64_t> hashes;
   std::vector<uint32_t> xl, xh;
 };
@@ -141,6 +147,19 @@ Scratch& ThreadScratch() {
 }
 
 }  // namespace
+
+namespace internal {
+
+bool SetMinHashAvx2ForTest(bool allowed) {
+#ifdef TY_PREP_HAVE_AVX2
+  return avx2_allowed.exchange(allowed);
+#else
+  (void)allowed;
+  return false;
+#endif
+}
+
+}  // namespace internal
 
 Status ValidateMinHashParams(const MinHashParams& params, std::string_view field) {
   std::string f(field);
@@ -194,14 +213,14 @@ bool MinHasher::Signature(std::string_view text, uint32_t* out) const {
 
 bool MinHasher::SignatureOfNormalized(std::string_view normalized, uint32_t* out) const {
   Scratch& scratch = ThreadScratch();
-  std::vector<uint32_t>& starts = scratch.word_starts;
+  std::vector<size_t>& starts = scratch.word_starts;
   starts.clear();
   // Normalized text: words separated by exactly one space, none leading or trailing; tolerate
   // other input by skipping empty pieces.
   for (size_t i = 0; i < normalized.size();) {
     size_t j = normalized.find(' ', i);
     if (j == std::string_view::npos) j = normalized.size();
-    if (j > i) starts.push_back(static_cast<uint32_t>(i));
+    if (j > i) starts.push_back(i);
     i = j + 1;
   }
   if (starts.empty()) return false;

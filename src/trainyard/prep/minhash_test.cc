@@ -12,6 +12,7 @@
 
 #include "trainyard/common/strings.h"
 #include "trainyard/prep/text_filters.h"
+#include "trainyard/prep/text_internal.h"
 #include "trainyard/testing/status_matchers.h"
 
 namespace trainyard::prep {
@@ -123,6 +124,19 @@ TEST(MinHashTest, SignatureFollowsTheDocumentedAlgorithm) {
       EXPECT_EQ(again, sig);
     }
   }
+}
+
+TEST(MinHashTest, ScalarPathGivesTheSameSignatures) {
+  bool previous = internal::SetMinHashAvx2ForTest(false);
+  for (const MinHashParams& p : {MinHashParams{}, MinHashParams{3, 3, 5, 0.0, 7}}) {
+    MinHasher hasher(p);
+    for (const std::string& text : {RandomText(300, 31), std::string("a few words")}) {
+      std::vector<uint32_t> sig(p.num_perm());
+      ASSERT_TRUE(hasher.Signature(text, sig.data()));
+      EXPECT_EQ(sig, ReferenceSignature(text, p));
+    }
+  }
+  internal::SetMinHashAvx2ForTest(previous);
 }
 
 TEST(MinHashTest, TextWithoutWordsHasNoSignature) {

@@ -374,17 +374,17 @@ bool ValidIpv6(std::string_view s) {
 bool IsIpv6Char(char c) { return IsHex(c) || c == ':' || c == '.'; }
 
 void ScanIp(std::string_view t, int kind, std::vector<PiiMatch>* out) {
+  const bool may_have_ipv6 = t.find(':') != std::string_view::npos;
   for (size_t i = 0; i < t.size();) {
     char prev = Before(t, i);
     size_t end = 0;
     if (!IsAlnum(prev) && prev != '.') {
-      if ((IsHex(t[i]) || t[i] == ':') && prev != ':') {
+      if (may_have_ipv6 && (IsHex(t[i]) || t[i] == ':') && prev != ':') {
         size_t e = i;
         while (IsIpv6Char(At(t, e))) ++e;
         // The run may end in a sentence's '.' or ':'; drop up to two.
         for (int trim = 0; trim < 3 && e > i; ++trim) {
-          if (!IsAlnum(At(t, e)) && ValidIpv6(t.substr(i, e - i)) &&
-              !(At(t, e) == ':' && IsHex(At(t, e + 1)))) {
+          if (!IsAlnum(At(t, e)) && ValidIpv6(t.substr(i, e - i))) {
             end = e;
             break;
           }

@@ -118,6 +118,18 @@ TEST(PiiTest, IpFalsePositiveTraps) {
   EXPECT_EQ(Redact(traps), traps);
 }
 
+TEST(PiiTest, QuickstartTicketsKeepEverythingButThePii) {
+  // Text shaped like examples/quickstart/make_support_tickets.py's: order numbers, prices in
+  // three currencies, dates, a card's last 4 digits and an address stay; the email goes.
+  EXPECT_EQ(Redact("I was charged twice for order #A123456, $45.07 each time. Order 654321 "
+                   "placed 3/14, \u20ac399.99 and \u00a312.50 on March 3. Card ending in 0042. "
+                   "The reset email never arrives at mia42@example.com. Ship to 12 Elm Street, "
+                   "Springfield."),
+            "I was charged twice for order #A123456, $45.07 each time. Order 654321 placed "
+            "3/14, \u20ac399.99 and \u00a312.50 on March 3. Card ending in 0042. The reset "
+            "email never arrives at [EMAIL]. Ship to 12 Elm Street, Springfield.");
+}
+
 TEST(PiiTest, CustomPatternsAndCounts) {
   PiiRedactor r = AllKinds();
   std::map<std::string, int64_t> counts;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <string_view>
 #include <unordered_set>
 #include <vector>
@@ -88,19 +89,16 @@ namespace {
 
 bool IsSeparator(UChar32 c) { return u_hasBinaryProperty(c, UCHAR_WHITE_SPACE) || u_ispunct(c); }
 
-// What an ASCII byte becomes: a separator (White_Space or P*), or its folding. Built from ICU's
+// What each ASCII byte becomes: kSeparator (White_Space or P*) or its folding. Built from ICU's
 // properties, so the fast path and the general one agree by construction.
-struct AsciiTable {
-  std::array<bool, 128> separator{};
-  std::array<char, 128> folded{};
-};
+constexpr unsigned char kSeparator = 0xFF;  // no ASCII byte folds to it
 
-const AsciiTable& Ascii() {
-  static const AsciiTable table = [] {
-    AsciiTable t;
+const std::array<unsigned char, 128>& AsciiTable() {
+  static const std::array<unsigned char, 128> table = [] {
+    std::array<unsigned char, 128> t{};
     for (int c = 0; c < 128; ++c) {
-      t.separator[c] = IsSeparator(c);
-      t.folded[c] = static_cast<char>(u_foldCase(c, U_FOLD_CASE_DEFAULT));
+      t[c] = IsSeparator(c) ? kSeparator
+                            : static_cast<unsigned char>(u_foldCase(c, U_FOLD_CASE_DEFAULT));
     }
     return t;
   }();
@@ -199,40 +197,49 @@ double RepeatedTrigramFraction(std::string_view text) {
 }  // namespace
 
 std::string NormalizeForDedup(std::string_view text) {
-  const AsciiTable& ascii = Ascii();
-  std::string out;
-  out.reserve(text.size());
+  const std::array<unsigned char, 128>& ascii = AsciiTable();
+  // Written through a raw pointer into a per-thread buffer (the hot loop of dedup). Folding
+  // grows a character at most threefold (U+0390, 2 bytes, folds to 3 code points, 6 bytes).
+  thread_local std::string buffer;
+  if (buffer.size() < 3 * text.size() + 8) buffer.resize(3 * text.size() + 8);
+  char* const begin = buffer.data();
+  char* w = begin;
   bool pending_space = false;  // a separator run since the last character written
-  auto emit_separator = [&] { pending_space = !out.empty(); };
-  auto before_char = [&] {
-    if (pending_space) out.push_back(' ');
-    pending_space = false;
-  };
+  std::string folded;
   for (size_t i = 0; i < text.size();) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     if (c < 0x80) {
-      if (ascii.separator[c]) {
-        emit_separator();
+      unsigned char f = ascii[c];
+      if (f == kSeparator) {
+        pending_space = w != begin;
       } else {
-        before_char();
-        out.push_back(ascii.folded[c]);
+        if (pending_space) *w++ = ' ';
+        pending_space = false;
+        *w++ = static_cast<char>(f);
       }
       ++i;
       continue;
     }
     int32_t cp;
     size_t len = internal::DecodeUtf8(text, i, &cp);
-    if (cp < 0) {
-      before_char();
-      out.push_back(static_cast<char>(c));
-    } else if (IsSeparator(cp)) {
-      emit_separator();
+    if (cp >= 0 && IsSeparator(cp)) {
+      pending_space = w != begin;
     } else {
-      before_char();
-      AppendFolded(cp, &out);
+      if (pending_space) *w++ = ' ';
+      pending_space = false;
+      if (cp < 0) {
+        *w++ = static_cast<char>(c);  // not UTF-8: the byte as it is
+      } else {
+        folded.clear();
+        AppendFolded(cp, &folded);
+        std::memcpy(w, folded.data(), folded.size());
+        w += folded.size();
+      }
     }
     i += len;
   }
+  std::string out(begin, static_cast<size_t>(w - begin));
+  if (buffer.size() > (size_t{1} << 22)) std::string().swap(buffer);  // keep no huge buffer
   return out;
 }
 

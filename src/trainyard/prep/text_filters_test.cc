@@ -27,6 +27,15 @@ TEST(TextFilterTest, NormalizeUsesUnicodeFoldingAndSpaces) {
   EXPECT_EQ(NormalizeForDedup("ÉCOLE École"), "école école");
 }
 
+TEST(TextFilterTest, NormalizeHandlesTheLargestFoldingGrowth) {
+  // U+0390 (2 bytes) folds to three code points (6 bytes), the largest growth there is.
+  std::string s;
+  for (int i = 0; i < 1000; ++i) s += "\u0390";
+  std::string expected;
+  for (int i = 0; i < 1000; ++i) expected += "\u03b9\u0308\u0301";
+  EXPECT_EQ(NormalizeForDedup(s), expected);
+}
+
 TEST(TextFilterTest, NormalizeKeepsInvalidUtf8Bytes) {
   std::string bad = "AB\xff\xfe CD\xc3";  // 0xff, 0xfe never valid; 0xc3 truncated
   EXPECT_EQ(NormalizeForDedup(bad), "ab\xff\xfe cd\xc3");

@@ -1,4 +1,4 @@
-// UTF-8 helpers the prep operators share (not part of the component's API).
+// Helpers the prep operators share, and test hooks (not part of the component's API).
 #pragma once
 
 #include <cstddef>
@@ -17,5 +17,9 @@ size_t DecodeUtf8(std::string_view s, size_t i, int32_t* cp);
 void AppendUtf8(int32_t c, std::string* out);
 
 bool IsValidUtf8(std::string_view s);
+
+// Whether MinHasher may use its AVX2 kernel (when the CPU has it); returns the previous setting.
+// Tests turn it off to check the scalar path against the same reference.
+bool SetMinHashAvx2ForTest(bool allowed);
 
 }  // namespace trainyard::prep::internal
