@@ -231,3 +231,51 @@ def test_a_run_killed_midway_then_rerun_leaves_the_same_outputs(server, tmp_path
         assert sorted(got, key=key) == sorted(want, key=key), name
         ids = [x["doc_id"] for x in got]
         assert len(ids) == len(set(ids)), f"{name} has duplicate rows"
+
+
+def test_as_a_job_prep_logs_its_report_to_the_run(server, tmp_path):
+    """With the variables a job gets (TRAINYARD_URL/TOKEN, MLFLOW_RUN_ID), the report goes to
+    the run: metrics per step, the spec's version as a tag, the JSON as an artifact."""
+    schema = make_schema(server)
+    source, _ = import_source(server, tmp_path, schema, 60)
+    h = auth(server.token)
+    exp = requests.post(server.api("/api/2.0/mlflow/experiments/create"),
+                        json={"name": f"prep-{uuid.uuid4().hex[:8]}"}, headers=h, timeout=30)
+    assert exp.status_code == 200, exp.text
+    run = requests.post(server.api("/api/2.0/mlflow/runs/create"),
+                        json={"experiment_id": exp.json()["experiment_id"]}, headers=h,
+                        timeout=30)
+    assert run.status_code == 200, run.text
+    run_id = run.json()["run"]["info"]["run_id"]
+    spec = write_spec(tmp_path / "pipeline.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val"})
+    env = {"PATH": "/usr/bin:/bin", "TRAINYARD_URL": server.url, "TRAINYARD_TOKEN": server.token,
+           "MLFLOW_RUN_ID": run_id}
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--report",
+                        str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning" not in r.stderr, r.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+
+    got = requests.get(server.api("/api/2.0/mlflow/runs/get"), params={"run_id": run_id},
+                       headers=h, timeout=30).json()["run"]["data"]
+    metrics = {m["key"]: m["value"] for m in got["metrics"]}
+    tags = {t["key"]: t["value"] for t in got["tags"]}
+    assert metrics["prep.rows_in"] == 60
+    assert metrics["prep.1_dedup_exact.rows_out"] == report["steps"][1]["rows_out"]
+    assert metrics["prep.0_filter.dropped.min_chars"] == 6
+    assert tags["trainyard.prep.version"] == report["version"]
+    listed = requests.get(server.api("/api/2.0/mlflow/artifacts/list"),
+                          params={"run_id": run_id, "path": "prep"}, headers=h, timeout=30)
+    assert listed.status_code == 200, listed.text
+    assert [f["path"] for f in listed.json()["files"]] == ["prep/report.json"]
+    # The tables API recorded the run's read of the source and its writes of the outputs.
+    version = report["source_version"]
+    lineage = requests.get(server.api("/api/trainyard/v1/lineage"),
+                           params={"object": f"run:{run_id}", "direction": "both", "depth": 1},
+                           headers=h, timeout=30)
+    assert lineage.status_code == 200, lineage.text
+    text = json.dumps(lineage.json())
+    assert f"table:{source}@{version}" in text, text
+    assert f"table:{schema}.train@" in text, text
