@@ -61,11 +61,12 @@ def tickets(n: int) -> list[dict]:
     return rows
 
 
-def write_spec(path: Path, source: str, outputs: dict) -> Path:
+def write_spec(path: Path, source: str, outputs: dict, version: int | None = None) -> Path:
     out_lines = "\n".join(f"  {k}: {v}" for k, v in outputs.items())
+    pin = f"\n  version: {version}" if version is not None else ""
     path.write_text(f"""name: support-prep
 source:
-  table: {source}
+  table: {source}{pin}
   id_column: id
 steps:
   - filter: {{min_chars: 20}}
@@ -279,3 +280,25 @@ def test_as_a_job_prep_logs_its_report_to_the_run(server, tmp_path):
     text = json.dumps(lineage.json())
     assert f"table:{source}@{version}" in text, text
     assert f"table:{schema}.train@" in text, text
+
+
+def test_a_pinned_source_version_is_read_whatever_was_committed_since(server, tmp_path):
+    schema = make_schema(server)
+    source, rows = import_source(server, tmp_path, schema, 50)
+    pinned = describe(server, source)["version"]
+    more = tmp_path / "more.jsonl"
+    more.write_text("".join(json.dumps(dict(r, id=r["id"] + 1000)) + "\n" for r in rows))
+    cli(server, "tables", "import", source, str(more), "--mode", "append")
+    assert describe(server, source)["version"] > pinned
+    spec = write_spec(tmp_path / "pipeline.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val"}, version=pinned)
+    r = prep(server, spec, "--report", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["rows_in"] == 50 and report["source"] == f"{source}@{pinned}"
+    # A version that does not exist is an error naming the table and what to run.
+    spec = write_spec(tmp_path / "bad.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val"}, version=pinned + 9)
+    r = prep(server, spec)
+    assert r.returncode == 1 and "HTTP 404" in r.stderr, r.stderr
+    assert f"trainyard tables history {source}" in r.stderr, r.stderr
