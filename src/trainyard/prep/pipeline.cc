@@ -700,8 +700,8 @@ class Engine {
       int64_t base = next_base;
       next_base += batch->rows->num_rows();
       batches.push_back(batch);
-      inflight.push_back(std::async(std::launch::async,
-                                    [this, batch, base, &work]() { return work(*batch, base); }));
+      inflight.push_back(
+          std::async(std::launch::async, [batch, base, &work]() { return work(*batch, base); }));
       if (inflight.size() >= static_cast<size_t>(threads_)) {
         failed = drain_one();
         if (!failed.ok()) break;
