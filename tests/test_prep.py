@@ -342,3 +342,23 @@ def test_prep_runs_as_a_job_and_logs_to_the_jobs_run(server_factory, tmp_path):
     assert metrics["prep.rows_in"] == 80 and "trainyard.prep.version" in tags
     train, val = api_rows(server, f"{schema}.train"), api_rows(server, f"{schema}.val")
     assert len(train) + len(val) == metrics["prep.rows_out"]
+
+
+def test_outputs_that_receive_no_rows_are_empty_tables(server, tmp_path):
+    schema = make_schema(server)
+    source, _ = import_source(server, tmp_path, schema, 20)
+    spec = tmp_path / "all.yaml"
+    spec.write_text(f"""name: drop-all
+source: {{table: {source}}}
+steps:
+  - filter: {{min_chars: 100000}}
+outputs:
+  rows: {schema}.kept
+  dropped: {schema}.dropped
+""")
+    r = prep(server, spec)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert api_rows(server, f"{schema}.kept") == []
+    assert delta_rows(server, f"{schema}.kept") == []
+    assert len(api_rows(server, f"{schema}.dropped")) == 20
+    assert [c["name"] for c in describe(server, f"{schema}.kept")["columns"]][:2] == ["doc_id", "id"]
