@@ -168,6 +168,13 @@ def test_prep_reads_a_table_and_writes_tables_with_an_accounted_report(server, t
     assert not any("@example.com" in x["text"] for x in train + val)
     assert {(x["step"], x["reason"]) for x in dropped} == {("0_filter", "min_chars"),
                                                           ("1_dedup_exact", "duplicate")}
+    # Each duplicate names the row kept in its place; other drops name none.
+    kept_doc_ids = {x["doc_id"] for x in train + val}
+    for x in dropped:
+        if x["reason"] == "duplicate":
+            assert x["duplicate_of"] in kept_doc_ids, x
+        else:
+            assert x["duplicate_of"] is None, x
 
 
 def test_a_user_without_modify_on_the_output_schema_gets_a_clear_error(server, tmp_path):
