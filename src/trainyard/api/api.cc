@@ -202,6 +202,11 @@ bool ScopedTokenMayCall(http::Method method, std::string_view path) {
       {http::Method::kPost, "/temporary-model-version-credentials"},
       {http::Method::kPost, "/temporary-volume-credentials"},
       {http::Method::kPost, "/temporary-path-credentials"},
+      // Catalog table data a workload writes (a prep pipeline's outputs, a job's results):
+      // the catalog decides with the grants of the job's principal (its submitter, or the
+      // service principal it runs as), as for reads: MODIFY on the table, CREATE TABLE on the
+      // schema for a new one. Lineage records the write by the job's run.
+      {http::Method::kPost, "/tables/{full_name}/import"},
       // The job's own sign of life and checkpoints.
       {http::Method::kPost, "/jobs/{job_id}/heartbeat"},
       {http::Method::kPost, "/jobs/{job_id}/checkpoints"},

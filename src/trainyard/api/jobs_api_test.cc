@@ -35,6 +35,8 @@ TEST(ScopedTokenRoutesTest, OnlyTheJobsOwnWritesAndReadsAreOpen) {
   EXPECT_TRUE(ScopedTokenMayCall(Method::kPost, "/jobs/{job_id}/heartbeat"));
   EXPECT_TRUE(ScopedTokenMayCall(Method::kPut, "/artifacts/{path...}"));
   EXPECT_TRUE(ScopedTokenMayCall(Method::kPost, "/runs/search"));
+  // Table data the job's principal may modify (the catalog checks MODIFY per table).
+  EXPECT_TRUE(ScopedTokenMayCall(Method::kPost, "/tables/{full_name}/import"));
   for (auto [m, p] : std::vector<std::pair<Method, std::string>>{
            {Method::kPost, "/tokens"},
            {Method::kDelete, "/tokens/{token_id}"},
@@ -51,6 +53,9 @@ TEST(ScopedTokenRoutesTest, OnlyTheJobsOwnWritesAndReadsAreOpen) {
            {Method::kPost, "/projects"},
            {Method::kPost, "/registered-models/create"},
            {Method::kDelete, "/artifacts/{path...}"},
+           {Method::kPost, "/tables/{full_name}/delete"},
+           {Method::kPut, "/tables/{full_name}/row-filter"},
+           {Method::kPost, "/tables"},
        }) {
     EXPECT_FALSE(ScopedTokenMayCall(m, p)) << p;
   }
