@@ -21,6 +21,7 @@
 #include "trainyard/cli/endpoint_commands.h"
 #include "trainyard/cli/jobs_commands.h"
 #include "trainyard/cli/lineage_commands.h"
+#include "trainyard/cli/prep_commands.h"
 #include "trainyard/cli/security_commands.h"
 #include "trainyard/cli/table.h"
 #include "trainyard/cli/table_data_commands.h"
@@ -694,6 +695,7 @@ int Main(int argc, char** argv) {
   auto run_security = AddSecurityCommands(app, *users, add_client_options);
   auto run_catalog = AddCatalogCommands(app, add_client_options);
   auto run_table_data = AddTableDataCommands(app, add_client_options);
+  auto run_prep = AddPrepCommands(app, add_client_options);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -705,6 +707,7 @@ int Main(int argc, char** argv) {
   if (auto rc = run_lineage(client)) return *rc;
   if (auto rc = run_security(client)) return *rc;
   if (auto rc = run_table_data(client)) return *rc;
+  if (auto rc = run_prep(client)) return *rc;
   if (auto rc = run_catalog(client)) return *rc;
   if (auto rc = run_tracking(client)) return *rc;
   if (auto rc = run_tokens(client)) return *rc;

@@ -26,6 +26,10 @@ class Client {
  public:
   explicit Client(const ClientOptions& o);
 
+  const std::string& url() const { return options_.url; }
+  // The token calls carry: the flag's, TRAINYARD_TOKEN, or the data directory's admin.token.
+  const std::string& token() const { return token_; }
+
   // Returns the parsed JSON body, or the server's error as a Status. For GET, `body`
   // becomes the query string.
   Result<json::value> Call(const std::string& method, const std::string& path,
