@@ -96,18 +96,22 @@ outputs:
 
 
 def write_case(tmp: Path, threshold: float, keep: str) -> tuple[Path, Path]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    with open(tmp / "tickets.jsonl", "w", encoding="utf-8") as f:
-        for row in tickets():
-            f.write(json.dumps(row) + "\n")
+    """The same spec and file in two directories (one per engine): the same doc ids (the file
+    is named as the spec writes it) and the same pipeline version (the spec's SHA-256)."""
+    specs = []
     for engine in ("native", "spark"):
-        (tmp / f"{engine}.yaml").write_text(
-            SPEC.format(threshold=threshold, keep=keep, out=f"out_{engine}"))
-    return tmp / "native.yaml", tmp / "spark.yaml"
+        d = tmp / engine
+        d.mkdir(parents=True)
+        with open(d / "tickets.jsonl", "w", encoding="utf-8") as f:
+            for row in tickets():
+                f.write(json.dumps(row) + "\n")
+        (d / "prep.yaml").write_text(SPEC.format(threshold=threshold, keep=keep, out="out"))
+        specs.append(d / "prep.yaml")
+    return specs[0], specs[1]
 
 
 def run_native(spec: Path) -> dict:
-    report = spec.parent / "native_report.json"
+    report = spec.parent / "report.json"
     r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--threads", "2",
                         "--report", str(report)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -117,6 +121,34 @@ def run_native(spec: Path) -> dict:
 def table(path: Path) -> list[dict]:
     rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
     return sorted(rows, key=lambda r: r["doc_id"])
+
+
+def compare(tmp: Path, native: dict, spark: dict) -> dict:
+    """Asserts the two engines' outputs and reports are identical; the doc ids per output."""
+    ids = {}
+    for name in ("train", "val", "test", "dropped"):
+        a = table(tmp / "native" / "out" / name)
+        b = table(tmp / "spark" / "out" / name)
+        assert [r["doc_id"] for r in a] == [r["doc_id"] for r in b], name
+        assert a == b, name
+        ids[name] = [r["doc_id"] for r in a]
+    for name in ("train", "dropped"):
+        na = DeltaTable(str(tmp / "native" / "out" / name))
+        sa = DeltaTable(str(tmp / "spark" / "out" / name))
+        assert [(f.name, str(f.type)) for f in na.schema().fields] == \
+            [(f.name, str(f.type)) for f in sa.schema().fields], name
+        # The pipeline's name and version (the spec's SHA-256) as table properties.
+        assert na.metadata().configuration == sa.metadata().configuration, name
+    assert native["version"] == spark["version"]
+    for s_native, s_spark in zip(native["steps"], spark["steps"], strict=True):
+        for key in ("step", "kind", "rows_in", "rows_out", "rows_dropped", "dropped",
+                    "rows_changed", "changed", "splits"):
+            assert s_native.get(key) == s_spark.get(key), (s_native["step"], key)
+    for key in ("rows_in", "rows_out", "rows_dropped", "source"):
+        assert native[key] == spark[key], key
+    assert [(o["name"], o["rows"]) for o in native["outputs"]] == \
+        [(o["name"], o["rows"]) for o in spark["outputs"]]
+    return ids
 
 
 def test_algorithms_match_the_documented_values():
@@ -160,7 +192,7 @@ def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
     redact = spark_report["steps"][6]
     assert redact["changed"] == {"card": 1, "email": 1, "iban": 1, "ip": 1, "order_id": 1,
                                  "phone": 2}
-    kept = [r for name in ("train", "val", "test") for r in table(tmp_path / "out_spark" / name)]
+    kept = [r for name in ("train", "val", "test") for r in table(tmp_path / "spark" / "out" / name)]
     pii_row = next(r for r in kept if r["ticket_id"] == 1008)
     assert pii_row["text"].startswith("Mail me at [EMAIL] or call [PHONE], card [CARD] and IBAN "
                                       "[IBAN] for ")
@@ -178,18 +210,17 @@ def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
     # A customer's rows never straddle splits.
     split_of = {}
     for name in ("train", "val", "test"):
-        for r in table(tmp_path / "out_spark" / name):
+        for r in table(tmp_path / "spark" / "out" / name):
             assert split_of.setdefault(r["customer_id"], name) == name
     assert len(set(split_of.values())) >= 2
 
-    # Near dedup, pair by pair: documents grouped with the same kept document.
-    def pairs(out: Path) -> set[frozenset]:
-        dropped = {r["doc_id"] for r in table(out / "dropped")
-                   if r["reason"] == "near_duplicate"}
-        return {frozenset([d]) for d in dropped}
-    native_pairs, spark_pairs = pairs(tmp_path / "out_native"), pairs(tmp_path / "out_spark")
-    agreement = len(native_pairs & spark_pairs) / max(1, len(native_pairs | spark_pairs))
+    # Near dedup, document by document: the documents each engine dropped as near duplicates
+    # (the kept ones are equal above, so with these clusters of two the pairs are the same).
+    def near(out: Path) -> set[str]:
+        return {r["doc_id"] for r in table(out / "dropped") if r["reason"] == "near_duplicate"}
+    native_near, spark_near = near(tmp_path / "native" / "out"), near(tmp_path / "spark" / "out")
+    agreement = len(native_near & spark_near) / max(1, len(native_near | spark_near))
     print(f"near-dedup agreement (threshold {threshold}, keep {keep}): {agreement:.0%} of "
-          f"{len(native_pairs | spark_pairs)} near-duplicate documents")
+          f"{len(native_near | spark_near)} near-duplicate documents")
     assert agreement == 1.0
     assert ids["dropped"]

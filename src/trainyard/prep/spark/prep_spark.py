@@ -142,7 +142,7 @@ class SparkPipeline:
         frames = []
         offset = 0
         columns = None
-        for name in source["files"]:
+        for file_index, name in enumerate(source["files"]):
             path = _join(self.spec["base_dir"], name)
             ext = name.rsplit(".", 1)[-1].lower()
             if ext == "jsonl":
@@ -168,10 +168,10 @@ class SparkPipeline:
             indexed = df.rdd.zipWithIndex().map(lambda r: (*r[0], r[1]))
             df = self.spark.createDataFrame(
                 indexed, StructType([*schema.fields, StructField("_ord", LongType(), False)]))
-            count = df.count()
             df = (df.withColumn("_src", F.lit(name))
                   .withColumn("_gidx", F.col("_ord") + F.lit(offset)))
-            offset += count
+            if file_index + 1 < len(source["files"]):
+                offset += df.count()  # the next file's documents are numbered after these
             frames.append(df)
         df = frames[0]
         for other in frames[1:]:
@@ -181,7 +181,6 @@ class SparkPipeline:
                             "rename it")
         self.source_columns = list(columns)
         self.source_types = {f.name: f.dataType for f in schema.fields}
-        self.rows_in = offset
         id_column = source.get("id_column")
         if id_column:
             if id_column not in columns:
@@ -265,7 +264,8 @@ class SparkPipeline:
         for cond, name in conds:
             reason = F.when(cond, F.lit(name)) if reason is None else \
                 reason.when(cond, F.lit(name))
-        return self._drop_where(df, step, reason).localCheckpoint()
+        # No checkpoint: consecutive filters run in one pass with the next global step.
+        return self._drop_where(df, step, reason)
 
     def dedup_exact_step(self, df, step):
         from pyspark.sql import Window
@@ -330,13 +330,11 @@ class SparkPipeline:
             edges = (edges.join(sa, "src").join(sb, "dst")
                      .where(same.cast("double") / F.lit(float(perm)) >= F.lit(threshold))
                      .select("src", "dst"))
-        edges = edges.localCheckpoint()
         both = edges.unionByName(edges.select(F.col("dst").alias("src"),
                                               F.col("src").alias("dst"))).localCheckpoint()
         # Connected components: every node takes the smallest label among itself and its
         # neighbours until nothing changes; the label is then the component's smallest doc.
         labels = docs.select(F.col("_gidx").alias("id"), F.col("_gidx").alias("label"))
-        labels = labels.localCheckpoint()
         while True:
             offered = (both.join(labels.withColumnRenamed("id", "dst"), "dst")
                        .groupBy("src").agg(F.min("label").alias("offer")))
@@ -344,7 +342,7 @@ class SparkPipeline:
                        .select("id", F.least("label", F.coalesce("offer", "label")).alias("new"),
                                "label")).localCheckpoint()
             changed = updated.where(F.col("new") < F.col("label")).count()
-            labels = updated.select("id", F.col("new").alias("label")).localCheckpoint()
+            labels = updated.select("id", F.col("new").alias("label"))
             if changed == 0:
                 break
         members = docs.join(labels.withColumnRenamed("id", "_gidx"), "_gidx")
@@ -427,7 +425,7 @@ class SparkPipeline:
         else:
             self.new_columns.append(output)
             value = F.when(self._alive(), value)
-        return df.withColumn(output, value).localCheckpoint()
+        return df.withColumn(output, value)
 
     def split_step(self, df, step):
         from pyspark.sql import functions as F
@@ -450,7 +448,7 @@ class SparkPipeline:
             return s.map(lambda g: a.assign_split(ratios, seed, g))
 
         self.split_names = [n for n, _ in ratios]
-        return df.withColumn("_split", F.when(self._alive(), assign(key))).localCheckpoint()
+        return df.withColumn("_split", F.when(self._alive(), assign(key)))
 
     # -- run --
 
@@ -476,12 +474,15 @@ class SparkPipeline:
 
         # The report: where rows were dropped and why, with the first 3 doc ids per reason.
         first = Window.partitionBy("_drop", "_reason").orderBy("_gidx")
-        dropped_rows = (df.where(F.col("_drop").isNotNull())
-                        .withColumn("_n", F.row_number().over(first))
-                        .groupBy("_drop", "_reason")
-                        .agg(F.count(F.lit(1)).alias("rows"),
-                             F.sort_array(F.collect_list(F.when(F.col("_n") <= 3, F.struct(
-                                 "_gidx", "doc_id")))).alias("ex")).collect())
+        split = F.col("_split") if self.split_names is not None else F.lit(None).cast("string")
+        groups = (df.withColumn("_n", F.row_number().over(first)).withColumn("_s", split)
+                  .groupBy("_drop", "_reason", "_s")
+                  .agg(F.count(F.lit(1)).alias("rows"),
+                       F.sort_array(F.collect_list(F.when(F.col("_n") <= 3, F.struct(
+                           "_gidx", "doc_id")))).alias("ex")).collect())
+        self.rows_in = sum(int(r["rows"]) for r in groups)
+        dropped_rows = [r for r in groups if r["_drop"] is not None]
+        kept_rows = {r["_s"]: int(r["rows"]) for r in groups if r["_drop"] is None}
         steps_report = []
         alive = self.rows_in
         for step in self.steps:
@@ -508,15 +509,16 @@ class SparkPipeline:
         split_rows = {}
         for name in names:
             rows = kept if self.split_names is None else kept.where(F.col("_split") == name)
-            out = self.write(name, rows.orderBy("_gidx").select(*columns), props)
-            split_rows[name] = out["rows"]
-            outputs.append(out)
+            n = kept_rows.get(name if self.split_names is not None else None, 0)
+            outputs.append(self.write(name, rows.orderBy("_gidx").select(*columns), props, n))
+            split_rows[name] = n
         if "dropped" in self.spec["outputs"]:
             labels = F.element_at(F.array(*[F.lit(s["label"]) for s in self.steps]),
                                   F.col("_drop") + 1)
             dropped = (df.where(F.col("_drop").isNotNull()).orderBy("_gidx")
                        .select("doc_id", labels.alias("step"), F.col("_reason").alias("reason")))
-            outputs.append(self.write("dropped", dropped, props))
+            outputs.append(self.write("dropped", dropped, props,
+                                      sum(int(r["rows"]) for r in dropped_rows)))
         for entry, step in zip(steps_report, self.steps):
             if step["kind"] == "split":
                 entry["splits"] = split_rows
@@ -527,7 +529,7 @@ class SparkPipeline:
                 "steps": steps_report, "outputs": outputs,
                 "seconds": time.monotonic() - began}
 
-    def write(self, name: str, df, props: dict) -> dict:
+    def write(self, name: str, df, props: dict, rows: int) -> dict:
         target = self.spec["outputs"].get(name)
         if target is None:
             raise SpecError(f"outputs.{name} is required")
@@ -542,9 +544,10 @@ class SparkPipeline:
         quoted = path.replace("`", "``")
         settings = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
         self.spark.sql(f"ALTER TABLE delta.`{quoted}` SET TBLPROPERTIES ({settings})")
-        from delta.tables import DeltaTable
-        version = DeltaTable.forPath(self.spark, path).history(1).collect()[0]["version"]
-        rows = self.spark.read.format("delta").load(path).count()
+        # The version just committed: the newest commit file of the (local) table's log.
+        log = os.path.join(path, "_delta_log")
+        version = max(int(f[:20]) for f in os.listdir(log) if f.endswith(".json") and
+                      f[:20].isdigit())
         return {"name": name, "target": target["path"], "rows": rows, "version": int(version)}
 
 
