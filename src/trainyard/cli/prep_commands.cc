@@ -24,6 +24,7 @@ struct PrepOptions {
   int threads = 0;
   std::string report;
   std::string memory_limit;
+  int64_t flush_rows = 100000;
 };
 
 std::string Count(int64_t n) {
@@ -93,6 +94,7 @@ int RunPrep(Client& client, const PrepOptions& o) {
   if (!spec.ok()) return Fail(spec.status());
   prep::PipelineOptions options;
   options.threads = o.threads;
+  options.flush_rows = o.flush_rows;
   if (!o.memory_limit.empty()) {
     auto bytes = jobs::ParseBytes(o.memory_limit);
     if (!bytes.ok()) {
@@ -177,6 +179,9 @@ std::function<std::optional<int>(Client&)> AddPrepCommands(
   cmd->add_option("--report", o->report, "also write the report as JSON to this file");
   cmd->add_option("--memory-limit", o->memory_limit,
                   "fail early when the state kept between the passes would exceed this (e.g. 4Gi)");
+  cmd->add_option("--flush-rows", o->flush_rows, "rows per commit of an output")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   add_client_options(cmd);
   return [=](Client& client) -> std::optional<int> {
     if (!cmd->parsed()) return std::nullopt;

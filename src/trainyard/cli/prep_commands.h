@@ -1,6 +1,6 @@
-// `trainyard prep SPEC.yaml [--threads N] [--report FILE] [--memory-limit BYTES]`: runs a data
-// preparation pipeline (prep/pipeline.h, docs/prep.md) with the native engine, locally or as a
-// job. Catalog sources and outputs go through the server (--url/--token, TRAINYARD_URL and
+// `trainyard prep SPEC.yaml [--threads N] [--report FILE] [--memory-limit BYTES] [--flush-rows N]`:
+// runs a data preparation pipeline (prep/pipeline.h, docs/prep.md) with the native engine, locally
+// or as a job. Catalog sources and outputs go through the server (--url/--token, TRAINYARD_URL and
 // TRAINYARD_TOKEN); in a job (MLFLOW_RUN_ID) the report is logged to the run: metrics per step,
 // the JSON report as the artifact prep/report.json, and the spec's version as a tag and param.
 #pragma once

@@ -83,9 +83,34 @@ struct Slot {
   bool written = false;  // a step replaces or creates it: the output carries the slot
 };
 
+// One row's text slots: views into the source batch until a step writes a slot (the batch
+// outlives the row's processing, and nothing is copied for the rows no step changes).
 struct WorkRow {
-  std::vector<std::optional<std::string>> slots;
+  std::vector<std::optional<std::string_view>> source;
+  std::vector<std::optional<std::string>> written;
+  std::vector<uint8_t> is_written;
   std::vector<std::vector<int32_t>> tokens;
+  // NormalizeForDedup of one slot, shared by the exact and near dedup steps that read it.
+  int normalized_slot = -1;
+  std::string normalized;
+
+  std::optional<std::string_view> Get(int slot) const {
+    if (!is_written[slot]) return source[slot];
+    if (!written[slot]) return std::nullopt;
+    return std::string_view(*written[slot]);
+  }
+  void Set(int slot, std::optional<std::string> value) {
+    written[slot] = std::move(value);
+    is_written[slot] = 1;
+    if (normalized_slot == slot) normalized_slot = -1;
+  }
+  const std::string& Normalized(int slot) {
+    if (normalized_slot != slot) {
+      normalized = NormalizeForDedup(Get(slot).value_or(std::string_view()));
+      normalized_slot = slot;
+    }
+    return normalized;
+  }
 };
 
 struct RowOutcome {
@@ -404,12 +429,13 @@ class Engine {
   }
 
   void LoadRow(const BatchView& in, int64_t row, WorkRow& w) const {
-    w.slots.assign(slots_.size(), std::nullopt);
+    w.source.assign(slots_.size(), std::nullopt);
+    w.written.assign(slots_.size(), std::nullopt);
+    w.is_written.assign(slots_.size(), 0);
+    w.normalized_slot = -1;
     w.tokens.assign(token_columns_.size(), {});
     for (size_t s = 0; s < slots_.size(); ++s) {
-      if (slots_[s].column < 0) continue;
-      auto v = StringAt(*in.columns[slots_[s].column], row);
-      if (v) w.slots[s] = std::string(*v);
+      if (slots_[s].column >= 0) w.source[s] = StringAt(*in.columns[slots_[s].column], row);
     }
   }
 
@@ -433,8 +459,7 @@ class Engine {
   }
 
   static std::string_view Text(const WorkRow& w, int slot) {
-    const auto& v = w.slots[slot];
-    return v ? std::string_view(*v) : std::string_view();
+    return w.Get(slot).value_or(std::string_view());
   }
 
   // Runs steps [0, end) on one row; stops at the first that drops it. `p1` (pass 1) receives
@@ -473,7 +498,7 @@ class Engine {
             if (o == BoundedRegex::Outcome::kLimit) return reason("regex_limit");
           }
           for (const auto& req : rt.required) {
-            bool missing = req.slot >= 0 ? (!w.slots[req.slot] || w.slots[req.slot]->empty())
+            bool missing = req.slot >= 0 ? w.Get(req.slot).value_or("").empty()
                                          : in.columns[req.column]->IsNull(row);
             if (missing) return drop(i, ReasonIndex(rt, "required:" + req.name));
           }
@@ -485,7 +510,7 @@ class Engine {
         }
         case StepKind::kDedupExact: {
           if (!p1) break;
-          std::string normalized = NormalizeForDedup(Text(w, rt.slot));
+          const std::string& normalized = w.Normalized(rt.slot);
           ExactState& st = p1->exact[rt.dedup_index];
           if (!normalized.empty()) {
             st.hashes[row] = ExactHash(normalized);
@@ -498,7 +523,7 @@ class Engine {
           NearState& st = p1->near[rt.dedup_index];
           std::vector<uint32_t> sig(st.perm);
           std::string_view text = Text(w, rt.slot);
-          if (rt.hasher->Signature(text, sig.data())) {
+          if (rt.hasher->SignatureOfNormalized(w.Normalized(rt.slot), sig.data())) {
             rt.hasher->BandKeys(sig.data(), &st.keys[row * st.bands]);
             if (st.keep_signatures) {
               std::copy(sig.begin(), sig.end(), st.signatures.begin() + row * st.perm);
@@ -512,7 +537,7 @@ class Engine {
           break;
         }
         case StepKind::kRedactPii: {
-          auto& v = w.slots[rt.slot];
+          auto v = w.Get(rt.slot);
           if (!v) break;
           std::map<std::string, int64_t> counts;
           std::string redacted = rt.redactor->Redact(*v, changes ? &counts : nullptr);
@@ -521,31 +546,31 @@ class Engine {
             ++c.rows_changed;
             for (const auto& [kind, n] : counts) c.by_kind[kind] += n;
           }
-          v = std::move(redacted);
+          w.Set(rt.slot, std::move(redacted));
           break;
         }
         case StepKind::kTemplate: {
           const TemplateStep& t = step.template_;
-          const auto& prompt = w.slots[rt.prompt_slot];
+          auto prompt = w.Get(rt.prompt_slot);
           if (!prompt) return drop(i, 0);
           std::vector<model::ChatMessage> messages;
           if (!t.system.empty()) messages.push_back({"system", t.system});
-          messages.push_back({"user", *prompt});
+          messages.push_back({"user", std::string(*prompt)});
           if (rt.response_slot >= 0) {
-            const auto& response = w.slots[rt.response_slot];
+            auto response = w.Get(rt.response_slot);
             if (!response) return drop(i, 1);
-            messages.push_back({"assistant", *response});
+            messages.push_back({"assistant", std::string(*response)});
           }
           auto turns = model::RenderChat(rt.format, messages);
           std::string text;
           if (turns.ok()) {
             for (const auto& turn : *turns) text += turn.prompt + turn.response;
           }
-          w.slots[rt.output_slot] = std::move(text);
+          w.Set(rt.output_slot, std::move(text));
           break;
         }
         case StepKind::kTokenize: {
-          const auto& v = w.slots[rt.slot];
+          auto v = w.Get(rt.slot);
           if (!v) return drop(i, 0);
           w.tokens[rt.tokens_index] = rt.tokenizer->Encode(*v, step.tokenize.add_special_tokens);
           break;
@@ -873,7 +898,7 @@ class Engine {
     auto string_column = [&](int slot) -> Result<std::shared_ptr<arrow::Array>> {
       arrow::StringBuilder b;
       for (const auto& w : work) {
-        const auto& v = w.slots[slot];
+        auto v = w.Get(slot);
         TY_RETURN_IF_ERROR(tables::FromArrow(v ? b.Append(*v) : b.AppendNull(), what));
       }
       std::shared_ptr<arrow::Array> out;
@@ -920,8 +945,8 @@ class Engine {
                                const std::string& doc_id) const {
     const StepRuntime& rt = steps_[split_step_];
     if (rt.group_slot >= 0) {
-      const auto& v = w.slots[rt.group_slot];
-      return v ? *v : doc_id;
+      auto v = w.Get(rt.group_slot);
+      return v ? std::string(*v) : doc_id;
     }
     if (rt.group_column >= 0) {
       const arrow::Array& a = *in.columns[rt.group_column];
@@ -950,11 +975,11 @@ class Engine {
     for (int64_t r = 0; r < n; ++r) {
       const RowOutcome& decided = outcomes_[base + r];
       TY_ASSIGN_OR_RETURN(std::string doc_id, RowDocId(in, r));
-      LoadRow(in, r, w);
       if (decided.drop_step != kKept) {
         // The steps before the one that dropped it ran on it (their changes count).
         size_t end = static_cast<size_t>(decided.drop_step);
         if (first_redact_ >= 0 && static_cast<size_t>(first_redact_) < end) {
+          LoadRow(in, r, w);
           RunRow(in, r, w, end, nullptr, &out.changes);
         }
         const StepRuntime& rt = steps_[decided.drop_step];
@@ -963,6 +988,7 @@ class Engine {
         TY_RETURN_IF_ERROR(tables::FromArrow(d_reason.Append(rt.reasons[decided.reason]), what));
         continue;
       }
+      LoadRow(in, r, w);
       RowOutcome again = RunRow(in, r, w, steps_.size(), nullptr, &out.changes);
       if (again.drop_step != kKept) {
         return Status::Internal(batch.doc_source + " row " +

@@ -11,6 +11,7 @@
 
 #include "trainyard/blob/blob_store.h"
 #include "trainyard/common/clock.h"
+#include "trainyard/model/tokenizer.h"
 #include "trainyard/prep/doc_id.h"
 #include "trainyard/tables/table.h"
 #include "trainyard/testing/status_matchers.h"
@@ -266,6 +267,60 @@ TEST_F(PipelineTest, ABadRowIsAnErrorNamingTheFileAndLine) {
                                            "num.jsonl is int64, not text"),
             std::string::npos)
       << report.status().ToString();
+}
+
+TEST_F(PipelineTest, TemplatesTokenizesAndFiltersByTokens) {
+  const std::string tokenizer =
+      std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/train/tokenizers/gpt2/tokenizer.json";
+  auto model = model::Tokenizer::FromFile(tokenizer);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Write("qa.jsonl",
+        "{\"q\": \"Where is my parcel?\", \"a\": \"It ships tomorrow.\"}\n"
+        "{\"q\": \"Hi\", \"a\": \"Hello\"}\n"
+        "{\"q\": null, \"a\": \"orphan answer\"}\n");
+  TY_ASSERT_OK_AND_ASSIGN(PipelineReport report,
+                          Run("name: t\nsource: {files: [qa.jsonl]}\nsteps:\n"
+                              "  - template: {format: chatml, prompt_column: q, response_column: "
+                              "a, system: Be brief.}\n"
+                              "  - filter: {min_tokens: 90, tokenizer: " +
+                              tokenizer +
+                              "}\n"
+                              "  - tokenize: {tokenizer: " +
+                              tokenizer +
+                              ", add_special_tokens: false}\n"
+                              "outputs: {rows: {path: out}}\n"));
+  EXPECT_EQ(report.steps[0].dropped.at("missing_prompt").rows, 1);
+  EXPECT_EQ(report.steps[1].dropped.at("min_tokens").rows, 1);
+  Rows rows = Read("out");
+  ASSERT_EQ(rows.rows.size(), 1u);
+  const std::string text =
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhere is my parcel?<|im_end|>\n"
+      "<|im_start|>assistant\nIt ships tomorrow.<|im_end|>";
+  EXPECT_EQ(rows.rows[0].at("text"), text);
+  std::string ids;
+  for (int32_t id : (*model)->Encode(text, false)) {
+    ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  }
+  EXPECT_EQ(rows.rows[0].at("input_ids"), "list<element: int32>[" + ids + "]");
+}
+
+TEST_F(PipelineTest, MemoryLimitFailsEarlyWithTheFigure) {
+  Write("tickets.jsonl", Tickets());
+  Write("pipeline.yaml",
+        "name: m\nsource: {files: [tickets.jsonl]}\nsteps:\n"
+        "  - dedup_near: {bands: 64, rows: 16, threshold: 0.5}\n"
+        "outputs: {rows: {path: out}}\n");
+  TY_ASSERT_OK_AND_ASSIGN(spec_, LoadPipelineSpec((dir_ / "pipeline.yaml").string()));
+  PipelineOptions options;
+  options.threads = 1;
+  options.batch_rows = 8;
+  options.memory_limit = 10000;
+  auto report = RunPipeline(spec_, options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(report.status().message().find("over --memory-limit 10000"), std::string::npos)
+      << report.status().ToString();
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
 }  // namespace

@@ -1,0 +1,304 @@
+"""`trainyard prep` (issue 18) against a real server: a JSONL file imported into a catalog
+table with `trainyard tables import`, a pipeline reading it at a pinned version and writing
+catalog tables through the tables API, the outputs read back with the real `deltalake` package
+(from the tables' storage locations) and through the rows API; a user without MODIFY on the
+output schema gets a clear error; a run killed once its first output exists, then rerun, leaves
+the same outputs as an uninterrupted run, with no duplicates."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from deltalake import DeltaTable
+
+from conftest import TRAINYARD_BIN
+from test_cli import cli
+
+UC = "/api/2.1/unity-catalog"
+TABLES = "/api/trainyard/v1/tables"
+
+
+@pytest.fixture(scope="module", params=["sqlite"])
+def backend(request) -> str:
+    return request.param
+
+
+def auth(token: str) -> dict:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def make_schema(server) -> str:
+    cat, sch = f"cat_{uuid.uuid4().hex[:8]}", "support"
+    h = auth(server.token)
+    r = requests.post(server.api(f"{UC}/catalogs"), json={"name": cat}, headers=h, timeout=30)
+    assert r.status_code == 200, r.text
+    r = requests.post(server.api(f"{UC}/schemas"), json={"name": sch, "catalog_name": cat},
+                      headers=h, timeout=30)
+    assert r.status_code == 200, r.text
+    return f"{cat}.{sch}"
+
+
+def tickets(n: int) -> list[dict]:
+    """Support tickets with planted junk: short rows, exact duplicates (after normalization),
+    emails to redact; customers repeat so the split is grouped."""
+    rows = []
+    for i in range(n):
+        text = (f"Order {i} arrived late and the box was damaged; customer {i % 17} asks for a "
+                f"refund of {i * 3} dollars.")
+        if i % 10 == 3:
+            text = "too short"
+        if i % 10 == 7:
+            text = rows[i - 1]["text"].upper() + "!!"  # a duplicate of the row before
+        if i % 25 == 5:
+            text += f" Reply to user{i}@example.com please."
+        rows.append({"id": i, "customer": f"c{i % 17}", "text": text})
+    return rows
+
+
+def write_spec(path: Path, source: str, outputs: dict, version: int | None = None) -> Path:
+    out_lines = "\n".join(f"  {k}: {v}" for k, v in outputs.items())
+    pin = f"\n  version: {version}" if version is not None else ""
+    path.write_text(f"""name: support-prep
+source:
+  table: {source}{pin}
+  id_column: id
+steps:
+  - filter: {{min_chars: 20}}
+  - dedup_exact: {{}}
+  - redact_pii: {{kinds: [email]}}
+  - split: {{ratios: {{train: 0.8, val: 0.2}}, seed: 42, group_by: customer}}
+outputs:
+{out_lines}
+""")
+    return path
+
+
+def prep(server, spec: Path, *args, token: str | None = None) -> subprocess.CompletedProcess:
+    argv = [str(TRAINYARD_BIN), "prep", str(spec), "--url", server.url, "--token",
+            token or server.token, *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin"})
+
+
+def describe(server, table: str) -> dict:
+    r = requests.get(server.api(f"{TABLES}/{table}"), headers=auth(server.token), timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def api_rows(server, table: str) -> list[dict]:
+    """All rows through the rows API (JSON lines), following the page tokens."""
+    out, token = [], None
+    while True:
+        params = {"format": "jsonl", "max_rows": 1000}
+        if token:
+            params["page_token"] = token
+        r = requests.get(server.api(f"{TABLES}/{table}/rows"), params=params,
+                         headers=auth(server.token), timeout=60)
+        assert r.status_code == 200, r.text
+        out += [json.loads(line) for line in r.text.splitlines() if line.strip()]
+        token = r.headers.get("X-Trainyard-Next-Page-Token")
+        if not token:
+            return out
+
+
+def delta_rows(server, table: str) -> list[dict]:
+    """All rows read by delta-rs from the table's storage location."""
+    location = describe(server, table)["storage_location"]
+    return DeltaTable(location).to_pyarrow_table().to_pylist()
+
+
+def import_source(server, tmp_path: Path, schema: str, n: int) -> tuple[str, list[dict]]:
+    rows = tickets(n)
+    data = tmp_path / "tickets.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = f"{schema}.tickets"
+    cli(server, "tables", "import", table, str(data))
+    return table, rows
+
+
+def test_prep_reads_a_table_and_writes_tables_with_an_accounted_report(server, tmp_path):
+    schema = make_schema(server)
+    source, rows = import_source(server, tmp_path, schema, 300)
+    version = describe(server, source)["version"]
+    spec = write_spec(tmp_path / "pipeline.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val",
+                       "dropped": f"{schema}.dropped"})
+    report_file = tmp_path / "report.json"
+    r = prep(server, spec, "--threads", "2", "--report", str(report_file))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"^STEP\s+IN\s+OUT\s+DROPPED", r.stdout, re.M), r.stdout
+    assert "1_dedup_exact" in r.stdout and "duplicate" in r.stdout
+
+    report = json.loads(report_file.read_text())
+    assert report["source"] == f"{source}@{version}" and report["source_version"] == version
+    assert report["rows_in"] == 300
+    assert report["rows_out"] + report["rows_dropped"] == 300
+    rows_in = 300
+    for step in report["steps"]:
+        assert step["rows_in"] == rows_in, step
+        assert step["rows_in"] == step["rows_out"] + step["rows_dropped"], step
+        assert step["rows_dropped"] == sum(d["rows"] for d in step["dropped"].values()), step
+        rows_in = step["rows_out"]
+    assert report["steps"][0]["dropped"]["min_chars"]["rows"] == 30
+    assert report["steps"][1]["dropped"]["duplicate"]["rows"] == 30
+    redact = report["steps"][2]
+    assert redact["changed"]["email"] == redact["rows_changed"] > 0
+
+    outputs = {o["name"]: o for o in report["outputs"]}
+    train, val, dropped = (delta_rows(server, f"{schema}.{n}") for n in ("train", "val", "dropped"))
+    # delta-rs and the rows API see the same rows, as many as the report says.
+    for name, got in (("train", train), ("val", val), ("dropped", dropped)):
+        assert len(got) == outputs[name]["rows"], name
+        api = api_rows(server, f"{schema}.{name}")
+        assert sorted(x["doc_id"] for x in api) == sorted(x["doc_id"] for x in got), name
+    assert len(train) + len(val) == report["rows_out"]
+    assert len(dropped) == report["rows_dropped"]
+    kept_ids = [x["id"] for x in train + val]
+    assert len(set(kept_ids)) == len(kept_ids)
+    # Exact dedup kept the first of each pair; the split never straddles a customer.
+    assert all(i % 10 != 7 for i in kept_ids) and any(i % 10 == 6 for i in kept_ids)
+    assert not {x["customer"] for x in train} & {x["customer"] for x in val}
+    assert not any("@example.com" in x["text"] for x in train + val)
+    assert {(x["step"], x["reason"]) for x in dropped} == {("0_filter", "min_chars"),
+                                                          ("1_dedup_exact", "duplicate")}
+
+
+def test_a_user_without_modify_on_the_output_schema_gets_a_clear_error(server, tmp_path):
+    schema = make_schema(server)
+    source, _ = import_source(server, tmp_path, schema, 40)
+    bob = f"bob{uuid.uuid4().hex[:6]}"
+    bob_token = server.create_user(bob)
+    cat = schema.split(".")[0]
+    r = requests.patch(server.api(f"{UC}/permissions/catalog/{cat}"),
+                       headers=auth(server.token),
+                       json={"changes": [{"principal": bob,
+                                          "add": ["USE CATALOG", "USE SCHEMA", "SELECT"]}]},
+                       timeout=30)
+    assert r.status_code == 200, r.text
+    spec = write_spec(tmp_path / "pipeline.yaml", source,
+                      {"train": f"{schema}.bob_train", "val": f"{schema}.bob_val"})
+    r = prep(server, spec, token=bob_token)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"writing {schema}.bob_" in r.stderr and "HTTP 403" in r.stderr, r.stderr
+    assert "writing needs MODIFY on the table" in r.stderr, r.stderr
+    # Reading worked: the error is about the output, not the source.
+    assert "reading" not in r.stderr, r.stderr
+
+
+def test_a_run_killed_midway_then_rerun_leaves_the_same_outputs(server, tmp_path):
+    schema = make_schema(server)
+    source, _ = import_source(server, tmp_path, schema, 3000)
+    # The reference: one uninterrupted run into tables of its own.
+    ref = write_spec(tmp_path / "ref.yaml", source,
+                     {"train": f"{schema}.ref_train", "val": f"{schema}.ref_val",
+                      "dropped": f"{schema}.ref_dropped"})
+    r = prep(server, ref)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    spec = write_spec(tmp_path / "pipeline.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val",
+                       "dropped": f"{schema}.dropped"})
+    # Many small commits, so the run is still writing when its first output appears.
+    argv = [str(TRAINYARD_BIN), "prep", str(spec), "--url", server.url, "--token", server.token,
+            "--threads", "1", "--flush-rows", "10"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={"PATH": "/usr/bin:/bin"})
+    deadline = time.monotonic() + 120
+    while True:  # wait for the event: the first output holds its first committed rows
+        r = requests.get(server.api(f"{TABLES}/{schema}.train"), headers=auth(server.token),
+                         timeout=30)
+        if r.status_code == 200 and r.json().get("num_rows", 0) > 0:
+            break
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the first output never appeared"
+    proc.kill()
+    proc.communicate()
+    assert proc.returncode == -9, "the run finished before it could be killed"
+    assert len(api_rows(server, f"{schema}.train")) > 0
+
+    r = prep(server, spec)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in ("train", "val", "dropped"):
+        got = delta_rows(server, f"{schema}.{name}")
+        want = delta_rows(server, f"{schema}.ref_{name}")
+        key = (lambda x: x["doc_id"])
+        assert sorted(got, key=key) == sorted(want, key=key), name
+        ids = [x["doc_id"] for x in got]
+        assert len(ids) == len(set(ids)), f"{name} has duplicate rows"
+
+
+def test_as_a_job_prep_logs_its_report_to_the_run(server, tmp_path):
+    """With the variables a job gets (TRAINYARD_URL/TOKEN, MLFLOW_RUN_ID), the report goes to
+    the run: metrics per step, the spec's version as a tag, the JSON as an artifact."""
+    schema = make_schema(server)
+    source, _ = import_source(server, tmp_path, schema, 60)
+    h = auth(server.token)
+    exp = requests.post(server.api("/api/2.0/mlflow/experiments/create"),
+                        json={"name": f"prep-{uuid.uuid4().hex[:8]}"}, headers=h, timeout=30)
+    assert exp.status_code == 200, exp.text
+    run = requests.post(server.api("/api/2.0/mlflow/runs/create"),
+                        json={"experiment_id": exp.json()["experiment_id"]}, headers=h,
+                        timeout=30)
+    assert run.status_code == 200, run.text
+    run_id = run.json()["run"]["info"]["run_id"]
+    spec = write_spec(tmp_path / "pipeline.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val"})
+    env = {"PATH": "/usr/bin:/bin", "TRAINYARD_URL": server.url, "TRAINYARD_TOKEN": server.token,
+           "MLFLOW_RUN_ID": run_id}
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--report",
+                        str(tmp_path / "r.json")], capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning" not in r.stderr, r.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+
+    got = requests.get(server.api("/api/2.0/mlflow/runs/get"), params={"run_id": run_id},
+                       headers=h, timeout=30).json()["run"]["data"]
+    metrics = {m["key"]: m["value"] for m in got["metrics"]}
+    tags = {t["key"]: t["value"] for t in got["tags"]}
+    assert metrics["prep.rows_in"] == 60
+    assert metrics["prep.1_dedup_exact.rows_out"] == report["steps"][1]["rows_out"]
+    assert metrics["prep.0_filter.dropped.min_chars"] == 6
+    assert tags["trainyard.prep.version"] == report["version"]
+    listed = requests.get(server.api("/api/2.0/mlflow/artifacts/list"),
+                          params={"run_id": run_id, "path": "prep"}, headers=h, timeout=30)
+    assert listed.status_code == 200, listed.text
+    assert [f["path"] for f in listed.json()["files"]] == ["prep/report.json"]
+    # The tables API recorded the run's read of the source and its writes of the outputs.
+    version = report["source_version"]
+    lineage = requests.get(server.api("/api/trainyard/v1/lineage"),
+                           params={"object": f"run:{run_id}", "direction": "both", "depth": 1},
+                           headers=h, timeout=30)
+    assert lineage.status_code == 200, lineage.text
+    text = json.dumps(lineage.json())
+    assert f"table:{source}@{version}" in text, text
+    assert f"table:{schema}.train@" in text, text
+
+
+def test_a_pinned_source_version_is_read_whatever_was_committed_since(server, tmp_path):
+    schema = make_schema(server)
+    source, rows = import_source(server, tmp_path, schema, 50)
+    pinned = describe(server, source)["version"]
+    more = tmp_path / "more.jsonl"
+    more.write_text("".join(json.dumps(dict(r, id=r["id"] + 1000)) + "\n" for r in rows))
+    cli(server, "tables", "import", source, str(more), "--mode", "append")
+    assert describe(server, source)["version"] > pinned
+    spec = write_spec(tmp_path / "pipeline.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val"}, version=pinned)
+    r = prep(server, spec, "--report", str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["rows_in"] == 50 and report["source"] == f"{source}@{pinned}"
+    # A version that does not exist is an error naming the table and what to run.
+    spec = write_spec(tmp_path / "bad.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val"}, version=pinned + 9)
+    r = prep(server, spec)
+    assert r.returncode == 1 and "HTTP 404" in r.stderr, r.stderr
+    assert f"trainyard tables history {source}" in r.stderr, r.stderr
