@@ -9,6 +9,7 @@ cluster); the agreement is printed and, on this set, must be 100%."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -169,11 +170,29 @@ def test_algorithms_match_the_documented_values():
     assert s1 is not None and (s1 == s2).all() and h.signature(" ,. ") is None
 
 
-@pytest.mark.parametrize("threshold,keep", [(0.0, "first"), (0.5, "longest")])
-def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
+def run_spark_cli(spec: Path) -> dict:
+    """`trainyard prep --engine spark`: the CLI checks the spec and runs prep_spark.py."""
+    report = spec.parent / "report.json"
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--engine", "spark",
+                        "--master", "local[2]", "--report", str(report)],
+                       capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TRAINYARD_PYTHON": sys.executable})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "7_dedup_near" in r.stdout and "on Spark (local[2])" in r.stdout, r.stdout
+    return json.loads(report.read_text())
+
+
+# The first case runs in this process's SparkSession, the second through the CLI (its own JVM).
+@pytest.mark.parametrize("threshold,keep,via", [(0.0, "first", "library"),
+                                                (0.5, "longest", "cli")])
+def test_spark_engine_equals_native(request, tmp_path, threshold, keep, via):
     native_spec, spark_spec = write_case(tmp_path, threshold, keep)
     native = run_native(native_spec)
-    spark_report = prep_spark.run_pipeline(spark, str(spark_spec))
+    if via == "cli":
+        spark_report = run_spark_cli(spark_spec)
+    else:
+        spark = request.getfixturevalue("spark")
+        spark_report = prep_spark.run_pipeline(spark, str(spark_spec))
     ids = compare(tmp_path, native, spark_report)
 
     # The planted rows went where they should (not only equal: right).
@@ -224,3 +243,33 @@ def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
           f"{len(native_near | spark_near)} near-duplicate documents")
     assert agreement == 1.0
     assert ids["dropped"]
+
+
+def test_spark_engine_refuses_what_it_cannot_run_before_starting_spark(tmp_path):
+    """Unsupported steps and bad flags fail fast in the CLI, naming the field, with no JVM."""
+    (tmp_path / "t.jsonl").write_text('{"text": "hello there"}\n')
+    cases = {
+        "steps:\n  - tokenize: {tokenizer: tok.json}\noutputs:\n  rows: {path: out}\n":
+            "steps[0].tokenize: the Spark engine does not tokenize yet",
+        "steps:\n  - filter: {min_tokens: 3, tokenizer: tok.json}\noutputs:\n"
+        "  rows: {path: out}\n": "steps[0].filter: token-count filters",
+        "steps:\n  - dedup_exact: {}\noutputs:\n  rows: main.s.out\n":
+            "outputs.rows: the Spark engine writes local Delta directories",
+    }
+    for body, expected in cases.items():
+        spec = tmp_path / "p.yaml"
+        spec.write_text("name: p\nsource: {files: [t.jsonl]}\n" + body)
+        r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--engine", "spark"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and expected in r.stderr, r.stderr
+        assert "native engine" in r.stderr
+        assert not (tmp_path / "out").exists()
+    # A bad spec gets the native parser's file:line error, also before Spark starts.
+    spec.write_text("name: p\nsource: {files: [t.jsonl]}\nsteps:\n  - dedup_near: {bands: 0}\n"
+                    "outputs:\n  rows: {path: out}\n")
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--engine", "spark"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "p.yaml:4" in r.stderr and "bands" in r.stderr, r.stderr
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--master", "local[2]"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--master is for --engine spark" in r.stderr, r.stderr

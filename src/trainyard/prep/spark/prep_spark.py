@@ -79,6 +79,25 @@ def load_spec(path: str) -> dict:
     return spec
 
 
+def check_supported(spec: dict) -> None:
+    """What this engine does not run yet, found before a JVM starts (the CLI checks the same)."""
+    native = "; run it with the native engine (trainyard prep without --engine spark)"
+    if "table" in spec["source"]:
+        raise SpecError("source.table: the Spark engine reads local files (source.files) only "
+                        "for now; export the table with 'trainyard tables export', or" + native[1:])
+    for step in spec["steps"]:
+        where = f"steps[{step['index']}].{step['kind']}"
+        if step["kind"] == "tokenize":
+            raise SpecError(f"{where}: the Spark engine does not tokenize yet" + native)
+        if step["kind"] == "filter" and ("min_tokens" in step or "max_tokens" in step):
+            raise SpecError(f"{where}: token-count filters need the tokenizer, which the Spark "
+                            "engine does not load yet" + native)
+    for name, target in spec["outputs"].items():
+        if "table" in target:
+            raise SpecError(f"outputs.{name}: the Spark engine writes local Delta directories "
+                            "({path: DIR}) only for now" + native)
+
+
 def _join(base: str, path: str) -> str:
     return path if os.path.isabs(path) else os.path.join(base, path)
 
@@ -122,6 +141,7 @@ class SparkPipeline:
     def __init__(self, spark, spec: dict):
         from pyspark.sql import functions as F  # noqa: F401
 
+        check_supported(spec)
         self.spark = spark
         self.spec = spec
         self.steps = spec["steps"]
@@ -462,10 +482,6 @@ class SparkPipeline:
         df = self.read_source()
         for step in self.steps:
             kind = step["kind"]
-            if kind == "tokenize":
-                raise SpecError(f"steps[{step['index']}].tokenize: the Spark engine does not "
-                                "tokenize yet; run the native engine (trainyard prep without "
-                                "--engine spark), or tokenize the prepared tables")
             handler = {"filter": self.filter_step, "dedup_exact": self.dedup_exact_step,
                        "dedup_near": self.dedup_near_step, "redact_pii": self.redact_step,
                        "template": self.template_step, "split": self.split_step}[kind]
@@ -585,6 +601,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         spec = load_spec(args.spec)
+        check_supported(spec)
     except (OSError, yaml.YAMLError, KeyError, SpecError) as e:
         print(f"trainyard prep: {args.spec}: {e}", file=sys.stderr)
         return 2
@@ -595,12 +612,11 @@ def main(argv=None) -> int:
         print(f"trainyard prep: {args.spec}: {e}", file=sys.stderr)
         return 2
     finally:
-        pass
+        spark.stop()
     print_report(report)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
-    spark.stop()
     return 0
 
 
