@@ -124,6 +124,14 @@ def start_session(master: str = "local[*]"):
                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
                .config("spark.sql.catalog.spark_catalog",
                        "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+    if master.startswith("local"):
+        # One machine: few shuffle partitions (Spark's 200 are for clusters) and no web UI.
+        cores = os.cpu_count() or 2
+        builder = (builder.config("spark.sql.shuffle.partitions", str(2 * cores))
+                   .config("spark.default.parallelism", str(2 * cores))
+                   .config("spark.ui.enabled", "false")
+                   # Delta replays its log in 50 partitions by default: seconds per commit here.
+                   .config("spark.databricks.delta.snapshotPartitions", str(2 * cores)))
     jars = [os.path.join(ivy, "jars", f"io.delta_{c.split(':')[1]}-{DELTA_VERSION}.jar")
             for c in DELTA_PACKAGES]
     if all(os.path.isfile(j) for j in jars):
