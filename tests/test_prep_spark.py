@@ -8,6 +8,7 @@ reason) and the per-step report. Near dedup is compared pair by pair (documents 
 cluster); the agreement is printed and, on this set, must be 100%."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import random
@@ -229,9 +230,9 @@ def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
 
 def test_cli_runs_the_spark_engine(tmp_path):
     """`trainyard prep --engine spark --master local[2]`: the CLI checks the spec and runs
-    prep_spark.py in its own JVM (a small pipeline: the JVM's start is most of its time); the
-    outputs equal the native engine's."""
-    spec_text = ("name: cli\nsource: {files: [t.jsonl], id_column: ticket_id}\nsteps:\n"
+    prep_spark.py in its own JVM (a small pipeline: the JVM's start is most of its time), on a
+    CSV source this time; the outputs (values and types) equal the native engine's."""
+    spec_text = ("name: cli\nsource: {files: [t.csv], id_column: ticket_id}\nsteps:\n"
                  "  - filter: {min_chars: 20}\n  - dedup_exact: {}\n"
                  "  - split: {ratios: {train: 0.5, test: 0.5}, seed: 7, group_by: customer_id}\n"
                  "outputs:\n  train: {path: out/train}\n  test: {path: out/test}\n"
@@ -240,9 +241,10 @@ def test_cli_runs_the_spark_engine(tmp_path):
     for engine in ("native", "spark"):
         d = tmp_path / engine
         d.mkdir()
-        with open(d / "t.jsonl", "w", encoding="utf-8") as f:
-            for row in tickets():
-                f.write(json.dumps(row) + "\n")
+        with open(d / "t.csv", "w", encoding="utf-8", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["ticket_id", "customer_id", "text", "answer"])
+            w.writeheader()
+            w.writerows(tickets())  # quoted fields with commas, quotes and newlines
         (d / "prep.yaml").write_text(spec_text)
         cmd = [str(TRAINYARD_BIN), "prep", str(d / "prep.yaml"), "--report", str(d / "r.json")]
         if engine == "spark":
@@ -259,6 +261,8 @@ def test_cli_runs_the_spark_engine(tmp_path):
     assert [s["dropped"] for s in reports["native"]["steps"]] == \
         [s["dropped"] for s in reports["spark"]["steps"]]
     assert reports["spark"]["rows_dropped"] == 2  # "hi" and the exact duplicate
+    assert DeltaTable(str(tmp_path / "spark" / "out" / "train")).schema().fields[1].type == \
+        DeltaTable(str(tmp_path / "native" / "out" / "train")).schema().fields[1].type
 
 
 def test_spark_engine_refuses_what_it_cannot_run_before_starting_spark(tmp_path):

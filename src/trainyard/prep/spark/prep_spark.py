@@ -183,6 +183,11 @@ class SparkPipeline:
             elif ext == "csv":
                 df = self.spark.read.option("header", True).option("inferSchema", True) \
                     .option("multiLine", True).option("escape", '"').csv(path)
+                # Arrow's CSV reader (the native engine's) infers 64-bit ints and doubles.
+                df = df.select(*[F.col(f.name).cast("long") if f.dataType.typeName() in (
+                    "integer", "short", "byte") else F.col(f.name).cast("double")
+                    if f.dataType.typeName() == "float" else F.col(f.name)
+                    for f in df.schema.fields])
             elif ext == "parquet":
                 df = self.spark.read.parquet(path)
             else:
