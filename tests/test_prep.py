@@ -168,6 +168,13 @@ def test_prep_reads_a_table_and_writes_tables_with_an_accounted_report(server, t
     assert not any("@example.com" in x["text"] for x in train + val)
     assert {(x["step"], x["reason"]) for x in dropped} == {("0_filter", "min_chars"),
                                                           ("1_dedup_exact", "duplicate")}
+    # Each duplicate names the row kept in its place; other drops name none.
+    kept_doc_ids = {x["doc_id"] for x in train + val}
+    for x in dropped:
+        if x["reason"] == "duplicate":
+            assert x["duplicate_of"] in kept_doc_ids, x
+        else:
+            assert x["duplicate_of"] is None, x
 
 
 def test_a_user_without_modify_on_the_output_schema_gets_a_clear_error(server, tmp_path):
@@ -302,3 +309,63 @@ def test_a_pinned_source_version_is_read_whatever_was_committed_since(server, tm
     r = prep(server, spec)
     assert r.returncode == 1 and "HTTP 404" in r.stderr, r.stderr
     assert f"trainyard tables history {source}" in r.stderr, r.stderr
+
+
+def test_prep_runs_as_a_job_and_logs_to_the_jobs_run(server_factory, tmp_path):
+    """`command: trainyard prep ...` as a real job. A job's own token may read tables and log to
+    its run but not write tables, so the job passes its owner's token from a secret (--token);
+    the report still goes to the job's run. Without it the error says what happened."""
+    from test_jobs import Jobs, job
+    from test_train import succeeded
+
+    server = server_factory.new(["--local-cpus", "2"])
+    jobs = Jobs(server)
+    schema = make_schema(server)
+    source, _ = import_source(server, tmp_path, schema, 80)
+    spec = write_spec(tmp_path / "pipeline.yaml", source,
+                      {"train": f"{schema}.train", "val": f"{schema}.val",
+                       "dropped": f"{schema}.dropped"})
+    refused = jobs.submit(job("prep-job-token", f"exec {TRAINYARD_BIN} prep {spec}",
+                              max_restarts=0))
+    jobs.wait(refused["job_id"], lambda j: j["state"] == "FAILED", "FAILED", 120)
+    log = jobs.logs(refused["job_id"])
+    assert "HTTP 403" in log and "a job's token may only" in log, log
+
+    r = subprocess.run([str(TRAINYARD_BIN), "secrets", "create", "prep-token"],
+                       input=server.token + "\n", capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "TRAINYARD_URL": server.url,
+                            "TRAINYARD_TOKEN": server.token})
+    assert r.returncode == 0, r.stderr
+    submitted = jobs.submit(job("prep", f'exec {TRAINYARD_BIN} prep {spec} --threads 2 '
+                                        f'--token "$PREP_TOKEN"',
+                                secrets={"PREP_TOKEN": "prep-token"}))
+    done = succeeded(jobs, submitted["job_id"])
+    log = jobs.logs(submitted["job_id"])
+    assert "1_dedup_exact" in log and "80 rows from" in log, log
+    got = requests.get(server.api("/api/2.0/mlflow/runs/get"), params={"run_id": done["run_id"]},
+                       headers=auth(server.token), timeout=30).json()["run"]["data"]
+    metrics = {m["key"]: m["value"] for m in got["metrics"]}
+    tags = {t["key"]: t["value"] for t in got["tags"]}
+    assert metrics["prep.rows_in"] == 80 and "trainyard.prep.version" in tags
+    train, val = api_rows(server, f"{schema}.train"), api_rows(server, f"{schema}.val")
+    assert len(train) + len(val) == metrics["prep.rows_out"]
+
+
+def test_outputs_that_receive_no_rows_are_empty_tables(server, tmp_path):
+    schema = make_schema(server)
+    source, _ = import_source(server, tmp_path, schema, 20)
+    spec = tmp_path / "all.yaml"
+    spec.write_text(f"""name: drop-all
+source: {{table: {source}}}
+steps:
+  - filter: {{min_chars: 100000}}
+outputs:
+  rows: {schema}.kept
+  dropped: {schema}.dropped
+""")
+    r = prep(server, spec)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert api_rows(server, f"{schema}.kept") == []
+    assert delta_rows(server, f"{schema}.kept") == []
+    assert len(api_rows(server, f"{schema}.dropped")) == 20
+    assert [c["name"] for c in describe(server, f"{schema}.kept")["columns"]][:2] == ["doc_id", "id"]

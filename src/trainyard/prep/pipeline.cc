@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <limits>
 #include <set>
 #include <thread>
-#include <unordered_set>
+#include <unordered_map>
 #include <utility>
 
 #include "trainyard/model/chat_template.h"
@@ -134,6 +136,7 @@ struct NearState {
 
 struct Pass1Batch {
   std::vector<RowOutcome> outcomes;
+  std::vector<uint64_t> doc_ids;  // with dedup steps: each row's doc id, as a number
   std::vector<ExactState> exact;
   std::vector<NearState> near;
 };
@@ -634,8 +637,12 @@ class Engine {
     int64_t n = batch.rows->num_rows();
     Pass1Batch out = NewPass1Batch(n);
     WorkRow w;
+    if (track_ids_) out.doc_ids.resize(n);
     for (int64_t r = 0; r < n; ++r) {
-      if (id_column_ >= 0) TY_RETURN_IF_ERROR(RowDocId(in, r).status());
+      if (id_column_ >= 0 || track_ids_) {
+        TY_ASSIGN_OR_RETURN(std::string id, RowDocId(in, r));
+        if (track_ids_) out.doc_ids[r] = std::strtoull(id.c_str(), nullptr, 16);
+      }
       LoadRow(in, r, w);
       out.outcomes[r] = RunRow(in, r, w, steps_.size(), &out, nullptr);
     }
@@ -645,6 +652,7 @@ class Engine {
   void AppendPass1(Pass1Batch&& b) {
     const bool first = outcomes_.empty();
     outcomes_.insert(outcomes_.end(), b.outcomes.begin(), b.outcomes.end());
+    doc_ids_.insert(doc_ids_.end(), b.doc_ids.begin(), b.doc_ids.end());
     if (first) {
       exact_ = std::move(b.exact);
       near_ = std::move(b.near);
@@ -700,8 +708,8 @@ class Engine {
       int64_t base = next_base;
       next_base += batch->rows->num_rows();
       batches.push_back(batch);
-      inflight.push_back(std::async(std::launch::async,
-                                    [this, batch, base, &work]() { return work(*batch, base); }));
+      inflight.push_back(
+          std::async(std::launch::async, [batch, base, &work]() { return work(*batch, base); }));
       if (inflight.size() >= static_cast<size_t>(threads_)) {
         failed = drain_one();
         if (!failed.ok()) break;
@@ -717,6 +725,7 @@ class Engine {
 
   Status PassOne() {
     RegisterFilterReasons();
+    track_ids_ = !exact_steps_.empty() || !near_steps_.empty();
     TY_RETURN_IF_ERROR(ForEachBatch<Pass1Batch>(
         1, [this](const SourceBatch& b, int64_t) { return ProcessPass1(b); },
         [this](Pass1Batch&& b, int64_t) {
@@ -732,7 +741,7 @@ class Engine {
 
   // The bytes of the per-document state pass 1 keeps (capacity, as allocated).
   int64_t StateBytes() const {
-    size_t bytes = outcomes_.capacity() * sizeof(RowOutcome);
+    size_t bytes = outcomes_.capacity() * sizeof(RowOutcome) + doc_ids_.capacity() * 8;
     for (const auto& e : exact_) bytes += e.hashes.capacity() * 16 + e.has.capacity();
     for (const auto& nr : near_) {
       bytes += nr.keys.capacity() * 8 + nr.signatures.capacity() * 4 + nr.lengths.capacity() * 4 +
@@ -772,12 +781,14 @@ class Engine {
         struct Hash {
           size_t operator()(const std::array<uint64_t, 2>& h) const { return h[0] ^ (h[1] * 31); }
         };
-        std::unordered_set<std::array<uint64_t, 2>, Hash> seen;
-        seen.reserve(n);
+        std::unordered_map<std::array<uint64_t, 2>, uint32_t, Hash> first;
+        first.reserve(n);
         for (size_t doc = 0; doc < n; ++doc) {
           if (!AliveAt(doc, step) || !st.has[doc]) continue;
-          if (!seen.insert(st.hashes[doc]).second) {
+          auto [it, inserted] = first.emplace(st.hashes[doc], static_cast<uint32_t>(doc));
+          if (!inserted) {
             outcomes_[doc] = RowOutcome{static_cast<int16_t>(step), 0};
+            duplicate_of_[static_cast<uint32_t>(doc)] = it->second;
           }
         }
         continue;
@@ -808,7 +819,10 @@ class Engine {
       }
       for (size_t doc = 0; doc < n; ++doc) {
         if (!AliveAt(doc, step) || !st.has[doc]) continue;
-        if (keep[roots[doc]] != doc) outcomes_[doc] = RowOutcome{static_cast<int16_t>(step), 0};
+        if (keep[roots[doc]] != doc) {
+          outcomes_[doc] = RowOutcome{static_cast<int16_t>(step), 0};
+          duplicate_of_[static_cast<uint32_t>(doc)] = keep[roots[doc]];
+        }
       }
       // The signatures and keys are not needed any more.
       st = NearState{};
@@ -837,9 +851,9 @@ class Engine {
   }
 
   static std::shared_ptr<arrow::Schema> DroppedSchema() {
-    return arrow::schema({arrow::field("doc_id", arrow::utf8()),
-                          arrow::field("step", arrow::utf8()),
-                          arrow::field("reason", arrow::utf8())});
+    return arrow::schema(
+        {arrow::field("doc_id", arrow::utf8()), arrow::field("step", arrow::utf8()),
+         arrow::field("reason", arrow::utf8()), arrow::field("duplicate_of", arrow::utf8())});
   }
 
   Status OpenOutputs() {
@@ -969,7 +983,7 @@ class Engine {
     std::vector<std::vector<int64_t>> rows(outputs);
     std::vector<std::vector<std::string>> ids(outputs);
     std::vector<std::vector<WorkRow>> work(outputs);
-    arrow::StringBuilder d_id, d_step, d_reason;
+    arrow::StringBuilder d_id, d_step, d_reason, d_of;
     const std::string what = "writing the dropped rows of " + batch.doc_source;
     WorkRow w;
     for (int64_t r = 0; r < n; ++r) {
@@ -986,6 +1000,15 @@ class Engine {
         TY_RETURN_IF_ERROR(tables::FromArrow(d_id.Append(doc_id), what));
         TY_RETURN_IF_ERROR(tables::FromArrow(d_step.Append(rt.step->label), what));
         TY_RETURN_IF_ERROR(tables::FromArrow(d_reason.Append(rt.reasons[decided.reason]), what));
+        auto of = duplicate_of_.find(static_cast<uint32_t>(base + r));
+        if (of == duplicate_of_.end()) {
+          TY_RETURN_IF_ERROR(tables::FromArrow(d_of.AppendNull(), what));
+        } else {
+          char hex[17];
+          std::snprintf(hex, sizeof(hex), "%016llx",
+                        static_cast<unsigned long long>(doc_ids_[of->second]));
+          TY_RETURN_IF_ERROR(tables::FromArrow(d_of.Append(hex, 16), what));
+        }
         continue;
       }
       LoadRow(in, r, w);
@@ -1013,11 +1036,12 @@ class Engine {
       TY_ASSIGN_OR_RETURN(auto b, BuildOutput(in, rows[o], ids[o], work[o]));
       out.outputs.push_back(std::move(b));
     }
-    std::shared_ptr<arrow::Array> a, b, c;
+    std::shared_ptr<arrow::Array> a, b, c, d;
     TY_RETURN_IF_ERROR(tables::FromArrow(d_id.Finish(&a), what));
     TY_RETURN_IF_ERROR(tables::FromArrow(d_step.Finish(&b), what));
     TY_RETURN_IF_ERROR(tables::FromArrow(d_reason.Finish(&c), what));
-    out.dropped = arrow::RecordBatch::Make(DroppedSchema(), a->length(), {a, b, c});
+    TY_RETURN_IF_ERROR(tables::FromArrow(d_of.Finish(&d), what));
+    out.dropped = arrow::RecordBatch::Make(DroppedSchema(), a->length(), {a, b, c, d});
     return out;
   }
 
@@ -1124,6 +1148,9 @@ class Engine {
   int first_redact_ = -1;
   // Pass 1's decisions, one per source row in order.
   std::vector<RowOutcome> outcomes_;
+  bool track_ids_ = false;         // dedup steps name the row each duplicate duplicates
+  std::vector<uint64_t> doc_ids_;  // with track_ids_, per row
+  std::unordered_map<uint32_t, uint32_t> duplicate_of_;  // dropped duplicate -> row kept
   std::vector<ExactState> exact_;
   std::vector<NearState> near_;
   int64_t base_of_front_ = 0;

@@ -6,7 +6,8 @@
 // which step and why, the exact-dedup hash, the MinHash band keys, the length for
 // `keep: longest`); the global decisions (duplicates, near-duplicate clusters) are made between
 // the passes; pass 2 reads the source again, re-applies the deterministic transforms to the
-// rows that remain and writes them, and the dropped rows' (doc_id, step, reason), in batches.
+// rows that remain and writes them, and the dropped rows' (doc_id, step, reason, duplicate_of:
+// the kept row a duplicate stands for), in batches.
 // Batches go through `threads` workers; results are consumed in source order, so the outputs
 // are the same for any number of threads. The first write of each output overwrites it, so a
 // rerun after a kill leaves the same outputs and never duplicates rows.

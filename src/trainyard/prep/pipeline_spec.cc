@@ -181,8 +181,8 @@ Status ReadSource(const SpecReader& r, const YAML::Node& n, SourceSpec& out) {
   return Status::Ok();
 }
 
-Status ReadFilter(const SpecReader& r, const YAML::Node& n, const std::string& path, FilterStep& f,
-                  Step& step) {
+Status ReadFilter(const SpecReader& r, const YAML::Node& n, const std::string& path,
+                  FilterStep& f) {
   TY_RETURN_IF_ERROR(r.OnlyKeys(
       n, path,
       {"column", "min_chars", "max_chars", "min_tokens", "max_tokens", "tokenizer", "drop_regex",
@@ -247,7 +247,6 @@ Status ReadFilter(const SpecReader& r, const YAML::Node& n, const std::string& p
   } else if (auto ms = n["min_score"]; ms) {
     return r.Error(ms, path + ".min_score", "applies with language; add language: en");
   }
-  (void)step;
   return Status::Ok();
 }
 
@@ -468,7 +467,7 @@ Status ReadStep(const SpecReader& r, const YAML::Node& item, size_t index, Step&
   }
   switch (step.kind) {
     case StepKind::kFilter:
-      return ReadFilter(r, body, path, step.filter, step);
+      return ReadFilter(r, body, path, step.filter);
     case StepKind::kDedupExact:
       return r.OnlyKeys(body, path, {"column"});
     case StepKind::kDedupNear:

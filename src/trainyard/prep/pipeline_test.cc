@@ -165,6 +165,15 @@ TEST_F(PipelineTest, AccountingAddsUpAndExactDedupKeepsTheFirst) {
   for (const auto& r : dropped.rows) ++by_reason[r.at("step") + "/" + r.at("reason")];
   EXPECT_EQ(by_reason["2_dedup_exact/duplicate"], 2);
   EXPECT_EQ(by_reason["0_filter/min_chars"], 2);
+  // A duplicate names the row it duplicates (the one kept).
+  for (const auto& r : dropped.rows) {
+    if (r.at("doc_id") == DocId("tickets.jsonl", "3")) {
+      EXPECT_EQ(r.at("duplicate_of"), DocId("tickets.jsonl", "0"));
+    }
+    if (r.at("reason") == "min_chars") {
+      EXPECT_EQ(r.at("duplicate_of"), "null");
+    }
+  }
   // Report examples are doc ids of the dropped table, the first in source order.
   EXPECT_EQ(report.steps[2].dropped.at("duplicate").examples.front(), DocId("tickets.jsonl", "3"));
 }
