@@ -216,15 +216,20 @@ def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
             assert split_of.setdefault(r["customer_id"], name) == name
     assert len(set(split_of.values())) >= 2
 
-    # Near dedup, document by document: the documents each engine dropped as near duplicates
-    # (the kept ones are equal above, so with these clusters of two the pairs are the same).
-    def near(out: Path) -> set[str]:
-        return {r["doc_id"] for r in table(out / "dropped") if r["reason"] == "near_duplicate"}
+    # Near dedup, pair by pair: (dropped document, the document kept in its place).
+    def near(out: Path) -> set[tuple[str, str]]:
+        return {(r["doc_id"], r["duplicate_of"]) for r in table(out / "dropped")
+                if r["reason"] == "near_duplicate"}
     native_near, spark_near = near(tmp_path / "native" / "out"), near(tmp_path / "spark" / "out")
     agreement = len(native_near & spark_near) / max(1, len(native_near | spark_near))
-    print(f"near-dedup agreement (threshold {threshold}, keep {keep}): {agreement:.0%} of "
-          f"{len(native_near | spark_near)} near-duplicate documents")
-    assert agreement == 1.0
+    print(f"near-dedup pair agreement (threshold {threshold}, keep {keep}): {agreement:.0%} of "
+          f"{len(native_near | spark_near)} pairs")
+    assert agreement == 1.0 and len(spark_near) == 2
+    # Exact duplicates name the first row with their text.
+    dropped = table(tmp_path / "spark" / "out" / "dropped")
+    first_id = alg.doc_id("tickets.jsonl", "1000")
+    assert [r["duplicate_of"] for r in dropped if r["reason"] == "duplicate"] == [first_id]
+    assert all(r["duplicate_of"] is None for r in dropped if "duplicate" not in r["reason"])
     assert ids["dropped"]
 
 

@@ -226,7 +226,8 @@ class SparkPipeline:
                                              F.lit("\u0000"), key), 256), 1, 16)
         df = (df.withColumn("doc_id", doc_id)
               .withColumn("_drop", F.lit(None).cast("int"))
-              .withColumn("_reason", F.lit(None).cast("string")))
+              .withColumn("_reason", F.lit(None).cast("string"))
+              .withColumn("_dup_of", F.lit(None).cast("string")))
         self.description = ", ".join(source["files"])
         return df
 
@@ -237,9 +238,11 @@ class SparkPipeline:
         from pyspark.sql import functions as F
         return F.col("_drop").isNull()
 
-    def _drop_where(self, df, step, reason_expr):
+    def _drop_where(self, df, step, reason_expr, duplicate_of=None):
         from pyspark.sql import functions as F
         hit = self._alive() & reason_expr.isNotNull()
+        if duplicate_of is not None:  # the doc_id of the row kept in a duplicate's place
+            df = df.withColumn("_dup_of", F.when(hit, duplicate_of).otherwise(F.col("_dup_of")))
         return (df.withColumn("_reason", F.when(hit, reason_expr).otherwise(F.col("_reason")))
                 .withColumn("_drop", F.when(hit, F.lit(step["index"])).otherwise(F.col("_drop"))))
 
@@ -311,10 +314,12 @@ class SparkPipeline:
             return s.map(a.exact_hash_hex)
 
         df = df.withColumn("_h", F.when(self._alive(), exact(self._text(df, step["column"]))))
-        rank = F.row_number().over(Window.partitionBy("_h").orderBy("_gidx"))
-        df = df.withColumn("_rank", F.when(F.col("_h").isNotNull(), rank))
-        df = self._drop_where(df, step, F.when(F.col("_rank") > 1, F.lit("duplicate")))
-        return df.drop("_h", "_rank").localCheckpoint()
+        group = Window.partitionBy("_h").orderBy("_gidx")
+        df = (df.withColumn("_rank", F.when(F.col("_h").isNotNull(), F.row_number().over(group)))
+              .withColumn("_first", F.first("doc_id").over(group)))
+        df = self._drop_where(df, step, F.when(F.col("_rank") > 1, F.lit("duplicate")),
+                              F.col("_first"))
+        return df.drop("_h", "_rank", "_first").localCheckpoint()
 
     def dedup_near_step(self, df, step):
         from pyspark.sql import Window
@@ -384,11 +389,14 @@ class SparkPipeline:
             kept = members.withColumn("_r", F.row_number().over(order)).where("_r = 1")
         else:
             kept = members.where(F.col("label") == F.col("_gidx"))
-        dropped = members.join(kept.select("_gidx"), "_gidx", "left_anti") \
-            .select("_gidx", F.lit(1).alias("_near"))
+        kept_ids = df.select(F.col("_gidx").alias("_kept"), F.col("doc_id").alias("_kept_id"))
+        kept = kept.select("label", F.col("_gidx").alias("_kept")).join(kept_ids, "_kept")
+        dropped = (members.join(kept, "label").where(F.col("_gidx") != F.col("_kept"))
+                   .select("_gidx", F.lit(1).alias("_near"), "_kept_id"))
         df = df.join(dropped, "_gidx", "left")
-        df = self._drop_where(df, step, F.when(F.col("_near") == 1, F.lit("near_duplicate")))
-        return df.drop("_near", "_mh").localCheckpoint()
+        df = self._drop_where(df, step, F.when(F.col("_near") == 1, F.lit("near_duplicate")),
+                              F.col("_kept_id"))
+        return df.drop("_near", "_kept_id", "_mh").localCheckpoint()
 
     def redact_step(self, df, step):
         from pyspark.sql import functions as F
@@ -545,7 +553,8 @@ class SparkPipeline:
             labels = F.element_at(F.array(*[F.lit(s["label"]) for s in self.steps]),
                                   F.col("_drop") + 1)
             dropped = (df.where(F.col("_drop").isNotNull()).orderBy("_gidx")
-                       .select("doc_id", labels.alias("step"), F.col("_reason").alias("reason")))
+                       .select("doc_id", labels.alias("step"), F.col("_reason").alias("reason"),
+                               F.col("_dup_of").alias("duplicate_of")))
             outputs.append(self.write("dropped", dropped, props,
                                       sum(int(r["rows"]) for r in dropped_rows)))
         for entry, step in zip(steps_report, self.steps):
