@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "trainyard/cli/client.h"
+#include "trainyard/cli/prep_spark_command.h"
 #include "trainyard/cli/table.h"
 #include "trainyard/common/json.h"
 #include "trainyard/jobs/job_spec.h"
@@ -25,6 +26,8 @@ struct PrepOptions {
   std::string report;
   std::string memory_limit;
   int64_t flush_rows = 100000;
+  std::string engine = "native";  // or "spark" (cli/prep_spark_command.h)
+  std::string master;             // --engine spark only
 };
 
 std::string Count(int64_t n) {
@@ -90,6 +93,13 @@ void LogToRun(const prep::PipelineReport& report, const std::string& json_text,
 }
 
 int RunPrep(Client& client, const PrepOptions& o) {
+  if (o.engine == "spark")
+    return RunPrepOnSpark({o.spec, o.master.empty() ? "local[*]" : o.master, o.report});
+  if (!o.master.empty()) {
+    return Fail(
+        Status::InvalidArgument("--master is for --engine spark (the native engine runs "
+                                "here, with --threads)"));
+  }
   auto spec = prep::LoadPipelineSpec(o.spec);
   if (!spec.ok()) return Fail(spec.status());
   prep::PipelineOptions options;
@@ -182,6 +192,12 @@ std::function<std::optional<int>(Client&)> AddPrepCommands(
   cmd->add_option("--flush-rows", o->flush_rows, "rows per commit of an output")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
       ->capture_default_str();
+  cmd->add_option("--engine", o->engine,
+                  "native (this process) or spark (the same spec on Spark, docs/prep.md)")
+      ->check(CLI::IsMember({"native", "spark"}))
+      ->capture_default_str();
+  cmd->add_option("--master", o->master,
+                  "with --engine spark: the Spark master, local[*] (default) or spark://HOST:PORT");
   add_client_options(cmd);
   return [=](Client& client) -> std::optional<int> {
     if (!cmd->parsed()) return std::nullopt;

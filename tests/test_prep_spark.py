@@ -1,0 +1,300 @@
+"""`trainyard prep --engine spark` (issue 18, deliverable 3): the same pipeline spec run by the
+Spark engine (src/trainyard/prep/spark/prep_spark.py, on the session's local[2] SparkSession)
+and by the native engine (`build/trainyard prep`) on a small hand-made set of tickets with
+junk rows, exact and near duplicates, PII with false-positive traps and customers that repeat
+(a grouped split). For every deterministic step the outputs are identical: doc ids, kept rows
+and their redacted/templated text, the split of each row, the dropped table (doc_id, step,
+reason) and the per-step report. Near dedup is compared pair by pair (documents in one
+cluster); the agreement is printed and, on this set, must be 100%."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from conftest import REPO, TRAINYARD_BIN
+
+sys.path.insert(0, str(REPO / "src" / "trainyard" / "prep" / "spark"))
+import prep_algorithms as alg  # noqa: E402
+import prep_spark  # noqa: E402
+
+VOCAB = ("order parcel refund invoice login password account delivery courier screen battery "
+         "charger warranty subscription plan upgrade discount coupon address billing card "
+         "driver printer router cable update install error crash sync backup folder photo "
+         "message support agent manager branch store return label tracking number week "
+         "monday friday morning evening kitchen garden office laptop phone tablet").split()
+
+
+def sentence(rng: random.Random, n: int) -> str:
+    # English enough for the language filter: function words between the nouns.
+    glue = ["the", "and", "with", "for", "my", "is", "not", "was", "to", "of"]
+    return " ".join(rng.choice(VOCAB) if i % 2 else rng.choice(glue) for i in range(n))
+
+
+def tickets() -> list[dict]:
+    rng = random.Random(18)
+    long_a = sentence(rng, 60)
+    rows = [
+        {"text": "Hello, " + long_a + ".", "answer": "We are on it."},
+        {"text": "HELLO " + long_a.upper() + " !!", "answer": "Duplicate."},        # exact dup
+        {"text": "hi", "answer": "?"},                                               # min_chars
+        {"text": "Lorem ipsum dolor sit amet " + sentence(rng, 10), "answer": "x"},  # drop_regex
+        {"text": sentence(rng, 20), "answer": "x", "customer_id": None},             # required
+        {"text": "\n".join(["buy now and save"] * 6), "answer": "x"},                # repetition
+        {"text": "Der Kunde kann sich seit gestern nicht mehr anmelden und bittet um "
+                 "einen Rueckruf heute", "answer": "x"},                             # language
+        {"text": "Near: " + long_a + " thanks", "answer": "Near duplicate kept."},   # near of 0
+        {"text": "Mail me at jane.doe@example.com or call +44 20 7946 0958, card 4111 1111 "
+                 "1111 1111 and IBAN DE89 3704 0044 0532 0130 00 for " + sentence(rng, 8),
+         "answer": "Redacted."},
+        {"text": "Server 192.168.1.20 runs version 1.2.3.4 since 2024-01-15 at 10:30 for "
+                 "order ORD-123456 and " + sentence(rng, 8), "answer": "Traps."},
+        {"text": "Call (415) 555-2671 about invoice 1234567812345678 of $1,299.00 for "
+                 + sentence(rng, 8), "answer": "Phone."},
+        {"text": "Please " + sentence(rng, 14), "answer": None},                     # template
+    ]
+    for i in range(24):
+        rows.append({"text": f"Ticket {i}: " + sentence(rng, 16 + i % 7), "answer": f"Reply {i}."})
+    # A second near-duplicate pair among the generic rows (differs in the last word only).
+    rows.append({"text": rows[20]["text"] + " today", "answer": "near 20"})
+    for i, row in enumerate(rows):
+        row["ticket_id"] = 1000 + i
+        row.setdefault("customer_id", f"c{i % 5}")
+    return [{"ticket_id": r["ticket_id"], "customer_id": r["customer_id"], "text": r["text"],
+             "answer": r["answer"]} for r in rows]
+
+
+SPEC = """\
+name: spark-parity
+source:
+  files: [tickets.jsonl]
+  id_column: ticket_id
+text_column: text
+steps:
+  - filter: {{min_chars: 20, max_chars: 5000}}
+  - filter: {{drop_regex: "(?i)lorem ipsum"}}
+  - filter: {{required: [customer_id, text]}}
+  - filter: {{max_repetition: 0.3}}
+  - filter: {{language: en, min_score: 0.1}}
+  - dedup_exact: {{}}
+  - redact_pii: {{kinds: [email, phone, card, iban, ip], patterns: {{order_id: "ORD-[0-9]{{6}}"}}}}
+  - dedup_near: {{shingle_words: 5, bands: 14, rows: 8, threshold: {threshold}, keep: {keep}}}
+  - template: {{format: chatml, prompt_column: text, response_column: answer, system: "Be kind.",
+               output_column: chat}}
+  - split: {{ratios: {{train: 0.6, val: 0.2, test: 0.2}}, seed: 42, group_by: customer_id}}
+outputs:
+  train: {{path: {out}/train}}
+  val: {{path: {out}/val}}
+  test: {{path: {out}/test}}
+  dropped: {{path: {out}/dropped}}
+"""
+
+
+def write_case(tmp: Path, threshold: float, keep: str) -> tuple[Path, Path]:
+    """The same spec and file in two directories (one per engine): the same doc ids (the file
+    is named as the spec writes it) and the same pipeline version (the spec's SHA-256)."""
+    specs = []
+    for engine in ("native", "spark"):
+        d = tmp / engine
+        d.mkdir(parents=True)
+        with open(d / "tickets.jsonl", "w", encoding="utf-8") as f:
+            for row in tickets():
+                f.write(json.dumps(row) + "\n")
+        (d / "prep.yaml").write_text(SPEC.format(threshold=threshold, keep=keep, out="out"))
+        specs.append(d / "prep.yaml")
+    return specs[0], specs[1]
+
+
+def run_native(spec: Path) -> dict:
+    report = spec.parent / "report.json"
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--threads", "2",
+                        "--report", str(report)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(report.read_text())
+
+
+def table(path: Path) -> list[dict]:
+    rows = DeltaTable(str(path)).to_pyarrow_table().to_pylist()
+    return sorted(rows, key=lambda r: r["doc_id"])
+
+
+def compare(tmp: Path, native: dict, spark: dict) -> dict:
+    """Asserts the two engines' outputs and reports are identical; the doc ids per output."""
+    ids = {}
+    for name in ("train", "val", "test", "dropped"):
+        a = table(tmp / "native" / "out" / name)
+        b = table(tmp / "spark" / "out" / name)
+        assert [r["doc_id"] for r in a] == [r["doc_id"] for r in b], name
+        assert a == b, name
+        ids[name] = [r["doc_id"] for r in a]
+    for name in ("train", "dropped"):
+        na = DeltaTable(str(tmp / "native" / "out" / name))
+        sa = DeltaTable(str(tmp / "spark" / "out" / name))
+        assert [(f.name, str(f.type)) for f in na.schema().fields] == \
+            [(f.name, str(f.type)) for f in sa.schema().fields], name
+        # The pipeline's name and version (the spec's SHA-256) as table properties.
+        assert na.metadata().configuration == sa.metadata().configuration, name
+    assert native["version"] == spark["version"]
+    for s_native, s_spark in zip(native["steps"], spark["steps"], strict=True):
+        for key in ("step", "kind", "rows_in", "rows_out", "rows_dropped", "dropped",
+                    "rows_changed", "changed", "splits"):
+            assert s_native.get(key) == s_spark.get(key), (s_native["step"], key)
+    for key in ("rows_in", "rows_out", "rows_dropped", "source"):
+        assert native[key] == spark[key], key
+    assert [(o["name"], o["rows"]) for o in native["outputs"]] == \
+        [(o["name"], o["rows"]) for o in spark["outputs"]]
+    return ids
+
+
+def test_algorithms_match_the_documented_values():
+    # The spec's own worked values (docs/prep.md), independent of either engine.
+    assert alg.normalize_for_dedup("  Hello, WORLD!! Straße—ΣΑΣ ") == "hello world strasse σασ"
+    assert alg.repetition_ratio("a\nb\na") == pytest.approx(1 / 3)
+    assert alg.repetition_ratio("x y z x y z") == 0.5  # words 3-5 repeat an earlier 3-gram
+    assert alg.english_score("The cat and the dog") == pytest.approx(3 / 5)
+    assert alg.doc_id("t.jsonl", "0") == alg.doc_id("t.jsonl", "0") != alg.doc_id("t.jsonl", "1")
+    assert alg.luhn_valid(b"4111111111111111") and not alg.luhn_valid(b"4111111111111112")
+    r = alg.PiiRedactor(["email", "phone", "card", "iban", "ip"], [("order_id", "ORD-[0-9]{6}")])
+    text, counts = r.redact("v1.2.3.4 on 2024-01-15, mail a.b@x.org, ip 10.0.0.1, ORD-123456")
+    assert text == "v1.2.3.4 on 2024-01-15, mail [EMAIL], ip [IP], [ORDER_ID]"
+    assert counts == {"email": 1, "ip": 1, "order_id": 1}
+    h = alg.MinHasher(5, 14, 8, 1)
+    s1 = h.signature("one two three four five six seven eight nine ten eleven twelve")
+    s2 = h.signature("one two three four five six seven eight nine ten eleven twelve!")
+    assert s1 is not None and (s1 == s2).all() and h.signature(" ,. ") is None
+
+
+@pytest.mark.parametrize("threshold,keep", [(0.0, "first"), (0.5, "longest")])
+def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
+    native_spec, spark_spec = write_case(tmp_path, threshold, keep)
+    native = run_native(native_spec)
+    spark_report = prep_spark.run_pipeline(spark, str(spark_spec))
+    ids = compare(tmp_path, native, spark_report)
+
+    # The planted rows went where they should (not only equal: right).
+    by_reason = {}
+    for s in spark_report["steps"]:
+        for reason, r in s["dropped"].items():
+            by_reason[(s["step"], reason)] = r["rows"]
+    assert by_reason[("0_filter", "min_chars")] == 1
+    assert by_reason[("1_filter", "drop_regex")] == 1
+    assert by_reason[("2_filter", "required:customer_id")] == 1
+    assert by_reason[("3_filter", "max_repetition")] == 1
+    assert by_reason[("4_filter", "language")] == 1
+    assert by_reason[("5_dedup_exact", "duplicate")] == 1
+    assert by_reason[("7_dedup_near", "near_duplicate")] == 2
+    assert by_reason[("8_template", "missing_response")] == 1
+    redact = spark_report["steps"][6]
+    assert redact["changed"] == {"card": 1, "email": 1, "iban": 1, "ip": 1, "order_id": 1,
+                                 "phone": 2}
+    kept = [r for name in ("train", "val", "test") for r in table(tmp_path / "spark" / "out" / name)]
+    pii_row = next(r for r in kept if r["ticket_id"] == 1008)
+    assert pii_row["text"].startswith("Mail me at [EMAIL] or call [PHONE], card [CARD] and IBAN "
+                                      "[IBAN] for ")
+    trap_row = next(r for r in kept if r["ticket_id"] == 1009)
+    assert trap_row["text"].startswith("Server [IP] runs version 1.2.3.4 since 2024-01-15 at "
+                                       "10:30 for order [ORDER_ID] and ")
+    assert pii_row["chat"].startswith("<|im_start|>system\nBe kind.<|im_end|>\n<|im_start|>user\n"
+                                      "Mail me at [EMAIL]")
+    # keep: first keeps the earlier row of each near pair, longest the longer one.
+    kept_tickets = {r["ticket_id"] for r in kept}
+    if keep == "first":
+        assert {1000, 1020} <= kept_tickets and not {1007, 1036} & kept_tickets
+    else:
+        assert {1007, 1036} <= kept_tickets and not {1000, 1020} & kept_tickets
+    # A customer's rows never straddle splits.
+    split_of = {}
+    for name in ("train", "val", "test"):
+        for r in table(tmp_path / "spark" / "out" / name):
+            assert split_of.setdefault(r["customer_id"], name) == name
+    assert len(set(split_of.values())) >= 2
+
+    # Near dedup, pair by pair: (dropped document, the document kept in its place).
+    def near(out: Path) -> set[tuple[str, str]]:
+        return {(r["doc_id"], r["duplicate_of"]) for r in table(out / "dropped")
+                if r["reason"] == "near_duplicate"}
+    native_near, spark_near = near(tmp_path / "native" / "out"), near(tmp_path / "spark" / "out")
+    agreement = len(native_near & spark_near) / max(1, len(native_near | spark_near))
+    print(f"near-dedup pair agreement (threshold {threshold}, keep {keep}): {agreement:.0%} of "
+          f"{len(native_near | spark_near)} pairs")
+    assert agreement == 1.0 and len(spark_near) == 2
+    # Exact duplicates name the first row with their text.
+    dropped = table(tmp_path / "spark" / "out" / "dropped")
+    first_id = alg.doc_id("tickets.jsonl", "1000")
+    assert [r["duplicate_of"] for r in dropped if r["reason"] == "duplicate"] == [first_id]
+    assert all(r["duplicate_of"] is None for r in dropped if "duplicate" not in r["reason"])
+    assert ids["dropped"]
+
+
+def test_cli_runs_the_spark_engine(tmp_path):
+    """`trainyard prep --engine spark --master local[2]`: the CLI checks the spec and runs
+    prep_spark.py in its own JVM (a small pipeline: the JVM's start is most of its time), on a
+    CSV source this time; the outputs (values and types) equal the native engine's."""
+    spec_text = ("name: cli\nsource: {files: [t.csv], id_column: ticket_id}\nsteps:\n"
+                 "  - filter: {min_chars: 20}\n  - dedup_exact: {}\n"
+                 "  - split: {ratios: {train: 0.5, test: 0.5}, seed: 7, group_by: customer_id}\n"
+                 "outputs:\n  train: {path: out/train}\n  test: {path: out/test}\n"
+                 "  dropped: {path: out/dropped}\n")
+    reports = {}
+    for engine in ("native", "spark"):
+        d = tmp_path / engine
+        d.mkdir()
+        with open(d / "t.csv", "w", encoding="utf-8", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["ticket_id", "customer_id", "text", "answer"])
+            w.writeheader()
+            w.writerows(tickets())  # quoted fields with commas, quotes and newlines
+        (d / "prep.yaml").write_text(spec_text)
+        cmd = [str(TRAINYARD_BIN), "prep", str(d / "prep.yaml"), "--report", str(d / "r.json")]
+        if engine == "spark":
+            cmd += ["--engine", "spark", "--master", "local[2]"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "TRAINYARD_PYTHON": sys.executable})
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "1_dedup_exact" in r.stdout, r.stdout
+        reports[engine] = json.loads((d / "r.json").read_text())
+    assert "on Spark (local[2])" in r.stdout, r.stdout
+    for name in ("train", "test", "dropped"):
+        assert table(tmp_path / "native" / "out" / name) == \
+            table(tmp_path / "spark" / "out" / name), name
+    assert [s["dropped"] for s in reports["native"]["steps"]] == \
+        [s["dropped"] for s in reports["spark"]["steps"]]
+    assert reports["spark"]["rows_dropped"] == 2  # "hi" and the exact duplicate
+    assert DeltaTable(str(tmp_path / "spark" / "out" / "train")).schema().fields[1].type == \
+        DeltaTable(str(tmp_path / "native" / "out" / "train")).schema().fields[1].type
+
+
+def test_spark_engine_refuses_what_it_cannot_run_before_starting_spark(tmp_path):
+    """Unsupported steps and bad flags fail fast in the CLI, naming the field, with no JVM."""
+    (tmp_path / "t.jsonl").write_text('{"text": "hello there"}\n')
+    cases = {
+        "steps:\n  - tokenize: {tokenizer: tok.json}\noutputs:\n  rows: {path: out}\n":
+            "steps[0].tokenize: the Spark engine does not tokenize yet",
+        "steps:\n  - filter: {min_tokens: 3, tokenizer: tok.json}\noutputs:\n"
+        "  rows: {path: out}\n": "steps[0].filter: token-count filters",
+        "steps:\n  - dedup_exact: {}\noutputs:\n  rows: main.s.out\n":
+            "outputs.rows: the Spark engine writes local Delta directories",
+    }
+    for body, expected in cases.items():
+        spec = tmp_path / "p.yaml"
+        spec.write_text("name: p\nsource: {files: [t.jsonl]}\n" + body)
+        r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--engine", "spark"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and expected in r.stderr, r.stderr
+        assert "native engine" in r.stderr
+        assert not (tmp_path / "out").exists()
+    # A bad spec gets the native parser's file:line error, also before Spark starts.
+    spec.write_text("name: p\nsource: {files: [t.jsonl]}\nsteps:\n  - dedup_near: {bands: 0}\n"
+                    "outputs:\n  rows: {path: out}\n")
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--engine", "spark"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "p.yaml:4" in r.stderr and "bands" in r.stderr, r.stderr
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--master", "local[2]"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "--master is for --engine spark" in r.stderr, r.stderr
