@@ -1,5 +1,5 @@
 """The README's main command walks the journey end to end: synthetic support tickets imported
-into catalog tables, a LoRA
+into a catalog table, cleaned by a prep job into the training table, a LoRA
 fine-tuning job of a small Llama-style model on the native trainer that crashes once and
 resumes exactly from its checkpoint, logging to its MLflow run; then eval accuracy before and
 after, the model registered as @champion, the merged model classifying held-out tickets in
@@ -34,6 +34,17 @@ def test_quickstart_runs_the_journey(tmp_path):
     assert "validation data: table main.support.val at version 1" in out, out[-4000:]
     assert "read <- table:main.support.train@1" in out, out[-4000:]
     assert "read <- table:main.support.val@1" in out, out[-4000:]
+    # The prep job cleaned the raw import into main.support.train: its report accounts for
+    # every row, and lineage reaches the raw table through the prep run.
+    report = re.search(r"2,000 rows from main\.support\.tickets@1, ([\d,]+) kept, ([\d,]+) dropped",
+                       out)
+    assert report, out[-6000:]
+    kept, dropped = (int(g.replace(",", "")) for g in report.groups())
+    assert kept + dropped == 2000 and dropped > 100, report.group(0)
+    for step in ("dedup_exact", "dedup_near", "redact_pii"):
+        assert step in out, step
+    assert re.search(r"wrote <- run:\w+\s+\(prep-support-tickets\)", out), out[-3000:]
+    assert "read <- table:main.support.tickets@1" in out, out[-3000:]
     right = int(re.search(r"(\d+)/6 right", out).group(1))
     assert right >= 3, out[-3000:]
     job = re.search(r"Adapter \(PEFT format\): (\S+)", out).group(1)
