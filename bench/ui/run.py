@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,31 +105,36 @@ def _history(args: tuple[str, int, int, int]) -> None:
     _client.call("POST", "/runs/log-batch", {"run_id": run_id, "metrics": metrics})
 
 
-def seed(server, args, pool_size: int) -> dict:
-    """Logs the three experiments into `server`; returns the ids the pages need."""
+def seed(server, args, pool_size: int, pages: list[str]) -> dict:
+    """Logs the experiments of `pages` into `server`; returns the ids the pages need."""
     c = server.client()
     t0 = time.time()
     out = {}
-    with multiprocessing.get_context("fork").Pool(pool_size, _init_worker,
-                                                  (server.port, server.headers)) as pool:
-        table = c.call("POST", "/experiments/create", {"name": "ui-bench-table"})["experiment_id"]
-        pool.map(_table_run, [(table, i) for i in range(args.runs)], chunksize=50)
-        out["table_experiment"] = table
+    # A worker that dies makes the executor raise (BrokenProcessPool) where a Pool would hang.
+    with ProcessPoolExecutor(pool_size, mp_context=multiprocessing.get_context("fork"),
+                             initializer=_init_worker,
+                             initargs=(server.port, server.headers)) as pool:
+        if "table" in pages:
+            table = c.call("POST", "/experiments/create", {"name": "ui-bench-table"})["experiment_id"]
+            list(pool.map(_table_run, [(table, i) for i in range(args.runs)], chunksize=50))
+            out["table_experiment"] = table
 
-        charts = c.call("POST", "/experiments/create", {"name": "ui-bench-chart"})["experiment_id"]
-        chart_runs = [c.call("POST", "/runs/create", {"experiment_id": charts, "run_name": f"chart-{r:03d}",
-                                                      "start_time": TS0})["run"]["info"]["run_id"]
-                      for r in range(args.chart_runs)]
-        pool.map(_history, [(rid, r, s, min(BATCH, args.points - s))
-                            for r, rid in enumerate(chart_runs) for s in range(0, args.points, BATCH)])
-        out["chart_experiment"], out["chart_runs"] = charts, chart_runs
+        if "chart" in pages:
+            charts = c.call("POST", "/experiments/create", {"name": "ui-bench-chart"})["experiment_id"]
+            chart_runs = [c.call("POST", "/runs/create", {"experiment_id": charts, "run_name": f"chart-{r:03d}",
+                                                          "start_time": TS0})["run"]["info"]["run_id"]
+                          for r in range(args.chart_runs)]
+            list(pool.map(_history, [(rid, r, s, min(BATCH, args.points - s))
+                                     for r, rid in enumerate(chart_runs) for s in range(0, args.points, BATCH)]))
+            out["chart_experiment"], out["chart_runs"] = charts, chart_runs
 
-        long_exp = c.call("POST", "/experiments/create", {"name": "ui-bench-long"})["experiment_id"]
-        long_run = c.call("POST", "/runs/create", {"experiment_id": long_exp, "run_name": "long",
-                                                   "start_time": TS0})["run"]["info"]["run_id"]
-        pool.map(_history, [(long_run, 0, s, min(BATCH, args.long_points - s))
-                            for s in range(0, args.long_points, BATCH)], chunksize=10)
-        out["long_experiment"], out["long_run"] = long_exp, long_run
+        if "long" in pages:
+            long_exp = c.call("POST", "/experiments/create", {"name": "ui-bench-long"})["experiment_id"]
+            long_run = c.call("POST", "/runs/create", {"experiment_id": long_exp, "run_name": "long",
+                                                       "start_time": TS0})["run"]["info"]["run_id"]
+            list(pool.map(_history, [(long_run, 0, s, min(BATCH, args.long_points - s))
+                                     for s in range(0, args.long_points, BATCH)], chunksize=10))
+            out["long_experiment"], out["long_run"] = long_exp, long_run
     say(f"{server.name}: seeded in {time.time() - t0:.0f} s")
     return out
 
@@ -211,7 +217,7 @@ def main() -> None:
     try:
         for s in servers:
             s.wait_ready()
-        data = {s.name: seed(s, args, 2) for s in servers}
+        data = {s.name: seed(s, args, 2, pages) for s in servers}
         (work / "profile").mkdir()
         chromium, cdp = start_chromium(work / "profile")
         top, bottom = acc_ends(args.runs)
