@@ -1,0 +1,127 @@
+// One timed page load for bench/ui/run.py, in the Chromium it started (over CDP), in a fresh
+// browser context (empty cache). UI_BENCH is a JSON object: {cdp, ui: "trainyard"|"mlflow",
+// page: "table"|"chart"|"long", url, token, ...the seeded ids}. Prints one JSON line of
+// milliseconds since navigation started (performance.now() in the page, so node's own
+// overhead is not counted); exits non-zero with a screenshot path when a page never got there.
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+// playwright-core is the web app's dev dependency (web/node_modules, installed by scripts/build).
+const { chromium } = createRequire(new URL('../../web/package.json', import.meta.url))('playwright-core');
+
+const c = JSON.parse(process.env.UI_BENCH ?? '{}');
+const base = c.url.replace(/\/$/, '');
+const TIMEOUT = Number(c.timeout_ms ?? 300000);
+
+async function until(page, fn, arg, what) {
+  try {
+    await page.waitForFunction(fn, arg, { timeout: TIMEOUT, polling: 'raf' });
+  } catch (e) {
+    throw new Error(`${c.ui} ${c.page}: timed out waiting for ${what}: ${e.message}`);
+  }
+  return page.evaluate(() => performance.now());
+}
+
+// Trainyard: the token goes in sessionStorage before the app starts, as the login page does.
+async function signIn(context) {
+  if (c.ui !== 'trainyard') return;
+  await context.addInitScript((token) => sessionStorage.setItem('trainyard.token', token), c.token);
+}
+
+const pages = {
+  trainyard: {
+    async table(page) {
+      await page.goto(`${base}/#/experiments/${c.table_experiment}`);
+      const rows = await until(page, () => document.querySelectorAll('[data-testid=runs-table] .vtable-row').length > 0,
+        null, 'the first rows');
+      const t0 = await page.evaluate(() => performance.now());
+      await page.locator('[data-column="metric:acc"]').click();
+      const sorted = await until(page, (top) => document.querySelector('.vtable-row')?.textContent?.includes(top),
+        c.top_run, `${c.top_run} first after sorting by acc`);
+      return { rows_visible_ms: rows, sort_click_ms: sorted - t0, total_ms: sorted };
+    },
+    async chart(page) {
+      await page.goto(`${base}/#/experiments/${c.chart_experiment}/compare?runs=${c.chart_runs.join(',')}`);
+      const drawn = await until(page, (n) => {
+        const el = document.querySelector('[data-testid=metric-chart][data-metric="loss"]');
+        return el && el.dataset.exact !== undefined && el.dataset.series === String(n) && el.querySelector('canvas');
+      }, c.chart_runs.length, 'the loss chart with every run');
+      return { total_ms: drawn };
+    },
+    async long(page) {
+      await page.goto(`${base}/#/experiments/${c.long_experiment}/runs/${c.long_run}`);
+      const drawn = await until(page, () => {
+        const el = document.querySelector('[data-testid=metric-chart][data-metric="loss"]');
+        return el && el.dataset.exact !== undefined && el.querySelector('canvas');
+      }, null, 'the loss chart');
+      return { total_ms: drawn };
+    },
+  },
+  mlflow: {
+    // MLflow's runs table (ag-grid) shows a first page of runs; choosing acc in its Sort menu
+    // re-queries runs/search with order_by, so "answered" is the same: an end of the acc order
+    // is the first row.
+    async table(page) {
+      await page.goto(`${base}/#/experiments/${c.table_experiment}/runs`);
+      const rows = await until(page, () => [...document.querySelectorAll('.ag-row')].some((r) => /run-\d{5}/.test(r.textContent)),
+        null, 'the first rows');
+      const t0 = await page.evaluate(() => performance.now());
+      // MLflow 3 shows no metric columns by default: its Sort menu is how one sorts by acc.
+      await page.getByRole('button', { name: /^Sort:/ }).click();
+      await page.getByText('acc', { exact: true }).first().click();
+      // The first click may sort either way; either end of the acc order answers it.
+      const sorted = await until(page, ([top, bottom]) => [...document.querySelectorAll('.ag-row[row-index="0"]')]
+        .some((r) => r.textContent.includes(top) || r.textContent.includes(bottom)),
+        [c.top_run, c.bottom_run], `${c.top_run} or ${c.bottom_run} first after sorting by acc`);
+      return { rows_visible_ms: rows, sort_click_ms: sorted - t0, total_ms: sorted };
+    },
+    // MLflow's metric page: the full history of each run (metrics/get-history), one Plotly plot.
+    async chart(page) {
+      return metricPage(page, c.chart_runs, c.chart_experiment, c.chart_points);
+    },
+    async long(page) {
+      return metricPage(page, [c.long_run], c.long_experiment, c.long_points);
+    },
+  },
+};
+
+async function metricPage(page, runs, experiment, points) {
+  const q = `?runs=${JSON.stringify(runs)}&metric=${encodeURIComponent(JSON.stringify('loss'))}` +
+    `&experiments=${JSON.stringify([experiment])}&plot_metric_keys=${encodeURIComponent(JSON.stringify(['loss']))}&x_axis=step`;
+  await page.goto(`${base}/#/metric${q}`);
+  // Drawn: the plot holds a trace for every run (MLflow 3's metric page fetches a sample of
+  // each history, metrics/get-history-bulk-interval, 320 points per run, and adds a second
+  // trace per run for smoothing).
+  const drawn = await until(page, ([n]) => {
+    const el = document.querySelector('.js-plotly-plot');
+    if (!el || !el.data || el.data.length < n || !el._fullLayout || !el.querySelector('.main-svg')) return false;
+    return el.data.every((d) => (d.x?.length ?? 0) > 0);
+  }, [runs.length, points], `the plot of ${runs.length} runs x ${points} points`).catch(async (e) => {
+    const seen = await page.evaluate(() => {
+      const el = document.querySelector('.js-plotly-plot');
+      return el ? JSON.stringify((el.data ?? []).map((d) => [d.type, d.x?.length])) : 'no .js-plotly-plot';
+    });
+    throw new Error(`${e.message}\n(traces: ${seen})`);
+  });
+  const pointsPerTrace = await page.evaluate(() => Math.max(...document.querySelector('.js-plotly-plot').data.map((d) => d.x.length)));
+  return { total_ms: drawn, points_per_run: pointsPerTrace };
+}
+
+const browser = await chromium.connectOverCDP(c.cdp);
+const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+await signIn(context);
+const page = await context.newPage();
+try {
+  const result = await pages[c.ui][c.page](page);
+  for (const k of Object.keys(result)) result[k] = Math.round(result[k]);
+  console.log(JSON.stringify(result));
+} catch (e) {
+  const shot = path.join(tmpdir(), `bench-ui-${c.ui}-${c.page}.png`);
+  await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
+  console.error(`${e.message}\n(screenshot: ${shot})`);
+  process.exitCode = 1;
+} finally {
+  await context.close();
+  await browser.close();
+}
