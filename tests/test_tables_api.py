@@ -261,6 +261,91 @@ def test_lineage_shows_the_versions_written_by_imports(server, schema):
     assert ("read", f"run:{run}") in {(e["kind"], e["to"]) for e in r.json()["edges"]}
 
 
+def new_run(server, token: str | None = None) -> str:
+    h = auth(token or server.token)
+    exp = requests.post(server.api("/api/2.0/mlflow/experiments/create"),
+                        json={"name": name("exp")}, headers=h, timeout=30)
+    assert exp.status_code == 200, exp.text
+    run = requests.post(server.api("/api/2.0/mlflow/runs/create"),
+                        json={"experiment_id": exp.json()["experiment_id"]}, headers=h,
+                        timeout=30)
+    assert run.status_code == 200, run.text
+    return run.json()["run"]["info"]["run_id"]
+
+
+def test_run_id_needs_write_on_the_run(server, schema):
+    """Naming a run puts the read or write in its lineage: a caller who may not log to the run
+    gets 403 naming run_id, an unknown run 404, and nothing is written."""
+    table = f"{schema}.tickets"
+    import_body(server, table, jsonl(TICKETS), "jsonl")
+    admins_run = new_run(server)
+    user = name("erin")
+    token = server.create_user(user)
+    cat = schema.split(".")[0]
+    cli(server, "grant", "USE", "CATALOG,", "USE", "SCHEMA,", "SELECT,", "MODIFY", "ON",
+        "CATALOG", cat, "TO", user)
+    r = import_body(server, table, jsonl(TICKETS), "jsonl", token=token, expect=403,
+                    run_id=admins_run)
+    assert "run_id" in r["message"], r
+    assert "run_id" in rows(server, table, token=token, expect=403,
+                            run_id=admins_run).json()["message"]
+    r = requests.get(server.api(f"{TABLES}/{table}/export"), params={"run_id": admins_run},
+                     headers=auth(token), timeout=30)
+    assert r.status_code == 403 and "run_id" in r.text, r.text
+    r = requests.post(server.api(f"{TABLES}/{table}/delete"),
+                      json={"predicate": "id = 1", "run_id": admins_run}, headers=auth(token),
+                      timeout=30)
+    assert r.status_code == 403 and "run_id" in r.text, r.text
+    r = import_body(server, table, jsonl(TICKETS), "jsonl", token=token, expect=404,
+                    run_id="0123456789abcdef0123456789abcdef")
+    assert "run_id" in r["message"], r
+    assert describe(server, table)["version"] == 1  # nothing was written
+    # Their own run is theirs to name; the admin's run is, once the admin grants EDIT on it.
+    own = new_run(server, token)
+    assert import_body(server, table, jsonl(TICKETS), "jsonl", token=token,
+                       run_id=own)["version"] == 2
+    g = requests.get(server.api("/api/trainyard/v1/lineage"),
+                     params={"object": f"run:{admins_run}", "direction": "downstream"},
+                     headers=auth(server.token), timeout=30)
+    assert g.status_code == 200 and g.json()["edges"] == [], g.text
+
+
+def test_a_job_token_may_name_only_its_own_run(server, schema, tmp_path):
+    """A job's token (scoped to the job) may attach reads to the job's run, not to another."""
+    import sys
+    from pathlib import Path
+
+    from jobs_client import JobsClient
+
+    table = f"{schema}.tickets"
+    import_body(server, table, jsonl(TICKETS), "jsonl")
+    other = new_run(server)
+    script = tmp_path / "probe.py"
+    script.write_text(f"""
+import os, requests
+url, h = os.environ["TRAINYARD_URL"], {{"Authorization": "Bearer " + os.environ["TRAINYARD_TOKEN"]}}
+for run in [{other!r}, os.environ["MLFLOW_RUN_ID"]]:
+    r = requests.get(url + "{TABLES}/{table}/rows", params={{"run_id": run}}, headers=h)
+    print("status", r.status_code, r.text[:200].replace(chr(10), " "))
+""")
+    jobs = JobsClient(server)
+    job = jobs.submit({"name": "probe", "command": f"{sys.executable} {script}",
+                       "max_restarts": 0,
+                       "env": {"PYTHONPATH": str(Path(__file__).resolve().parent.parent /
+                                                 "python")}})
+    done = jobs.wait_state(job["job_id"], "SUCCEEDED", timeout=120)
+    statuses = [line for line in jobs.logs(job["job_id"]).splitlines()
+                if line.startswith("status ")]
+    assert len(statuses) == 2, statuses
+    assert statuses[0].startswith("status 403") and "run_id" in statuses[0], statuses
+    assert statuses[1].startswith("status 200"), statuses
+    g = requests.get(server.api("/api/trainyard/v1/lineage"),
+                     params={"object": f"table:{table}@1", "direction": "downstream"},
+                     headers=auth(server.token), timeout=30).json()
+    readers = {e["to"] for e in g["edges"] if e["kind"] == "read"}
+    assert readers == {f"run:{done['run_id']}"}, g
+
+
 def test_python_sdk_write_read_to_pandas(server, schema):
     import sys
     from pathlib import Path

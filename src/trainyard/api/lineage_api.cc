@@ -72,7 +72,57 @@ json::object EdgeToJson(const lineage::GraphEdge& e) {
                       {"run_id", e.run_id},
                       {"column_mapping", std::move(columns)},
                       {"created_at", e.created_at},
+                      {"ended_at", e.ended_at},
                       {"recorded_by", e.recorded_by}};
+}
+
+Result<lineage::ColumnLineageQuery> DecodeColumnsQuery(const json::object& q) {
+  lineage::ColumnLineageQuery query;
+  TY_ASSIGN_OR_RETURN(auto table, OptionalString(q, "table"));
+  if (!table || table->empty()) {
+    return Status::InvalidArgument(
+        "table is required: catalog.schema.table, e.g. "
+        "table=main.support.train&version=1");
+  }
+  query.table = *table;
+  TY_ASSIGN_OR_RETURN(auto version, OptionalString(q, "version"));
+  if (!version || version->empty()) {
+    return Status::InvalidArgument(
+        "version is required: the table version (see 'trainyard "
+        "tables history " +
+        query.table + "')");
+  }
+  auto parsed = ParseInt64(*version);
+  if (!parsed || *parsed < 0) {
+    return Status::InvalidArgument("version must be a table version, 0 or more (got '" +
+                                   Abbreviate(*version) + "')");
+  }
+  query.version = *parsed;
+  TY_ASSIGN_OR_RETURN(auto column, OptionalString(q, "column"));
+  query.column = column.value_or("");
+  for (const auto& kv : q) {
+    if (kv.key() != "table" && kv.key() != "version" && kv.key() != "column") {
+      return Status::InvalidArgument(std::string(kv.key()) +
+                                     " is not a parameter of lineage/columns (table, version, "
+                                     "column)");
+    }
+  }
+  return query;
+}
+
+json::object ColumnToJson(const lineage::StoredColumn& c) {
+  json::array from;
+  for (const auto& s : c.lineage.source_columns) from.emplace_back(s);
+  json::object source{{"table", c.lineage.source.key}};
+  if (c.lineage.source.version) source["version"] = *c.lineage.source.version;
+  return json::object{{"column", c.lineage.column},
+                      {"source", std::move(source)},
+                      {"source_columns", std::move(from)},
+                      {"transform", c.lineage.transform},
+                      {"job_id", c.job_id},
+                      {"run_id", c.run_id},
+                      {"created_at", c.created_at},
+                      {"recorded_by", c.recorded_by}};
 }
 
 }  // namespace
@@ -95,6 +145,15 @@ void RegisterLineageRoutes(Api& api, lineage::LineageService& lineage) {
               TY_ASSIGN_OR_RETURN(LineageQuery query, DecodeQuery(c.body));
               TY_ASSIGN_OR_RETURN(lineage::LineageGraph graph, lineage.Query(c.principal, query));
               return LineageGraphToJson(graph);
+            });
+  api.Route(http::Method::kGet, kTrainyardPrefixes, "/lineage/columns",
+            [&lineage](Call& c) -> Result<json::value> {
+              TY_ASSIGN_OR_RETURN(lineage::ColumnLineageQuery query, DecodeColumnsQuery(c.body));
+              TY_ASSIGN_OR_RETURN(auto columns, lineage.Columns(c.principal, query));
+              json::array out;
+              for (const auto& col : columns) out.emplace_back(ColumnToJson(col));
+              return json::object{
+                  {"table", query.table}, {"version", query.version}, {"columns", std::move(out)}};
             });
 }
 

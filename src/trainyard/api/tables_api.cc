@@ -155,6 +155,11 @@ Result<json::value> Import(TableService& ts, Call& c) {
   if (req.file_path.empty()) req.data = r.body;
   req.source_name = r.Query("source_name").value_or("body");
   req.context.run_id = r.Query("run_id").value_or("");
+  TY_ASSIGN_OR_RETURN(req.context.column_lineage,
+                      lineage::ParseColumnLineage(r.Query("column_lineage").value_or("")));
+  TY_RETURN_IF_ERROR(
+      lineage::ValidateColumnLineage({lineage::NodeType::kTable, req.full_name, std::nullopt},
+                                     req.context.column_lineage, "column_lineage.columns"));
   TY_ASSIGN_OR_RETURN(catalog::ImportTableResult result, ts.Import(c.principal, req));
   return json::object{
       {"version", result.version}, {"rows", result.rows}, {"created", result.created}};

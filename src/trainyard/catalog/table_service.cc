@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <set>
 #include <utility>
 
 #include "trainyard/blob/blob_store.h"
@@ -317,6 +318,7 @@ Result<ImportTableResult> TableService::ImportNew(const identity::Principal& who
                                    request.full_name + "')");
   }
   TY_ASSIGN_OR_RETURN(auto importer, OpenImporter(request, {}));
+  TY_RETURN_IF_ERROR(CheckContext(who, request.context, importer->schema().get()));
   CreateTableRequest create;
   create.catalog_name = parts[0];
   create.schema_name = parts[1];
@@ -335,8 +337,52 @@ Result<ImportTableResult> TableService::ImportNew(const identity::Principal& who
   return ImportTableResult{commit->version, commit->rows_written, true};
 }
 
+Status TableService::CheckContext(const identity::Principal& who, const TableCallContext& context,
+                                  const arrow::Schema* schema) {
+  if (!context.column_lineage.empty()) {
+    if (context.run_id.empty() && who.scope.rfind("job:", 0) != 0) {
+      return Status::InvalidArgument(
+          "column_lineage: needs run_id (lineage records the run that wrote the table)");
+    }
+    std::set<std::string> checked;
+    for (size_t i = 0; i < context.column_lineage.size(); ++i) {
+      const lineage::ColumnLineage& c = context.column_lineage[i];
+      std::string at = "column_lineage.columns[" + std::to_string(i) + "]";
+      if (schema != nullptr && schema->GetFieldIndex(c.column) < 0) {
+        return Status::InvalidArgument(at + ".column: '" + c.column +
+                                       "' is not a column of the data written");
+      }
+      if (!checked.insert(c.source.key).second) continue;
+      Status readable =
+          catalog_.Authorize(who, Privilege::kSelect, SecurableType::kTable, c.source.key);
+      if (!readable.ok()) {
+        return Status(readable.code(), at + ".source: " + readable.message());
+      }
+    }
+  }
+  if (context.run_id.empty()) return Status::Ok();
+  if (!options_.authorize_run) {
+    return Status::FailedPrecondition(
+        "run_id: this server cannot check runs, so it records no lineage for one; leave "
+        "run_id out");
+  }
+  Status s = options_.authorize_run(who, context.run_id);
+  if (s.ok()) return s;
+  if (s.IsNotFound()) {
+    return Status::NotFound("run_id: run '" + context.run_id +
+                            "' does not exist; name the run you log to (MLFLOW_RUN_ID in a job)");
+  }
+  if (s.code() == StatusCode::kPermissionDenied) {
+    return Status::PermissionDenied("run_id: you may not log to run '" + context.run_id + "' (" +
+                                    s.message() +
+                                    "); name a run you may write to, or leave run_id out");
+  }
+  return s;
+}
+
 Result<ImportTableResult> TableService::Import(const identity::Principal& who,
                                                const ImportTableRequest& request) {
+  TY_RETURN_IF_ERROR(CheckContext(who, request.context));
   Result<Opened> opened = Open(who, request.full_name, Privilege::kModify);
   if (!opened.ok() && opened.status().code() == StatusCode::kNotFound &&
       !catalog_.GetTable(identity::Principal::System(), request.full_name).ok()) {
@@ -347,6 +393,7 @@ Result<ImportTableResult> TableService::Import(const identity::Principal& who,
   }
   TY_RETURN_IF_ERROR(opened.status());
   TY_ASSIGN_OR_RETURN(tables::TableInfo current, opened->table->Describe());
+  TY_RETURN_IF_ERROR(CheckContext(who, request.context, current.schema.get()));
   if (request.mode == ImportMode::kOverwrite) {
     TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, *opened, *current.schema));
     if (policy.row_filter) {
@@ -367,6 +414,7 @@ Result<ImportTableResult> TableService::Import(const identity::Principal& who,
 
 Result<RowsPage> TableService::ReadRows(const identity::Principal& who,
                                         const ReadRowsRequest& request) {
+  TY_RETURN_IF_ERROR(CheckContext(who, request.context));
   if (request.max_rows < 1 || request.max_rows > kMaxPageRows) {
     return Status::InvalidArgument("max_rows: must be between 1 and " +
                                    std::to_string(kMaxPageRows));
@@ -459,6 +507,7 @@ Result<int64_t> TableService::Export(const identity::Principal& who, std::string
                                      const tables::VersionSpec& at, tables::ExportFormat format,
                                      const tables::ByteSink& sink,
                                      const TableCallContext& context) {
+  TY_RETURN_IF_ERROR(CheckContext(who, context));
   TY_ASSIGN_OR_RETURN(Opened o, Open(who, full_name, Privilege::kSelect));
   TY_ASSIGN_OR_RETURN(tables::TableInfo info, o.table->Describe(at));
   TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, o, *info.schema));
@@ -474,6 +523,7 @@ Result<tables::CommitResult> TableService::DeleteRows(const identity::Principal&
                                                       std::string_view full_name,
                                                       std::string_view predicate,
                                                       const TableCallContext& context) {
+  TY_RETURN_IF_ERROR(CheckContext(who, context));
   if (predicate.empty()) {
     return Status::InvalidArgument("predicate: required (use TRUE to delete every row)");
   }
@@ -536,6 +586,17 @@ void TableService::RecordWrite(const identity::Principal& who, const std::string
   w.writer = *actor;
   w.run_id = context.run_id;
   if (actor->type == lineage::NodeType::kJob) w.job_id = actor->key;
+  for (const lineage::ColumnLineage& c : context.column_lineage) {
+    auto source = std::find_if(w.sources.begin(), w.sources.end(), [&](const auto& s) {
+      return s.table == c.source.key && s.version == c.source.version;
+    });
+    if (source == w.sources.end()) {
+      source =
+          w.sources.insert(w.sources.end(), {c.source.key, c.source.version.value_or(0), {}, {}});
+    }
+    if (!c.source_columns.empty()) source->columns[c.column] = c.source_columns;
+    source->column_transforms[c.column] = c.transform;
+  }
   if (Status s = lineage_->RecordTableWrite(who, w); !s.ok()) {
     spdlog::warn("lineage: cannot record the write of {}@{}: {}", table, version, s.message());
   }

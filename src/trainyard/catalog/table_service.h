@@ -35,7 +35,9 @@
 //
 // Lineage: every read and write is recorded with the table version through the
 // LineageRecorder when the call has a context (a run id given by the caller, or the job of a
-// job-scoped token); lineage has no node for a bare user. Recording is best effort: a
+// job-scoped token); lineage has no node for a bare user. A run id is accepted only from a
+// caller who may log to that run (TableServiceOptions::authorize_run): 404 for an unknown
+// run, 403 naming run_id otherwise, before anything is read or written. Recording is best effort: a
 // failure is logged and does not fail the read or write.
 //
 // Thread-safe (no mutable state of its own). `catalog` and `lineage` are borrowed and must
@@ -45,6 +47,7 @@
 #include <arrow/api.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,14 +67,27 @@ namespace trainyard::catalog {
 inline constexpr int64_t kMaxPageRows = 10000;
 inline constexpr int64_t kDefaultPageRows = 1000;
 
+// May `who` log to the run `run_id` (write on its experiment; a job's token only its own
+// run)? Ok, NotFound for an unknown run, PermissionDenied otherwise.
+using RunWriteAuthorizer =
+    std::function<Status(const identity::Principal& who, const std::string& run_id)>;
+
 struct TableServiceOptions {
   // Downloads of S3-backed tables are cached here ("" = a temporary directory).
   std::string blob_cache_dir{};
+  // Checks a call's run_id before the call reads or writes anything (lineage would otherwise
+  // let any caller attach reads and writes to anyone's run). Unset: calls naming a run are
+  // refused.
+  RunWriteAuthorizer authorize_run{};
 };
 
-// Who reads or writes on behalf of what, for lineage: a run id ("" = none).
+// Who reads or writes on behalf of what, for lineage: a run id ("" = none), and for a write,
+// what each column written was derived from (column-level lineage, e.g. prep's outputs; the
+// sources must be tables the caller may read, the columns the table's; needs a run or a
+// job's token, which lineage records as the writer).
 struct TableCallContext {
   std::string run_id{};
+  std::vector<lineage::ColumnLineage> column_lineage{};
 };
 
 enum class ImportMode { kAppend, kOverwrite };
@@ -173,6 +189,10 @@ class TableService {
       std::optional<tables::Predicate> filter);
   Result<ImportTableResult> ImportNew(const identity::Principal& who,
                                       const ImportTableRequest& request);
+  // Ok when the context names no run or `who` may log to the one it names, and its column
+  // lineage (if any) names readable source tables and columns of `schema` (when given).
+  Status CheckContext(const identity::Principal& who, const TableCallContext& context,
+                      const arrow::Schema* schema = nullptr);
   void RecordRead(const identity::Principal& who, const std::string& table, int64_t version,
                   const TableCallContext& context);
   void RecordWrite(const identity::Principal& who, const std::string& table, int64_t version,

@@ -87,7 +87,14 @@ class TableServiceTest : public ::testing::TestWithParam<std::string> {
     TY_ASSERT_OK(catalog_->Init());
     TY_ASSERT_OK(catalog_->CreateCatalog(admin_, {.name = "main"}));
     TY_ASSERT_OK(catalog_->CreateSchema(admin_, {.catalog_name = "main", .name = "support"}));
-    tables_ = std::make_unique<TableService>(*catalog_, &lineage_, clock_);
+    TableServiceOptions options;
+    // r1 is everyone's run; r-admin only the admin's; any other run does not exist.
+    options.authorize_run = [](const Principal& who, const std::string& run_id) {
+      if (run_id == "r1" || (run_id == "r-admin" && who.user == "admin")) return Status::Ok();
+      if (run_id == "r-admin") return Status::PermissionDenied("no EDIT on experiment 1");
+      return Status::NotFound("no run " + run_id);
+    };
+    tables_ = std::make_unique<TableService>(*catalog_, &lineage_, clock_, std::move(options));
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
 
@@ -159,6 +166,46 @@ TEST_P(TableServiceTest, ReadsNeedSelectAndWritesModify) {
   TY_ASSERT_OK_AND_ASSIGN(auto page, tables_->ReadRows(bob_, read));
   EXPECT_EQ(page.rows->num_rows(), 1);
   EXPECT_THAT(Import("{\"id\":2}\n", bob_), StatusIs(StatusCode::kPermissionDenied));
+}
+
+// A run id puts a read or write in that run's lineage: only who may log to the run may name
+// it, and nothing is read, written or recorded otherwise.
+TEST_P(TableServiceTest, ARunIdNeedsWriteOnTheRun) {
+  TY_ASSERT_OK(Import("{\"id\":1}\n", admin_).status());
+  TY_ASSERT_OK(catalog_->UpdatePermissions(
+      admin_, SecurableType::kCatalog, "main",
+      {{"bob",
+        {Privilege::kUseCatalog, Privilege::kUseSchema, Privilege::kSelect, Privilege::kModify},
+        {}}}));
+  size_t writes = lineage_.writes.size();
+  ImportTableRequest w{.full_name = "main.support.tickets", .data = "{\"id\":2}\n"};
+  w.context.run_id = "r-admin";
+  auto denied = tables_->Import(bob_, w);
+  EXPECT_THAT(denied, StatusIs(StatusCode::kPermissionDenied));
+  EXPECT_THAT(denied.status().message(), HasSubstr("run_id"));
+  w.context.run_id = "r-nosuch";
+  auto unknown = tables_->Import(bob_, w);
+  EXPECT_THAT(unknown, StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("run_id"));
+  TY_ASSERT_OK_AND_ASSIGN(auto d, tables_->Describe(admin_, "main.support.tickets"));
+  EXPECT_EQ(d.delta.version, 1);  // nothing was written
+  EXPECT_EQ(lineage_.writes.size(), writes);
+
+  ReadRowsRequest read{.full_name = "main.support.tickets"};
+  read.context.run_id = "r-admin";
+  EXPECT_THAT(tables_->ReadRows(bob_, read), StatusIs(StatusCode::kPermissionDenied));
+  size_t reads = lineage_.reads.size();
+  TY_ASSERT_OK(tables_->ReadRows(admin_, read).status());
+  ASSERT_EQ(lineage_.reads.size(), reads + 1);
+  EXPECT_EQ(lineage_.reads.back().run_id, "r-admin");
+  EXPECT_THAT(tables_->Export(bob_, "main.support.tickets", {}, tables::ExportFormat::kJsonl,
+                              [](std::string_view) { return Status::Ok(); }, {"r-admin"}),
+              StatusIs(StatusCode::kPermissionDenied));
+  EXPECT_THAT(tables_->DeleteRows(bob_, "main.support.tickets", "id = 1", {"r-admin"}),
+              StatusIs(StatusCode::kPermissionDenied));
+  // Without a way to check runs, a run id is refused rather than trusted.
+  TableService unchecked(*catalog_, &lineage_, clock_);
+  EXPECT_THAT(unchecked.ReadRows(admin_, read).status().message(), HasSubstr("run_id"));
 }
 
 // main.support.tickets with a row filter (EU rows, unless a lead), an email mask (last4,

@@ -5,14 +5,17 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "trainyard/cli/client.h"
+#include "trainyard/cli/table.h"
 
 namespace trainyard::cli {
 namespace {
 
 struct Options {
+  CLI::App* cmd = nullptr;
   CLI::App* upstream = nullptr;
   CLI::App* downstream = nullptr;
   CLI::App* both = nullptr;
@@ -20,6 +23,10 @@ struct Options {
   int depth = 10;
   int max_nodes = 500;
   bool json = false;
+  // `trainyard lineage TABLE@VERSION --columns [--column C]`
+  std::string table_version;
+  bool columns = false;
+  std::string column;
 };
 
 struct Link {
@@ -53,6 +60,7 @@ struct Tree {
       bool last = i + 1 == links.size();
       const Link& l = links[i];
       std::string arrow = upstream ? " <- " : " -> ";
+      // An edge that stopped holding (an endpoint that served this version before).
       auto node = nodes.find(l.node);
       std::string label = node == nodes.end() ? l.node : Label(node->second);
       bool again = !expanded.insert(l.node).second;
@@ -84,7 +92,48 @@ int Run(Client& client, const Options& o, const std::string& direction) {
   return 0;
 }
 
+int RunColumns(Client& client, const Options& o) {
+  size_t at = o.table_version.rfind('@');
+  if (at == std::string::npos || at == 0 || at + 1 == o.table_version.size()) {
+    std::cerr << "error: name the table version as catalog.schema.table@VERSION, e.g. "
+                 "main.support.train@1 (versions: 'trainyard tables history TABLE')\n";
+    return 2;
+  }
+  json::object query{{"table", o.table_version.substr(0, at)},
+                     {"version", o.table_version.substr(at + 1)}};
+  if (!o.column.empty()) query["column"] = o.column;
+  auto answer = client.Call("GET", "/api/trainyard/v1/lineage/columns", query);
+  if (!answer.ok()) return Fail(answer.status());
+  if (o.json) {
+    std::cout << json::serialize(*answer) << "\n";
+    return 0;
+  }
+  std::cout << RenderColumnLineage(*answer);
+  return 0;
+}
+
 }  // namespace
+
+std::string RenderColumnLineage(const json::value& answer) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& c : Arr(answer, "columns")) {
+    std::string from;
+    const json::value& source = c.at("source");
+    std::string table =
+        Str(source, "table") + "@" + std::to_string(source.at("version").as_int64());
+    for (const auto& s : Arr(c, "source_columns")) {
+      from += (from.empty() ? "" : ", ") + table + "." + std::string(s.as_string());
+    }
+    if (from.empty()) from = "(none: computed by the transform)";
+    rows.push_back({Str(c, "column"), from, Str(c, "transform")});
+  }
+  std::string out = "columns of " + Str(answer, "table") + "@" +
+                    std::to_string(answer.at("version").as_int64()) + "\n";
+  if (rows.empty()) return out + "   (no column lineage recorded)\n";
+  std::ostringstream table;
+  PrintTable(table, {"COLUMN", "DERIVED FROM", "TRANSFORM"}, rows, 120);
+  return out + table.str();
+}
 
 std::string RenderLineageTree(const json::value& graph, bool upstream) {
   Tree t;
@@ -93,10 +142,14 @@ std::string RenderLineageTree(const json::value& graph, bool upstream) {
   for (const auto& e : Arr(graph, "edges")) {
     std::string from = Str(e, "from");
     std::string to = Str(e, "to");
+    std::string kind = Str(e, "kind");
+    const json::value* ended = e.as_object().if_contains("ended_at");
+    if (ended != nullptr && ended->is_int64() && ended->as_int64() > 0)
+      kind += " (until " + FormatTime(ended->as_int64()) + ")";
     if (upstream) {
-      t.children[to].push_back({Str(e, "kind"), from});
+      t.children[to].push_back({kind, from});
     } else {
-      t.children[from].push_back({Str(e, "kind"), to});
+      t.children[from].push_back({kind, to});
     }
   }
   std::string root = Str(graph, "root");
@@ -113,8 +166,18 @@ std::function<std::optional<int>(Client&)> AddLineageCommands(
     CLI::App& app, const std::function<void(CLI::App*)>& add_client_options) {
   auto o = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
-      "lineage", "what an object came from, or what was made from it (tables, jobs, runs, ...)");
-  cmd->require_subcommand(1);
+      "lineage",
+      "what an object came from, or what was made from it (tables, jobs, runs, ...); "
+      "'trainyard lineage TABLE@VERSION --columns' shows where each column came from");
+  o->cmd = cmd;
+  cmd->require_subcommand(0, 1);
+  cmd->add_option("table", o->table_version,
+                  "with --columns: catalog.schema.table@VERSION, e.g. main.support.train@1");
+  cmd->add_flag("--columns", o->columns,
+                "each column of the table version, the columns it was derived from, and how");
+  cmd->add_option("--column", o->column, "with --columns: only this column");
+  cmd->add_flag("--json", o->json, "print the API's JSON");
+  add_client_options(cmd);
   auto add = [&](const char* name, const char* help) {
     auto* sub = cmd->add_subcommand(name, help);
     sub->add_option("object", o->object,
@@ -134,7 +197,13 @@ std::function<std::optional<int>(Client&)> AddLineageCommands(
     if (o->upstream->parsed()) return Run(client, *o, "upstream");
     if (o->downstream->parsed()) return Run(client, *o, "downstream");
     if (o->both->parsed()) return Run(client, *o, "both");
-    return std::nullopt;
+    if (!o->cmd->parsed()) return std::nullopt;
+    if (!o->columns || o->table_version.empty()) {
+      std::cerr << "error: say 'trainyard lineage upstream|downstream|both OBJECT', or "
+                   "'trainyard lineage TABLE@VERSION --columns'\n";
+      return 2;
+    }
+    return RunColumns(client, *o);
   };
 }
 

@@ -1,6 +1,8 @@
 // CLI commands for lineage: `trainyard lineage upstream|downstream|both OBJECT [--depth N]
 // [--max-nodes N] [--json]`, a client of GET /api/trainyard/v1/lineage that prints the graph
-// as a tree from the object (what it came from, or what was made from it).
+// as a tree from the object (what it came from, or what was made from it); and `trainyard
+// lineage TABLE@VERSION --columns [--column C]`, a client of GET .../lineage/columns that
+// prints each column of a table version, what it was derived from and how.
 #pragma once
 
 #include <functional>
@@ -26,5 +28,9 @@ std::function<std::optional<int>(Client&)> AddLineageCommands(
 // edges backwards, downstream forwards. A node reached twice is printed once in full and then
 // as "(see above)"; redacted nodes show only their type. Pure.
 std::string RenderLineageTree(const json::value& graph, bool upstream);
+
+// The table of GET /api/trainyard/v1/lineage/columns: COLUMN | DERIVED FROM | TRANSFORM, the
+// sources as table@version.column. Pure.
+std::string RenderColumnLineage(const json::value& answer);
 
 }  // namespace trainyard::cli

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,14 @@ struct TableReadRecord {
 };
 
 // One source of a table write: a table version and, per target column, the source columns
-// it was computed from (empty when unknown).
+// it was computed from (empty when unknown), and how (column_transforms: target column ->
+// transform, e.g. "template"; a column named there is recorded as column lineage, with its
+// source columns from `columns`, or none).
 struct TableSource {
   std::string table;
   int64_t version = 0;
   ColumnMapping columns;
+  std::map<std::string, std::string> column_transforms;
 };
 
 // `writer` (a job or run) wrote `table` at `version`, computing it from `sources`.
@@ -65,7 +69,8 @@ class LineageRecorder {
   // table@version -read-> reader.
   virtual Status RecordTableRead(const identity::Principal& who, const TableReadRecord& read) = 0;
   // writer -wrote-> table@version, and source@v -derived_from-> table@version per source
-  // (with its column mapping), all or nothing.
+  // (with its column mapping) and its column lineage, all or nothing. InvalidArgument naming
+  // column_lineage for malformed column lineage.
   virtual Status RecordTableWrite(const identity::Principal& who,
                                   const TableWriteRecord& write) = 0;
 };

@@ -9,9 +9,9 @@ LineageService::LineageService(store::Database& db, Clock& clock, identity::Auth
                                ObjectDirectory& directory)
     : store_(db), clock_(clock), authz_(authz), directory_(directory) {}
 
-Status LineageService::Store(const identity::Principal& who, std::vector<EdgeRecord> edges) {
+Result<std::vector<NewEdge>> LineageService::Rows(const identity::Principal& who,
+                                                  std::vector<EdgeRecord> edges, int64_t now) {
   if (who.user.empty()) return Status::InvalidArgument("recorded_by: the caller has no user");
-  int64_t now = clock_.NowMillis();
   std::vector<NewEdge> rows;
   for (EdgeRecord& r : edges) {
     Edge e{std::move(r.from),   std::move(r.to),      r.kind, std::move(r.job_id),
@@ -25,7 +25,18 @@ Status LineageService::Store(const identity::Principal& who, std::vector<EdgeRec
     }
     rows.push_back({std::move(e), std::move(r.from_display), std::move(r.to_display)});
   }
-  return store_.RecordEdges(rows).status();
+  return rows;
+}
+
+Status LineageService::Store(const identity::Principal& who, std::vector<EdgeRecord> edges,
+                             std::vector<StoredColumn> columns) {
+  int64_t now = clock_.NowMillis();
+  TY_ASSIGN_OR_RETURN(std::vector<NewEdge> rows, Rows(who, std::move(edges), now));
+  for (StoredColumn& c : columns) {
+    c.created_at = now;
+    c.recorded_by = who.user;
+  }
+  return store_.RecordEdges(rows, columns).status();
 }
 
 Status LineageService::Record(const identity::Principal& who, const EdgeRecord& edge) {
@@ -54,7 +65,15 @@ Status LineageService::RecordTableWrite(const identity::Principal& who,
   wrote.job_id = write.job_id;
   wrote.run_id = write.run_id;
   edges.push_back(std::move(wrote));
+  std::vector<StoredColumn> columns;
+  std::vector<ColumnLineage> checked;
   for (const TableSource& s : write.sources) {
+    for (const auto& [column, transform] : s.column_transforms) {
+      ColumnLineage c{column, {NodeType::kTable, s.table, s.version}, {}, transform};
+      if (auto it = s.columns.find(column); it != s.columns.end()) c.source_columns = it->second;
+      checked.push_back(c);
+      columns.push_back({table, std::move(c), write.job_id, write.run_id, 0, ""});
+    }
     EdgeRecord derived;
     derived.from = {NodeType::kTable, s.table, s.version};
     derived.to = table;
@@ -64,7 +83,57 @@ Status LineageService::RecordTableWrite(const identity::Principal& who,
     derived.columns = s.columns;
     edges.push_back(std::move(derived));
   }
-  return Store(who, std::move(edges));
+  TY_RETURN_IF_ERROR(ValidateColumnLineage(table, checked));
+  return Store(who, std::move(edges), std::move(columns));
+}
+
+Status LineageService::RecordServing(const identity::Principal& who, const std::string& endpoint,
+                                     const std::vector<ServedVersion>& versions) {
+  NodeRef to{NodeType::kEndpoint, endpoint, std::nullopt};
+  TY_RETURN_IF_ERROR(ValidateNodeRef(to, "endpoint"));
+  std::vector<EdgeRecord> edges;
+  for (const ServedVersion& v : versions) {
+    EdgeRecord e;
+    e.from = {NodeType::kModelVersion, v.model, v.version};
+    e.to = to;
+    e.kind = EdgeKind::kServes;
+    e.from_display = v.model + " v" + std::to_string(v.version);
+    e.to_display = endpoint;
+    edges.push_back(std::move(e));
+  }
+  int64_t now = clock_.NowMillis();
+  TY_ASSIGN_OR_RETURN(std::vector<NewEdge> rows, Rows(who, std::move(edges), now));
+  return store_.RecordServing(to, rows, now);
+}
+
+Result<std::vector<StoredColumn>> LineageService::Columns(const identity::Principal& who,
+                                                          const ColumnLineageQuery& query) {
+  NodeRef table{NodeType::kTable, query.table, query.version};
+  TY_RETURN_IF_ERROR(ValidateNodeRef({NodeType::kTable, query.table, 0}, "table"));
+  if (query.version < 0) {
+    return Status::InvalidArgument("version must be a table version, 0 or more (got " +
+                                   std::to_string(query.version) + ")");
+  }
+  // Seeing a table's columns' lineage is reading the table (SELECT on a catalog table).
+  TY_RETURN_IF_ERROR(authz_.Authorize(who, identity::Action::kRead, {"table", query.table, ""}));
+  TY_ASSIGN_OR_RETURN(std::vector<StoredColumn> all, store_.ColumnsOf(table));
+  if (all.empty() && store_.GetNode(table).status().IsNotFound()) {
+    return Status::NotFound("table: no lineage is recorded for " + query.table + " at version " +
+                            std::to_string(query.version) +
+                            "; check the name and version ('trainyard tables history " +
+                            query.table + "')");
+  }
+  if (query.column.empty()) return all;
+  std::vector<StoredColumn> out;
+  for (auto& c : all) {
+    if (c.lineage.column == query.column) out.push_back(std::move(c));
+  }
+  if (out.empty()) {
+    return Status::NotFound("column: no lineage is recorded for column '" + query.column + "' of " +
+                            query.table + "@" + std::to_string(query.version) +
+                            "; leave column out to list the columns that have some");
+  }
+  return out;
 }
 
 Status LineageService::MayRead(const identity::Principal& who, const NodeRef& node,
@@ -72,6 +141,7 @@ Status LineageService::MayRead(const identity::Principal& who, const NodeRef& no
   auto found = directory_.Find(node);
   if (found.ok()) {
     if (display != nullptr && display->empty()) *display = found->display_name;
+    if (found->authorize) return found->authorize(who);
     return authz_.Authorize(who, identity::Action::kRead, found->governing, found->accessed);
   }
   if (!found.status().IsNotFound()) return found.status();
@@ -82,6 +152,7 @@ Status LineageService::MayRead(const identity::Principal& who, const NodeRef& no
 Status LineageService::AuthorizeStart(const identity::Principal& who, const NodeRef& start) {
   auto found = directory_.Find(start);
   if (found.ok()) {
+    if (found->authorize) return found->authorize(who);
     return authz_.Authorize(who, identity::Action::kRead, found->governing, found->accessed);
   }
   if (!found.status().IsNotFound()) return found.status();
@@ -149,6 +220,7 @@ Result<LineageGraph> LineageService::Redact(const identity::Principal& who, cons
     out.to = shown_id[FormatNodeRef(e.to)];
     out.kind = e.kind;
     out.created_at = e.created_at;
+    out.ended_at = e.ended_at;
     if (out.from.rfind("redacted:", 0) != 0 && out.to.rfind("redacted:", 0) != 0) {
       out.job_id = std::move(e.job_id);
       out.run_id = std::move(e.run_id);

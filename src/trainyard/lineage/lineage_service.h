@@ -14,6 +14,7 @@
 // Thread-safe. The Database, Clock, Authorizer and ObjectDirectory must outlive it.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ObjectAccess {
   identity::Securable governing;
   identity::Securable accessed;
   std::string display_name;
+  // Set for objects whose component keeps their grants itself (an endpoint's QUERY and
+  // MANAGE): it decides who may read the object instead of the Authorizer.
+  std::function<Status(const identity::Principal&)> authorize;
 };
 
 class ObjectDirectory {
@@ -69,6 +73,7 @@ struct GraphEdge {
   ColumnMapping columns;
   int64_t created_at = 0;
   std::string recorded_by;
+  int64_t ended_at = 0;  // 0 while the edge holds (see Edge::ended_at)
 };
 
 struct LineageGraph {
@@ -77,6 +82,20 @@ struct LineageGraph {
   std::vector<GraphNode> nodes;  // the root first
   std::vector<GraphEdge> edges;
   bool truncated = false;  // the depth or node bound left lineage out
+};
+
+// One model version an endpoint serves.
+struct ServedVersion {
+  std::string model;
+  int64_t version = 0;
+};
+
+// A column of a table version and where it came from (ColumnLineage), with the context it was
+// recorded in.
+struct ColumnLineageQuery {
+  std::string table;  // catalog.schema.table
+  int64_t version = 0;
+  std::string column;  // "" = every column
 };
 
 class LineageService : public LineageRecorder {
@@ -91,6 +110,18 @@ class LineageService : public LineageRecorder {
   Status Record(const identity::Principal& who, const EdgeRecord& edge) override;
   Status RecordTableRead(const identity::Principal& who, const TableReadRecord& read) override;
   Status RecordTableWrite(const identity::Principal& who, const TableWriteRecord& write) override;
+  // What `endpoint` serves now (LineageStore::RecordServing): model version -serves-> endpoint
+  // for each of `versions`, every other open serves edge into it ended. Empty: it serves
+  // nothing any more (deleted).
+  Status RecordServing(const identity::Principal& who, const std::string& endpoint,
+                       const std::vector<ServedVersion>& versions);
+
+  // The column lineage of a table version (optionally one column). InvalidArgument naming
+  // table/version/column for malformed ones; PermissionDenied unless `who` may read the table
+  // (SELECT through the Authorizer); NotFound naming `table` when no lineage is recorded for
+  // that table version, naming `column` when that column has none.
+  Result<std::vector<StoredColumn>> Columns(const identity::Principal& who,
+                                            const ColumnLineageQuery& query);
 
   // The graph around `query.start`. NotFound when neither its component nor the lineage
   // graph knows the object; PermissionDenied when `who` may not read it; InvalidArgument
@@ -106,7 +137,11 @@ class LineageService : public LineageRecorder {
   // Ok when `who` may read `node` (unknown objects are governed by their type and id).
   Status MayRead(const identity::Principal& who, const NodeRef& node, std::string* display);
   Result<LineageGraph> Redact(const identity::Principal& who, const NodeRef& start, Traversal walk);
-  Status Store(const identity::Principal& who, std::vector<EdgeRecord> edges);
+  // Validated rows for `edges`, recorded by `who` at `now`.
+  Result<std::vector<NewEdge>> Rows(const identity::Principal& who, std::vector<EdgeRecord> edges,
+                                    int64_t now);
+  Status Store(const identity::Principal& who, std::vector<EdgeRecord> edges,
+               std::vector<StoredColumn> columns = {});
 
   LineageStore store_;
   Clock& clock_;

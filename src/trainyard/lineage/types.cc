@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <set>
 #include <utility>
 
 #include "trainyard/common/json.h"
@@ -267,6 +268,114 @@ Status ValidateColumnMapping(const ColumnMapping& mapping, std::string_view fiel
     }
   }
   return Status::Ok();
+}
+
+Status ValidateColumnLineage(const NodeRef& table, const std::vector<ColumnLineage>& lineage,
+                             std::string_view field) {
+  constexpr size_t kMaxColumnName = 255;
+  if (lineage.size() > kMaxLineageColumns) {
+    return Invalid(field, "has more than " + std::to_string(kMaxLineageColumns) + " columns");
+  }
+  auto bad_name = [](const std::string& name) {
+    return name.empty() || name.size() > kMaxColumnName || HasControlCharacter(name);
+  };
+  std::set<std::pair<std::string, std::string>> seen;
+  for (size_t i = 0; i < lineage.size(); ++i) {
+    const ColumnLineage& c = lineage[i];
+    std::string at = std::string(field) + "[" + std::to_string(i) + "]";
+    if (bad_name(c.column)) {
+      return Invalid(at + ".column", "is not a column name ('" + Abbreviate(c.column) + "')");
+    }
+    TY_RETURN_IF_ERROR(ValidateNodeRef(c.source, at + ".source"));
+    if (c.source.type != NodeType::kTable) {
+      return Invalid(at + ".source", "must be a table version");
+    }
+    if (c.source == table) return Invalid(at + ".source", "is the table written itself");
+    if (!seen.insert({c.column, FormatNodeRef(c.source)}).second) {
+      return Invalid(at + ".column", "'" + c.column + "' is listed twice for one source");
+    }
+    if (c.source_columns.size() > kMaxLineageColumns) {
+      return Invalid(at + ".from", "lists too many columns");
+    }
+    for (const auto& s : c.source_columns) {
+      if (bad_name(s))
+        return Invalid(at + ".from", "has a bad column name '" + Abbreviate(s) + "'");
+    }
+    bool transform_ok = !c.transform.empty() && c.transform.size() <= kMaxTransformLength;
+    for (char ch : c.transform) {
+      transform_ok = transform_ok && ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+                                      ch == '_' || ch == '+');
+    }
+    if (!transform_ok) {
+      return Invalid(at + ".transform",
+                     "must be a lower-case name such as copy, template, tokenize, redact or "
+                     "doc_id, or several joined by '+' (got '" +
+                         Abbreviate(c.transform) + "')");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<ColumnLineage>> ParseColumnLineage(std::string_view json_text,
+                                                      std::string_view field) {
+  std::vector<ColumnLineage> out;
+  if (json_text.empty()) return out;
+  auto parsed = ParseJsonExact(json_text);
+  if (!parsed.ok() || !parsed->is_object()) {
+    return Invalid(field,
+                   "must be a JSON object {\"source\": \"catalog.schema.table@VERSION\", "
+                   "\"columns\": [{\"column\", \"from\", \"transform\"}, ...]}");
+  }
+  const json::object& o = parsed->as_object();
+  for (const auto& kv : o) {
+    if (kv.key() != "source" && kv.key() != "columns") {
+      return Invalid(field, "has an unknown field '" + Abbreviate(kv.key()) +
+                                "' (it takes source and columns)");
+    }
+  }
+  std::string source_field = std::string(field) + ".source";
+  auto source_text = OptionalString(o, "source");
+  if (!source_text.ok() || !*source_text) {
+    return Invalid(source_field,
+                   "is required: the table version read, catalog.schema.table@VERSION");
+  }
+  TY_ASSIGN_OR_RETURN(NodeRef source, ParseNodeRef("table:" + **source_text, source_field));
+  if (!source.version)
+    return Invalid(source_field, "needs a version: catalog.schema.table@VERSION");
+  const json::value* columns = o.if_contains("columns");
+  if (columns == nullptr || !columns->is_array()) {
+    return Invalid(std::string(field) + ".columns", "must be a list of {column, from, transform}");
+  }
+  if (columns->as_array().size() > kMaxLineageColumns) {
+    return Invalid(std::string(field) + ".columns",
+                   "has more than " + std::to_string(kMaxLineageColumns) + " entries");
+  }
+  for (size_t i = 0; i < columns->as_array().size(); ++i) {
+    const json::value& e = columns->as_array()[i];
+    std::string at = std::string(field) + ".columns[" + std::to_string(i) + "]";
+    if (!e.is_object()) return Invalid(at, "must be an object {column, from, transform}");
+    const json::object& c = e.as_object();
+    for (const auto& kv : c) {
+      if (kv.key() != "column" && kv.key() != "from" && kv.key() != "transform") {
+        return Invalid(at, "has an unknown field '" + Abbreviate(kv.key()) + "'");
+      }
+    }
+    ColumnLineage row;
+    row.source = source;
+    auto column = OptionalString(c, "column");
+    if (!column.ok() || !*column) return Invalid(at + ".column", "is required (a column name)");
+    row.column = std::move(**column);
+    auto transform = OptionalString(c, "transform");
+    if (!transform.ok() || !*transform) {
+      return Invalid(at + ".transform", "is required (copy, template, tokenize, redact, ...)");
+    }
+    row.transform = std::move(**transform);
+    if (const json::value* from = c.if_contains("from")) {
+      TY_ASSIGN_OR_RETURN(row.source_columns, SourceColumns(*from, at + ".from"));
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
 }
 
 Status ValidateEdge(const Edge& edge) {

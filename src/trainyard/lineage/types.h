@@ -81,7 +81,37 @@ struct Edge {
   ColumnMapping columns;
   int64_t created_at = 0;
   std::string recorded_by;
+  // When the edge stopped holding, 0 while it holds: a `serves` edge ends when its endpoint
+  // stops serving that model version (history is kept; the current ones have 0).
+  int64_t ended_at = 0;
 };
+
+// One output column of a table version and what it was computed from: columns of a source
+// table version and the transform ("copy", "template", "tokenize", "redact", "doc_id", ...).
+struct ColumnLineage {
+  std::string column;
+  NodeRef source;                           // a table version
+  std::vector<std::string> source_columns;  // empty: computed from no source column
+  std::string transform;
+};
+
+// The longest transform name, and the most derived columns one table version may record.
+inline constexpr size_t kMaxTransformLength = 64;
+inline constexpr size_t kMaxLineageColumns = 4096;
+
+// Checks `lineage` as the columns of `table` (a table version): column names non-empty and
+// without control characters, each (column, source) once, sources table versions other than
+// `table`, transforms [a-z0-9_+]+ ("template+redact") of at most kMaxTransformLength bytes.
+// InvalidArgument naming `field`.
+Status ValidateColumnLineage(const NodeRef& table, const std::vector<ColumnLineage>& lineage,
+                             std::string_view field = "column_lineage");
+// The column lineage a writer sends with a table write (the tables import API's
+// `column_lineage` parameter): {"source": "main.support.raw@3", "columns": [{"column":
+// "text", "from": ["subject", "body"], "transform": "template"}, ...]} ("from" may be one
+// name or a list; "" is no lineage). Every row gets the source. InvalidArgument naming
+// `field` and the entry; ValidateColumnLineage then checks it against the table written.
+Result<std::vector<ColumnLineage>> ParseColumnLineage(std::string_view json_text,
+                                                      std::string_view field = "column_lineage");
 
 // Whether an edge of `kind` may join these node types (a run cannot `serve` a table);
 // InvalidArgument saying which pairs are allowed otherwise. Also checks both nodes and the

@@ -9,6 +9,7 @@
 #include "trainyard/jobs/job_service.h"
 #include "trainyard/lineage/lineage_service.h"
 #include "trainyard/registry/registry_service.h"
+#include "trainyard/serving/serving_service.h"
 #include "trainyard/tracking/tracking_service.h"
 
 namespace trainyard::server {
@@ -30,7 +31,7 @@ class ServiceDirectory : public lineage::ObjectDirectory {
         TY_ASSIGN_OR_RETURN(std::string experiment, s_.tracking.RunExperiment(node.key));
         TY_ASSIGN_OR_RETURN(std::string owner, s_.tracking.ExperimentOwner(experiment));
         return lineage::ObjectAccess{
-            {"experiment", experiment, owner}, {"run", node.key, owner}, ""};
+            {"experiment", experiment, owner}, {"run", node.key, owner}, "", nullptr};
       }
       case NodeType::kModelVersion: {
         TY_ASSIGN_OR_RETURN(registry::ModelVersion v,
@@ -38,7 +39,8 @@ class ServiceDirectory : public lineage::ObjectDirectory {
         TY_ASSIGN_OR_RETURN(std::string owner, s_.registry.RegisteredModelOwner(node.key));
         return lineage::ObjectAccess{{"registered_model", node.key, owner},
                                      {"model_version", id, owner},
-                                     v.name + " v" + std::to_string(v.version)};
+                                     v.name + " v" + std::to_string(v.version),
+                                     nullptr};
       }
       case NodeType::kJob:
       case NodeType::kCheckpoint: {
@@ -46,10 +48,21 @@ class ServiceDirectory : public lineage::ObjectDirectory {
         identity::Securable governing{"job", job.job_id, job.owner};
         identity::Securable accessed = governing;
         if (node.type == NodeType::kCheckpoint) accessed = {"checkpoint", id, job.owner};
-        return lineage::ObjectAccess{governing, accessed, job.spec.name};
+        return lineage::ObjectAccess{governing, accessed, job.spec.name, nullptr};
+      }
+      case NodeType::kEndpoint: {
+        // Its grants are serving's own (QUERY, MANAGE): serving decides who may see it.
+        TY_ASSIGN_OR_RETURN(serving::EndpointState state,
+                            s_.serving.Get(identity::Principal::System(), node.key));
+        serving::ServingService* serving = &s_.serving;
+        std::string name = node.key;
+        identity::Securable endpoint{"endpoint", name, state.endpoint.owner};
+        return lineage::ObjectAccess{endpoint, endpoint, name,
+                                     [serving, name](const identity::Principal& who) {
+                                       return serving->Get(who, name).status();
+                                     }};
       }
       case NodeType::kTable:
-      case NodeType::kEndpoint:
         break;
     }
     return Status::NotFound("no component owns " + id + " yet");
@@ -122,6 +135,13 @@ void LineageWiring::Connect() {
         e.from_display = job.spec.name;
         e.to_display = job.spec.name;
         Warn(lineage->Record(who, e), "job " + job.job_id);
+      });
+  sources_.serving.SetServesListener(
+      [lineage](const identity::Principal& who, const std::string& endpoint,
+                const std::vector<serving::ServedModelVersion>& versions) {
+        std::vector<lineage::ServedVersion> served;
+        for (const auto& [model, version] : versions) served.push_back({model, version});
+        Warn(lineage->RecordServing(who, endpoint, served), "endpoint " + endpoint);
       });
   sources_.checkpoints.SetCompleteListener([lineage](const identity::Principal& who,
                                                      const std::string& job_id, int64_t step,

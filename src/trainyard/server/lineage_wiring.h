@@ -1,10 +1,13 @@
 // LineageWiring: lineage's part of the composition root. It builds the ObjectDirectory that
-// tells lineage which securable governs a run, job, checkpoint or model version (through
-// tracking, registry and jobs; tables and endpoints are governed by their type and name
-// until the catalog owns them), the LineageService, and the listeners through which
-// tracking (dataset inputs naming a table version), registry (a model version from a run),
-// jobs (a job and the run its attempts log to) and checkpoints (a job's complete
-// checkpoints) record lineage, without any of them depending on lineage (decision 0012).
+// tells lineage which securable governs a run, job, checkpoint, model version or endpoint
+// (through tracking, registry, jobs and serving: an endpoint is visible to whoever may query
+// it, its owner, admins and holders of QUERY or MANAGE; tables are governed by their name
+// through the catalog's authorizer, and a deleted endpoint by its type and name, admins
+// only), the LineageService, and the listeners through which tracking (dataset inputs naming
+// a table version), registry (a model version from a run), jobs (a job and the run its
+// attempts log to), checkpoints (a job's complete checkpoints) and serving (the model
+// versions an endpoint serves, as they change) record lineage, without any of them
+// depending on lineage (decision 0012).
 //
 // Recording is best effort: a lineage write that fails is logged and does not fail the
 // operation that caused it. Construct after the services it connects, before serving; the
@@ -34,6 +37,9 @@ class JobService;
 namespace trainyard::checkpoints {
 class CheckpointService;
 }
+namespace trainyard::serving {
+class ServingService;
+}
 
 namespace trainyard::server {
 
@@ -42,6 +48,7 @@ struct LineageSources {
   registry::RegistryService& registry;
   jobs::JobService& jobs;
   checkpoints::CheckpointService& checkpoints;
+  serving::ServingService& serving;
 };
 
 class LineageWiring {

@@ -420,10 +420,21 @@ Status Server::InitServing() {
 
 void Server::InitLineage() {
   lineage_ = std::make_unique<LineageWiring>(
-      *db_, clock_, *authorizer_, LineageSources{*tracking_, *registry_, *jobs_, *checkpoints_});
+      *db_, clock_, *authorizer_,
+      LineageSources{*tracking_, *registry_, *jobs_, *checkpoints_, *serving_});
   lineage_->Connect();
   catalog::TableServiceOptions table_options;
   table_options.blob_cache_dir = config_.data_dir + "/s3-cache";
+  // Naming a run puts the read or write in its lineage: only who may log to the run may.
+  tracking::TrackingService* tracking = tracking_.get();
+  identity::Authorizer* authz = authorizer_.get();
+  table_options.authorize_run = [tracking, authz](const identity::Principal& who,
+                                                  const std::string& run_id) -> Status {
+    TY_ASSIGN_OR_RETURN(std::string experiment, tracking->RunExperiment(run_id));
+    TY_ASSIGN_OR_RETURN(std::string owner, tracking->ExperimentOwner(experiment));
+    return authz->Authorize(who, identity::Action::kEdit, {"experiment", experiment, owner},
+                            {"run", run_id, owner});
+  };
   tables_ = std::make_unique<catalog::TableService>(*catalog_, &lineage_->service(), clock_,
                                                     table_options);
 }
@@ -513,8 +524,8 @@ Status Server::Start() {
   TY_RETURN_IF_ERROR(InitServices());
   TY_RETURN_IF_ERROR(InitJobs());
   TY_RETURN_IF_ERROR(InitCheckpoints());
-  InitLineage();
   TY_RETURN_IF_ERROR(InitServing());
+  InitLineage();  // connects to serving too
   InitApi();
   http::ServerOptions options;
   options.host = config_.host;

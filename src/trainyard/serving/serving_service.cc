@@ -324,11 +324,16 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
   TY_RETURN_IF_ERROR(DecodeEndpointConfig(body, e.config, options_.limits));
   TY_RETURN_IF_ERROR(CheckEntities(who, e.config));
   TY_RETURN_IF_ERROR(store_.Create(e));
-  MutexLock lock(mu_);
-  Runtime rt;
-  rt.endpoint = e;
-  Install(std::move(rt));
-  return StateLocked(endpoints_.at(e.name));
+  EndpointState state;
+  {
+    MutexLock lock(mu_);
+    Runtime rt;
+    rt.endpoint = e;
+    Install(std::move(rt));
+    state = StateLocked(endpoints_.at(e.name));
+  }
+  NotifyServes(who, e.name, e.config.served_entities);
+  return state;
 }
 
 Result<std::vector<EndpointState>> ServingService::List(const identity::Principal& who) {
@@ -403,14 +408,19 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
   if (body.contains("served_entities")) TY_RETURN_IF_ERROR(CheckEntities(who, e.config));
   e.updated_at = clock_.NowMillis();
   TY_RETURN_IF_ERROR(store_.Update(e));
-  MutexLock lock(mu_);
-  Runtime* rt = FindLocked(name);
-  if (!rt) return Status::NotFound("endpoint '" + name + "' does not exist");
-  Runtime next;
-  next.endpoint = e;
-  next.grants = rt->grants;
-  Install(std::move(next));
-  return StateLocked(endpoints_.at(name));
+  EndpointState state;
+  {
+    MutexLock lock(mu_);
+    Runtime* rt = FindLocked(name);
+    if (!rt) return Status::NotFound("endpoint '" + name + "' does not exist");
+    Runtime next;
+    next.endpoint = e;
+    next.grants = rt->grants;
+    Install(std::move(next));
+    state = StateLocked(endpoints_.at(name));
+  }
+  if (body.contains("served_entities")) NotifyServes(who, name, e.config.served_entities);
+  return state;
 }
 
 Status ServingService::Delete(const identity::Principal& who, const std::string& name) {
@@ -421,13 +431,30 @@ Status ServingService::Delete(const identity::Principal& who, const std::string&
     TY_RETURN_IF_ERROR(AuthorizeManage(who, *rt));
   }
   TY_RETURN_IF_ERROR(store_.Delete(name));
-  MutexLock lock(mu_);
-  for (auto& [id, r] : replicas_) {
-    if (r.endpoint == name) StopReplicaLocked(r);
+  {
+    MutexLock lock(mu_);
+    for (auto& [id, r] : replicas_) {
+      if (r.endpoint == name) StopReplicaLocked(r);
+    }
+    endpoints_.erase(name);
+    ready_cv_.NotifyAll();
   }
-  endpoints_.erase(name);
-  ready_cv_.NotifyAll();
+  NotifyServes(who, name, {});
   return Status::Ok();
+}
+
+void ServingService::NotifyServes(const identity::Principal& who, const std::string& endpoint,
+                                  const std::vector<ServedEntity>& entities) {
+  if (!serves_listener_) return;
+  std::vector<ServedModelVersion> versions;
+  for (const auto& e : entities) {
+    auto mv = e.version ? registry_.GetModelVersion(e.model, *e.version)
+                        : registry_.GetModelVersionByAlias(e.model, e.alias);
+    if (!mv.ok()) continue;
+    ServedModelVersion v{e.model, mv->version};
+    if (std::find(versions.begin(), versions.end(), v) == versions.end()) versions.push_back(v);
+  }
+  serves_listener_(who, endpoint, versions);
 }
 
 Status ServingService::Grant(const identity::Principal& who, const std::string& name,
@@ -649,6 +676,9 @@ void ServingService::CheckAliases() {
       }
     }
   }
+  // Endpoints whose aliases resolved to another version (or for the first time since the
+  // server started): what they serve goes to lineage, as their owners.
+  std::map<std::string, std::pair<std::string, std::vector<ServedEntity>>> moved;
   for (const auto& [name, entity, served] : due) {
     auto mv = registry_.GetModelVersionByAlias(served.model, served.alias);
     if (!mv.ok()) continue;  // the next replica start reports it
@@ -661,7 +691,13 @@ void ServingService::CheckAliases() {
       spdlog::info("serving: alias {}@{} of endpoint {} moved to version {}: rolling", served.model,
                    served.alias, name, mv->version);
     }
+    if (pool->second.alias_version != mv->version) {
+      moved[name] = {rt->endpoint.owner, rt->endpoint.config.served_entities};
+    }
     pool->second.alias_version = mv->version;
+  }
+  for (const auto& [name, endpoint] : moved) {
+    NotifyServes(identity::Principal{endpoint.first, false, "", ""}, name, endpoint.second);
   }
 }
 

@@ -105,6 +105,15 @@ struct EndpointState {
 
 class ServingService;
 
+// One model version an endpoint serves: the model and the version a served entity resolves to.
+using ServedModelVersion = std::pair<std::string, int64_t>;
+// Told what an endpoint serves whenever that may have changed: on create and on an update of
+// its served entities (as `who`), when an alias it serves moves (as its owner), and on delete
+// (nothing). Called without the service's lock, on the caller's thread or the control loop's.
+using ServesListener =
+    std::function<void(const identity::Principal& who, const std::string& endpoint,
+                       const std::vector<ServedModelVersion>& versions)>;
+
 // A request's claim on a replica: its in-flight count drops when the lease is destroyed.
 class Lease {
  public:
@@ -141,6 +150,9 @@ class ServingService {
   ServingService& operator=(const ServingService&) = delete;
 
   static std::vector<store::Migration> Migrations() { return EndpointStore::Migrations(); }
+
+  // Lineage's hook (see ServesListener); set once, before Start().
+  void SetServesListener(ServesListener listener) { serves_listener_ = std::move(listener); }
 
   // Loads the stored endpoints and starts the control loop (replicas for min_replicas).
   Status Start() TY_EXCLUDES(mu_);
@@ -227,6 +239,10 @@ class ServingService {
   // say how to serve it); InvalidArgument/NotFound naming served_entities[i].
   Status CheckEntities(const identity::Principal& who, const EndpointConfig& config);
   Result<Resolved> Resolve(const ServedEntity& entity, const std::string& field);
+  // Tells the ServesListener the versions `entities` resolve to now (unresolvable ones left
+  // out). Call without mu_.
+  void NotifyServes(const identity::Principal& who, const std::string& endpoint,
+                    const std::vector<ServedEntity>& entities) TY_EXCLUDES(mu_);
   void Install(Runtime rt) TY_REQUIRES(mu_);
   EndpointState StateLocked(const Runtime& rt) TY_REQUIRES(mu_);
   void Release(const std::string& replica_id) TY_EXCLUDES(mu_);
@@ -251,6 +267,7 @@ class ServingService {
   HealthProbe probe_;
   const ServingOptions options_;
   EndpointStore store_;
+  ServesListener serves_listener_;  // set before Start(), read-only after
 
   Mutex mu_;
   CondVar ready_cv_;  // a replica became ready, or an endpoint went away
