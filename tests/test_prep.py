@@ -356,3 +356,174 @@ outputs:
     assert delta_rows(server, f"{schema}.kept") == []
     assert len(api_rows(server, f"{schema}.dropped")) == 20
     assert [c["name"] for c in describe(server, f"{schema}.kept")["columns"]][:2] == ["doc_id", "id"]
+
+
+def columns(server, token: str | None = None, expect: int = 200, **params) -> dict:
+    r = requests.get(server.api("/api/trainyard/v1/lineage/columns"), params=params,
+                     headers=auth(token or server.token), timeout=30)
+    assert r.status_code == expect, r.text
+    return r.json()
+
+
+def test_column_lineage_of_the_outputs(server, tmp_path):
+    """Each column of each output table version says which source columns it came from and
+    how: through the API (all columns, or one), the CLI's table, and 4xx naming the field."""
+    schema = make_schema(server)
+    rows = [{"id": i, "customer": f"c{i % 5}", "question": f"Where is order {i}?",
+             "answer": f"It ships tomorrow; write to desk{i}@example.com with questions."}
+            for i in range(40)]
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    source = f"{schema}.qa"
+    cli(server, "tables", "import", source, str(data))
+    source_version = describe(server, source)["version"]
+    spec = tmp_path / "pipeline.yaml"
+    spec.write_text(f"""name: qa-prep
+source:
+  table: {source}
+  id_column: id
+steps:
+  - redact_pii: {{kinds: [email], column: answer}}
+  - template: {{format: chatml, prompt_column: question, response_column: answer}}
+  - split: {{ratios: {{train: 0.5, val: 0.5}}, seed: 1, group_by: customer}}
+outputs:
+  train: {schema}.train
+  val: {schema}.val
+  dropped: {schema}.dropped
+""")
+    report_file = tmp_path / "report.json"
+    # As in a job: lineage records the run that wrote the outputs.
+    h = auth(server.token)
+    exp = requests.post(server.api("/api/2.0/mlflow/experiments/create"),
+                        json={"name": f"qa-{uuid.uuid4().hex[:8]}"}, headers=h, timeout=30)
+    run_id = requests.post(server.api("/api/2.0/mlflow/runs/create"),
+                           json={"experiment_id": exp.json()["experiment_id"]}, headers=h,
+                           timeout=30).json()["run"]["info"]["run_id"]
+    env = {"PATH": "/usr/bin:/bin", "TRAINYARD_URL": server.url, "TRAINYARD_TOKEN": server.token,
+           "MLFLOW_RUN_ID": run_id}
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--report", str(report_file)],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    outputs = {o["name"]: o for o in json.loads(report_file.read_text())["outputs"]}
+    train = f"{schema}.train"
+    version = outputs["train"]["version"]
+
+    got = columns(server, table=train, version=version)
+    assert got["table"] == train and got["version"] == version
+    by = {c["column"]: c for c in got["columns"]}
+    assert set(by) == {"doc_id", "id", "customer", "question", "answer", "text"}
+    for c in by.values():
+        assert c["source"] == {"table": source, "version": source_version}, c
+        assert c["recorded_by"] == "admin" and c["run_id"] == run_id, c
+    assert (by["text"]["source_columns"], by["text"]["transform"]) == \
+        (["question", "answer"], "template")
+    assert (by["answer"]["source_columns"], by["answer"]["transform"]) == (["answer"], "redact")
+    assert (by["customer"]["source_columns"], by["customer"]["transform"]) == \
+        (["customer"], "copy")
+    assert (by["doc_id"]["source_columns"], by["doc_id"]["transform"]) == (["id"], "doc_id")
+    # One column; the other outputs have theirs too.
+    one = columns(server, table=train, version=version, column="text")["columns"]
+    assert [c["column"] for c in one] == ["text"]
+    val = columns(server, table=f"{schema}.val", version=outputs["val"]["version"])
+    assert {c["column"] for c in val["columns"]} == set(by)
+    dropped = columns(server, table=f"{schema}.dropped", version=outputs["dropped"]["version"])
+    assert {c["column"]: c["transform"] for c in dropped["columns"]}["duplicate_of"] == "doc_id"
+    # The table-level graph has the same derivation, with the column mapping on its edge.
+    g = requests.get(server.api("/api/trainyard/v1/lineage"),
+                     params={"object": f"table:{train}@{version}", "direction": "upstream",
+                             "depth": 1}, headers=auth(server.token), timeout=30).json()
+    derived = [e for e in g["edges"] if e["kind"] == "derived_from"]
+    assert len(derived) == 1 and derived[0]["from"] == f"table:{source}@{source_version}", g
+    assert derived[0]["column_mapping"]["text"] == ["question", "answer"]
+
+    # The CLI prints a table: column | derived from | transform.
+    out = cli(server, "lineage", f"{train}@{version}", "--columns").stdout
+    lines = out.splitlines()
+    assert re.match(r"^COLUMN\s+DERIVED FROM\s+TRANSFORM", lines[1]), out
+    text_line = next(line for line in lines if line.startswith("text "))
+    assert f"{source}@{source_version}.question, {source}@{source_version}.answer" in text_line
+    assert text_line.rstrip().endswith("template"), text_line
+    out = cli(server, "lineage", f"{train}@{version}", "--columns", "--column", "doc_id").stdout
+    assert len([line for line in out.splitlines() if line.startswith("doc_id")]) == 1, out
+
+    # Bad input names the field; a reader without SELECT on the table sees nothing.
+    for params, status, field in [
+        ({"version": version}, 400, "table"),
+        ({"table": "no-dots", "version": version}, 400, "table"),
+        ({"table": train}, 400, "version"),
+        ({"table": train, "version": "x"}, 400, "version"),
+        ({"table": train, "version": -1}, 400, "version"),
+        ({"table": f"{schema}.nosuch", "version": 1}, 404, "table"),
+        ({"table": train, "version": version + 5}, 404, "table"),
+        ({"table": train, "version": version, "column": "nosuch"}, 404, "column"),
+        ({"table": train, "version": version, "colum": "text"}, 400, "colum"),
+    ]:
+        body = columns(server, expect=status, **params)
+        assert body["message"].startswith(field), (params, body)
+    user = f"cl_{uuid.uuid4().hex[:6]}"
+    token = server.create_user(user)
+    columns(server, token=token, expect=403, table=train, version=version)
+    cat = schema.split(".")[0]
+    cli(server, "grant", "USE", "CATALOG,", "USE", "SCHEMA,", "SELECT", "ON", "CATALOG", cat,
+        "TO", user)
+    assert len(columns(server, token=token, table=train, version=version)["columns"]) == 6
+
+
+def test_column_lineage_sent_to_the_import_api_is_checked(server, tmp_path):
+    """The import API's column_lineage: malformed is 400 naming the field and writes nothing;
+    a source the writer may not read is refused; without a run it is refused."""
+    schema = make_schema(server)
+    source, _ = import_source(server, tmp_path, schema, 5)
+    h = auth(server.token)
+    exp = requests.post(server.api("/api/2.0/mlflow/experiments/create"),
+                        json={"name": f"cl-{uuid.uuid4().hex[:8]}"}, headers=h, timeout=30)
+    run = requests.post(server.api("/api/2.0/mlflow/runs/create"),
+                        json={"experiment_id": exp.json()["experiment_id"]}, headers=h,
+                        timeout=30).json()["run"]["info"]["run_id"]
+    target = f"{schema}.out"
+    body = b'{"a": "x"}\n'
+
+    def imp(lineage, expect, run_id=run, token=None):
+        params = {"format": "jsonl", "column_lineage": json.dumps(lineage)}
+        if run_id:
+            params["run_id"] = run_id
+        r = requests.post(server.api(f"{TABLES}/{target}/import"), params=params, data=body,
+                          headers=auth(token or server.token), timeout=30)
+        assert r.status_code == expect, r.text
+        return r.json()
+
+    good = {"source": f"{source}@1", "columns": [{"column": "a", "from": "text",
+                                                  "transform": "copy"}]}
+    for lineage, field in [
+        ({"columns": []}, "column_lineage.source"),
+        ({"source": source, "columns": []}, "column_lineage.source"),
+        ({"source": f"{source}@1", "columns": [{"column": "a"}]},
+         "column_lineage.columns[0].transform"),
+        ({"source": f"{source}@1", "columns": [{"column": "a", "transform": "Bad Name"}]},
+         "column_lineage.columns[0].transform"),
+        ({"source": f"{source}@1", "columns": [{"column": "b", "transform": "copy"}]},
+         "column_lineage.columns[0].column"),
+    ]:
+        assert imp(lineage, 400)["message"].startswith(field), lineage
+    assert imp(good, 400, run_id=None)["message"].startswith("column_lineage")
+    r = requests.get(server.api(f"{TABLES}/{target}"), headers=h, timeout=30)
+    assert r.status_code == 404, r.text  # nothing was created
+    assert imp(good, 200)["version"] == 1
+    got = columns(server, table=target, version=1)["columns"]
+    assert [(c["column"], c["source_columns"], c["transform"]) for c in got] == \
+        [("a", ["text"], "copy")]
+    # A writer who may not read the source cannot claim to derive from it.
+    user = f"cw_{uuid.uuid4().hex[:6]}"
+    token = server.create_user(user)
+    own_exp = requests.post(server.api("/api/2.0/mlflow/experiments/create"),
+                            json={"name": f"cw-{uuid.uuid4().hex[:8]}"}, headers=auth(token),
+                            timeout=30)
+    own_run = requests.post(server.api("/api/2.0/mlflow/runs/create"),
+                            json={"experiment_id": own_exp.json()["experiment_id"]},
+                            headers=auth(token), timeout=30).json()["run"]["info"]["run_id"]
+    cat = schema.split(".")[0]
+    cli(server, "grant", "MODIFY", "ON", "TABLE", target, "TO", user)
+    cli(server, "grant", "USE", "CATALOG", "ON", "CATALOG", cat, "TO", user)
+    cli(server, "grant", "USE", "SCHEMA", "ON", "SCHEMA", schema, "TO", user)
+    body_denied = imp(good, 403, run_id=own_run, token=token)
+    assert body_denied["message"].startswith("column_lineage.columns[0].source"), body_denied

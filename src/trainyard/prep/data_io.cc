@@ -283,11 +283,12 @@ class LocalWriter : public BufferedWriter {
 class CatalogWriter : public BufferedWriter {
  public:
   CatalogWriter(ServerEndpoint server, std::string table, std::shared_ptr<arrow::Schema> schema,
-                std::string run_id, int64_t flush_rows)
+                std::string run_id, int64_t flush_rows, std::string column_lineage)
       : BufferedWriter(std::move(schema), flush_rows),
         server_(std::move(server)),
         table_(std::move(table)),
-        run_id_(std::move(run_id)) {}
+        run_id_(std::move(run_id)),
+        column_lineage_(std::move(column_lineage)) {}
 
   std::string Describe() const override { return table_; }
 
@@ -305,6 +306,7 @@ class CatalogWriter : public BufferedWriter {
                        "/import?format=parquet&mode=" + (overwrite ? "overwrite" : "append") +
                        "&source_name=prep";
     if (!run_id_.empty()) path += "&run_id=" + UrlEncode(run_id_);
+    if (!column_lineage_.empty()) path += "&column_lineage=" + UrlEncode(column_lineage_);
     auto r = CallServer(server_, "POST", path, body, "application/vnd.apache.parquet",
                         "writing " + table_);
     if (!r.ok()) return Explain(r.status(), table_, true);
@@ -321,6 +323,7 @@ class CatalogWriter : public BufferedWriter {
   ServerEndpoint server_;
   std::string table_;
   std::string run_id_;
+  std::string column_lineage_;
 };
 
 }  // namespace
@@ -363,8 +366,10 @@ Result<std::unique_ptr<OutputWriter>> OpenLocalOutput(const std::string& dir,
 std::unique_ptr<OutputWriter> OpenCatalogOutput(const ServerEndpoint& server,
                                                 const std::string& table,
                                                 std::shared_ptr<arrow::Schema> schema,
-                                                const std::string& run_id, int64_t flush_rows) {
-  return std::make_unique<CatalogWriter>(server, table, std::move(schema), run_id, flush_rows);
+                                                const std::string& run_id, int64_t flush_rows,
+                                                std::string column_lineage) {
+  return std::make_unique<CatalogWriter>(server, table, std::move(schema), run_id, flush_rows,
+                                         std::move(column_lineage));
 }
 
 }  // namespace trainyard::prep

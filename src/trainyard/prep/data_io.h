@@ -78,9 +78,12 @@ Result<std::unique_ptr<OutputWriter>> OpenLocalOutput(const std::string& dir,
                                                       int64_t flush_rows);
 
 // A catalog table through the server (created by the first import when absent).
+// `column_lineage` (the import API's JSON, "" = none) goes with every commit, so each
+// version written has its columns' lineage.
 std::unique_ptr<OutputWriter> OpenCatalogOutput(const ServerEndpoint& server,
                                                 const std::string& table,
                                                 std::shared_ptr<arrow::Schema> schema,
-                                                const std::string& run_id, int64_t flush_rows);
+                                                const std::string& run_id, int64_t flush_rows,
+                                                std::string column_lineage = "");
 
 }  // namespace trainyard::prep

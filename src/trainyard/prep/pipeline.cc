@@ -17,6 +17,7 @@
 
 #include "trainyard/model/chat_template.h"
 #include "trainyard/model/tokenizer.h"
+#include "trainyard/prep/column_lineage.h"
 #include "trainyard/prep/data_io.h"
 #include "trainyard/prep/doc_id.h"
 #include "trainyard/prep/minhash.h"
@@ -879,8 +880,17 @@ class Engine {
             " through the Trainyard server: pass --url and --token (or set TRAINYARD_URL and "
             "TRAINYARD_TOKEN), or write a local directory with {path: DIR}");
       }
+      // Column lineage for a catalog source (a table version lineage knows; not for files),
+      // when there is a run to record it under (lineage's writer).
+      std::string lineage;
+      if (!spec_.source.table.empty() && source_->version() && !options_.run_id.empty()) {
+        lineage = ColumnLineageJson(spec_.source.table, *source_->version(),
+                                    o.name == "dropped"
+                                        ? DroppedOutputColumns(spec_)
+                                        : DeriveOutputColumns(spec_, schema_->field_names()));
+      }
       return OpenCatalogOutput(options_.server, o.table, schema, options_.run_id,
-                               options_.flush_rows);
+                               options_.flush_rows, std::move(lineage));
     };
     for (const auto& name : data_outputs_) {
       TY_ASSIGN_OR_RETURN(auto w, open(*spec_.Output(name), output_schema_));
