@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
 #include <set>
 
 #include "trainyard/testing/status_matchers.h"
@@ -251,6 +252,51 @@ TEST_F(ServingServiceTest, ServedEntitiesAreCheckedAtCreation) {
   TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}]})"));
   EXPECT_EQ(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}]})").code(),
             StatusCode::kAlreadyExists);
+}
+
+// Lineage's hook hears what an endpoint serves each time that may change: create, an update of
+// its served entities, an alias it serves moving (as the endpoint's owner), and delete.
+TEST_F(ServingServiceTest, TheServesListenerHearsEveryChangeOfWhatIsServed) {
+  TY_ASSERT_OK(
+      registry_->CreateModelVersion(kAdmin, {.name = "m", .source = "mlflow-artifacts:/model"})
+          .status());
+  TY_ASSERT_OK(registry_->SetRegisteredModelAlias(kAdmin, "m", "champ", 1));
+  options_.alias_check = std::chrono::milliseconds(1);
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::vector<ServedModelVersion>>> heard;
+  auto heard_copy = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return heard;
+  };
+  using Heard = std::pair<std::string, std::vector<ServedModelVersion>>;
+  Start();
+  // Set after Start() (the fixture starts the service): no endpoint exists yet, so the control
+  // loop has nothing to tell it about.
+  serving_->SetServesListener([&](const Principal& who, const std::string& endpoint,
+                                  const std::vector<ServedModelVersion>& versions) {
+    std::lock_guard<std::mutex> lock(mu);
+    heard.push_back({who.user + "/" + endpoint, versions});
+  });
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 2}]})"));
+  EXPECT_EQ(heard_copy().back(), (Heard{"admin/e", {{"m", 2}}}));
+  auto o = ParseJsonObject(R"({"served_entities": [{"model": "m", "alias": "champ"}]})");
+  TY_ASSERT_OK(serving_->Update(kAdmin, "e", *o).status());
+  EXPECT_EQ(heard_copy().back(), (Heard{"admin/e", {{"m", 1}}}));
+  TY_ASSERT_OK(registry_->SetRegisteredModelAlias(kAdmin, "m", "champ", 2));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (heard_copy().back() != Heard{"admin/e", {{"m", 2}}} &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();  // the control loop's alias check, bounded by the deadline
+  }
+  EXPECT_EQ(heard_copy().back(), (Heard{"admin/e", {{"m", 2}}}));
+  TY_ASSERT_OK(serving_->Delete(kAdmin, "e"));
+  EXPECT_EQ(heard_copy().back(), (Heard{"admin/e", {}}));
+  // A change that touches no served entity says nothing.
+  size_t before = heard_copy().size();
+  TY_ASSERT_OK(Create(R"({"name": "f", "served_entities": [{"model": "m", "version": 1}]})"));
+  auto scale = ParseJsonObject(R"({"max_replicas": 2})");
+  TY_ASSERT_OK(serving_->Update(kAdmin, "f", *scale).status());
+  EXPECT_EQ(heard_copy().size(), before + 1);
 }
 
 }  // namespace
