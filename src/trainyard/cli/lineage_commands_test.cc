@@ -39,5 +39,35 @@ TEST(RenderLineageTreeTest, SharedNodesAndCyclesPrintOnce) {
             "   └─ derived_from -> table:a.b.c@1  (see above)\n");
 }
 
+TEST(RenderLineageTreeTest, EndedEdgesSayUntilWhen) {
+  auto g = Graph(R"({"root": "endpoint:bot", "nodes": [
+      {"id": "endpoint:bot", "type": "endpoint", "key": "bot"},
+      {"id": "model_version:m@1", "type": "model_version", "key": "m"},
+      {"id": "model_version:m@2", "type": "model_version", "key": "m"}],
+    "edges": [{"from": "model_version:m@1", "to": "endpoint:bot", "kind": "serves",
+               "ended_at": 1795996800000},
+              {"from": "model_version:m@2", "to": "endpoint:bot", "kind": "serves",
+               "ended_at": 0}]})");
+  EXPECT_EQ(RenderLineageTree(g, true),
+            "upstream of endpoint:bot\n"
+            "├─ serves (until 2026-11-30 00:00) <- model_version:m@1\n"
+            "└─ serves <- model_version:m@2\n");
+}
+
+TEST(RenderColumnLineageTest, OneRowPerColumnWithItsSources) {
+  auto a = Graph(R"({"table": "main.s.train", "version": 2, "columns": [
+      {"column": "text", "source": {"table": "main.s.raw", "version": 3},
+       "source_columns": ["q", "a"], "transform": "template"},
+      {"column": "doc_id", "source": {"table": "main.s.raw", "version": 3},
+       "source_columns": [], "transform": "doc_id"}]})");
+  std::string out = RenderColumnLineage(a);
+  EXPECT_EQ(out.substr(0, out.find('\n')), "columns of main.s.train@2");
+  EXPECT_NE(out.find("COLUMN"), std::string::npos) << out;
+  EXPECT_NE(out.find("main.s.raw@3.q, main.s.raw@3.a"), std::string::npos) << out;
+  EXPECT_NE(out.find("(none: computed by the transform)"), std::string::npos) << out;
+  auto none = Graph(R"({"table": "main.s.train", "version": 2, "columns": []})");
+  EXPECT_NE(RenderColumnLineage(none).find("(no column lineage recorded)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainyard::cli
