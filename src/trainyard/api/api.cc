@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "trainyard/api/query_token.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/identity/query_scope.h"
 
 namespace trainyard::api {
 
@@ -224,6 +226,25 @@ bool ScopedTokenMayCall(http::Method method, std::string_view path) {
   return false;
 }
 
+bool QueryOnlyTokenMayCall(http::Method method, std::string_view path) {
+  if (method == http::Method::kGet)
+    return path == "/serving-endpoints/models" || path == "/v1/models";
+  if (method != http::Method::kPost) return false;
+  if (path == "/serving-endpoints/chat/completions" || path == "/serving-endpoints/completions" ||
+      path == "/v1/chat/completions" || path == "/v1/completions") {
+    return true;
+  }
+  // /serving-endpoints/{name}/invocations
+  constexpr std::string_view kPrefix = "/serving-endpoints/", kSuffix = "/invocations";
+  if (!StartsWith(path, kPrefix) || path.size() <= kPrefix.size() + kSuffix.size() ||
+      path.substr(path.size() - kSuffix.size()) != kSuffix) {
+    return false;
+  }
+  std::string_view name =
+      path.substr(kPrefix.size(), path.size() - kPrefix.size() - kSuffix.size());
+  return name.find('/') == std::string_view::npos;
+}
+
 http::Response Api::Serve(http::Request& request, const RawHandler& handler, bool authenticate,
                           const RawFastHandler* fast, bool scoped_may_call,
                           ErrorRenderer render_error, bool audit_durably) {
@@ -233,6 +254,17 @@ http::Response Api::Serve(http::Request& request, const RawHandler& handler, boo
     auto p = identity_.Authenticate(BearerToken(request));
     if (!p.ok()) return Unauthenticated(request, p.status());
     principal = std::move(p).value();
+  }
+  if (identity::IsQueryOnly(principal) && !QueryOnlyTokenMayCall(request.method, request.path)) {
+    http::Response denied = render_error(Status::PermissionDenied(
+        "a query-only token may not call " + std::string(http::MethodName(request.method)) + " " +
+        request.path +
+        "; it may only query serving endpoints (POST /serving-endpoints/{name}/invocations and "
+        "the OpenAI routes). Use a full token ('trainyard token create') for anything else"));
+    identity_.Audit(identity::AuditRecord{clock_.NowMillis(), principal.user,
+                                          std::string(http::MethodName(request.method)),
+                                          request.path, denied.status, request.remote_address});
+    return denied;
   }
   if (!principal.scope.empty() && !scoped_may_call) {
     http::Response denied = render_error(Status::PermissionDenied(
@@ -366,6 +398,7 @@ std::optional<http::Response> Api::ServeInline(http::Request& request,
       identity_.AuthenticateCached(BearerToken(request));
   if (!principal || !principal->ok()) return std::nullopt;
   if (!(*principal)->scope.empty() && !scoped_may_call) return std::nullopt;
+  if (identity::IsQueryOnly(**principal)) return std::nullopt;  // Serve refuses it
   json::object body = QueryToObject(request);
   Call call{**principal, body, request};
   std::optional<Result<json::value>> result = handler(call);

@@ -1,6 +1,8 @@
 #include "trainyard/api/identity_api.h"
 
 #include "trainyard/common/strings.h"
+#include "trainyard/identity/query_scope.h"
+#include "trainyard/serving/endpoint.h"
 
 namespace trainyard::api {
 namespace {
@@ -19,6 +21,13 @@ json::value TokenToJson(const identity::TokenInfo& t) {
   o["created_at"] = t.created_at;
   if (t.expires_at) o["expires_at"] = *t.expires_at;
   if (t.revoked_at) o["revoked_at"] = *t.revoked_at;
+  if (!t.scope.empty()) o["scope"] = t.scope;
+  if (identity::IsQueryOnly(identity::Principal{t.user, false, t.token_id, t.scope})) {
+    o["query_only"] = true;
+    json::array endpoints;
+    for (const auto& e : identity::QueryScopeEndpoints(t.scope)) endpoints.emplace_back(e);
+    o["endpoints"] = std::move(endpoints);
+  }
   return o;
 }
 
@@ -92,14 +101,39 @@ void RegisterUserRoutes(Api& api, identity::IdentityService& ids) {
             });
 }
 
+constexpr size_t kMaxQueryTokenEndpoints = 20;
+
 Result<json::value> CreateToken(identity::IdentityService& ids, Call& c) {
   TY_ASSIGN_OR_RETURN(auto user, OptionalString(c.body, "user"));
   TY_ASSIGN_OR_RETURN(auto description, OptionalString(c.body, "description"));
   TY_ASSIGN_OR_RETURN(auto ttl, OptionalInt64(c.body, "expires_in_seconds"));
+  TY_ASSIGN_OR_RETURN(auto query_only, OptionalBool(c.body, "query_only"));
+  TY_ASSIGN_OR_RETURN(auto endpoints, StringList(c.body, "endpoints"));
+  std::string scope;
+  if (query_only.value_or(false)) {
+    if (endpoints.size() > kMaxQueryTokenEndpoints) {
+      return Status::InvalidArgument("endpoints must name at most " +
+                                     std::to_string(kMaxQueryTokenEndpoints) + " endpoints (got " +
+                                     std::to_string(endpoints.size()) + ")");
+    }
+    for (size_t i = 0; i < endpoints.size(); ++i) {
+      if (!serving::ValidateEndpointName(endpoints[i]).ok()) {
+        return Status::InvalidArgument("endpoints[" + std::to_string(i) + "]: '" +
+                                       Abbreviate(endpoints[i]) +
+                                       "' is not an endpoint name (1-63 letters, digits, '-' "
+                                       "or '_')");
+      }
+    }
+    scope = identity::QueryScope(endpoints);
+  } else if (!endpoints.empty()) {
+    return Status::InvalidArgument(
+        "endpoints limits a query-only token: set \"query_only\": true with it");
+  }
   TY_ASSIGN_OR_RETURN(auto created,
                       ids.CreateToken(c.principal, {.user = user.value_or(c.principal.user),
                                                     .description = description.value_or(""),
-                                                    .ttl_seconds = ttl}));
+                                                    .ttl_seconds = ttl,
+                                                    .scope = scope}));
   return json::object{{"token", created.first}, {"info", TokenToJson(created.second)}};
 }
 

@@ -33,6 +33,23 @@ http::Response OpenAiError(const Status& status) {
   return http::Response::Json(code, json::serialize(json::object{{"error", std::move(error)}}));
 }
 
+// A request over one of the endpoint's rate limits: 429 with Retry-After, in OpenAI's shape
+// (the `openai` client raises RateLimitError) or Databricks' (REQUEST_LIMIT_EXCEEDED).
+http::Response RateLimited(const Status& status, const serving::RateDecision& d, bool openai) {
+  json::object body;
+  if (openai) {
+    body["error"] = json::object{{"message", status.message()},
+                                 {"type", d.tokens ? "tokens" : "requests"},
+                                 {"code", "rate_limit_exceeded"},
+                                 {"param", nullptr}};
+  } else {
+    body = json::object{{"error_code", "REQUEST_LIMIT_EXCEEDED"}, {"message", status.message()}};
+  }
+  http::Response r = http::Response::Json(429, json::serialize(body));
+  r.headers.emplace_back("Retry-After", std::to_string(d.retry_after_seconds));
+  return r;
+}
+
 json::array GrantsToJson(const std::vector<serving::EndpointGrant>& grants) {
   json::array out;
   for (const auto& g : grants) {
@@ -79,6 +96,7 @@ struct StreamState {
                             std::chrono::steady_clock::now() - start)
                             .count();
     if (!ended) record.status = 499;  // the client went away before the end
+    ChargeTokens();  // once: done at the end already, or what a client that went away used
     serving->capture().Enqueue(std::move(record));
   }
 
@@ -101,6 +119,13 @@ struct StreamState {
     return *more;
   }
 
+  // Charges the answer's tokens to the endpoint's token limits (once).
+  void ChargeTokens() {
+    if (lease.rate_charge.charges_tokens()) {
+      lease.rate_charge.ChargeTokens(serving::AnswerTokens(record.response_body));
+    }
+  }
+
   void Capture(const std::string& piece) {
     if (record.response_body.size() <= kCaptureLimit) {
       record.response_body += piece.substr(0, kCaptureLimit + 1 - record.response_body.size());
@@ -116,7 +141,12 @@ struct StreamState {
 class ProxiedBody : public http::BodyStream {
  public:
   explicit ProxiedBody(std::shared_ptr<StreamState> state) : state_(std::move(state)) {}
-  bool Next(std::string* chunk) override { return state_->Next(*chunk); }
+  bool Next(std::string* chunk) override {
+    bool more = state_->Next(*chunk);
+    // Charged before the stream's end reaches the client, so its next request sees it.
+    if (!more) state_->ChargeTokens();
+    return more;
+  }
   void Cancel() override {}  // the client is gone: ~StreamState records it (499)
 
  private:
@@ -133,7 +163,13 @@ http::Response Forward(serving::ServingService& serving, Call& c, const std::str
     r.headers.emplace_back("x-request-id", request_id);
     return r;
   };
-  auto lease = serving.Acquire(c.principal, name);
+  serving::RateDecision limited;
+  auto lease = serving.Acquire(c.principal, name, &limited);
+  if (!lease.ok() && !limited.allowed) {
+    http::Response r = RateLimited(lease.status(), limited, render_error == OpenAiError);
+    r.headers.emplace_back("x-request-id", request_id);
+    return r;
+  }
   if (!lease.ok()) return fail(lease.status());
   auto path = UpstreamPath(kind, lease->flavor, c.body);
   if (!path.ok()) return fail(path.status());
@@ -156,6 +192,9 @@ http::Response Forward(serving::ServingService& serving, Call& c, const std::str
   bool stream = lease->flavor == Flavor::kLlm && stream_it != c.body.end() &&
                 stream_it->value().is_bool() && stream_it->value().as_bool();
   auto finish = [&](http::Response r) {
+    if (r.status == 200 && lease->rate_charge.charges_tokens()) {
+      lease->rate_charge.ChargeTokens(serving::AnswerTokens(r.body));
+    }
     r.headers.emplace_back("x-request-id", request_id);
     r.headers.emplace_back("x-served-entity", lease->served_entity);
     record.status = r.status;

@@ -242,9 +242,19 @@ std::optional<int64_t> ParseTtl(const std::string& s) {
 }
 
 int TokenCreate(Client& client, const std::string& user, const std::string& description,
-                const std::string& expires_in) {
+                const std::string& expires_in, bool query_only,
+                const std::vector<std::string>& endpoints) {
   json::object body{{"description", description}};
   if (!user.empty()) body["user"] = user;
+  if (!endpoints.empty() && !query_only) {
+    return Fail(Status::InvalidArgument("--endpoint limits a query-only token: add --query-only"));
+  }
+  if (query_only) {
+    body["query_only"] = true;
+    json::array names;
+    for (const auto& e : endpoints) names.emplace_back(e);
+    body["endpoints"] = std::move(names);
+  }
   if (!expires_in.empty()) {
     auto ttl = ParseTtl(expires_in);
     if (!ttl) {
@@ -256,8 +266,17 @@ int TokenCreate(Client& client, const std::string& user, const std::string& desc
   auto r = client.Call("POST", "/api/trainyard/v1/tokens", body);
   if (!r.ok()) return Fail(r.status());
   const auto& info = r->as_object().at("info");
-  std::cerr << "Created token " << Str(info, "token_id") << " for " << Str(info, "user")
-            << ". It is shown only once:\n";
+  std::cerr << "Created " << (query_only ? "query-only token " : "token ") << Str(info, "token_id")
+            << " for " << Str(info, "user");
+  if (query_only) {
+    std::string names;
+    for (const auto& e : endpoints) names += (names.empty() ? "" : ", ") + e;
+    std::cerr << " (it may only query "
+              << (endpoints.empty() ? std::string("the endpoints you may query")
+                                    : "endpoint(s) " + names)
+              << ")";
+  }
+  std::cerr << ". It is shown only once:\n";
   std::cout << Str(*r, "token") << "\n";
   return 0;
 }
@@ -268,10 +287,15 @@ int TokenList(Client& client) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : Arr(*r, "tokens")) {
     std::string state = Int(t, "revoked_at") ? "revoked" : "active";
+    std::string scope = Str(t, "scope");
+    if (scope == "query") scope = "query-only";
+    if (scope.rfind("query:", 0) == 0) scope = "query-only: " + scope.substr(6);
     rows.push_back({Str(t, "token_id"), Str(t, "user"), state, FormatTime(Int(t, "created_at")),
-                    FormatTime(Int(t, "expires_at")), Str(t, "description")});
+                    FormatTime(Int(t, "expires_at")), scope.empty() ? "-" : scope,
+                    Str(t, "description")});
   }
-  PrintTable(std::cout, {"ID", "USER", "STATE", "CREATED", "EXPIRES", "DESCRIPTION"}, rows);
+  PrintTable(std::cout, {"ID", "USER", "STATE", "CREATED", "EXPIRES", "SCOPE", "DESCRIPTION"},
+             rows);
   return 0;
 }
 
@@ -550,6 +574,8 @@ CommandRunner AddTrackingCommands(CLI::App& app, const AddClientOptions& add_cli
 CommandRunner AddTokenCommands(CLI::App& app, const AddClientOptions& add_client_options) {
   struct Options {
     std::string token_user, token_description, token_expires, token_id;
+    bool token_query_only = false;
+    std::vector<std::string> token_endpoints;
   };
   auto o = std::make_shared<Options>();
   auto* token = app.add_subcommand("token", "create, list and revoke API tokens");
@@ -558,6 +584,10 @@ CommandRunner AddTokenCommands(CLI::App& app, const AddClientOptions& add_client
   token_create->add_option("--user", o->token_user, "for this user (admins only; default: you)");
   token_create->add_option("--description", o->token_description, "what the token is for");
   token_create->add_option("--expires-in", o->token_expires, "lifetime, e.g. 90d, 12h");
+  token_create->add_flag("--query-only", o->token_query_only,
+                         "a token that may only query serving endpoints (refused elsewhere)");
+  token_create->add_option("--endpoint", o->token_endpoints,
+                           "with --query-only: only this endpoint (repeatable)");
   add_client_options(token_create);
   auto* token_list = token->add_subcommand("list", "list tokens");
   add_client_options(token_list);
@@ -566,7 +596,8 @@ CommandRunner AddTokenCommands(CLI::App& app, const AddClientOptions& add_client
   add_client_options(token_revoke);
   return [=](Client& client) -> std::optional<int> {
     if (token_create->parsed()) {
-      return TokenCreate(client, o->token_user, o->token_description, o->token_expires);
+      return TokenCreate(client, o->token_user, o->token_description, o->token_expires,
+                         o->token_query_only, o->token_endpoints);
     }
     if (token_list->parsed()) return TokenList(client);
     if (token_revoke->parsed()) return TokenRevoke(client, o->token_id);

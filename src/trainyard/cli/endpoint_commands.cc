@@ -1,8 +1,15 @@
 #include "trainyard/cli/endpoint_commands.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <iostream>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <thread>
 
 #include "trainyard/cli/client.h"
 #include "trainyard/cli/table.h"
@@ -19,7 +26,12 @@ struct Options {
   CLI::App* remove = nullptr;
   CLI::App* grant = nullptr;
   CLI::App* revoke = nullptr;
+  CLI::App* serve = nullptr;
   std::string name;
+  std::string serve_entity;
+  bool no_wait = false;
+  int64_t wait_timeout_s = 900;
+  std::vector<std::string> rate_limits;
   std::string model;
   int64_t version = 0;
   std::string alias;
@@ -33,6 +45,65 @@ struct Options {
   std::string privilege = "QUERY";
   std::string principal;
 };
+
+}  // namespace
+
+Result<json::array> ParseRateLimitFlags(const std::vector<std::string>& flags) {
+  // One entry per key and principal, so "user:100/min" and "user:5000tokens/min" merge.
+  std::vector<std::pair<std::string, json::object>> merged;
+  for (const auto& text : flags) {
+    if (text == "none") {
+      if (flags.size() != 1) {
+        return Status::InvalidArgument("--rate-limit none removes every limit: give it alone");
+      }
+      return json::array{};
+    }
+    auto bad = [&text](const std::string& why) {
+      return Status::InvalidArgument(
+          "--rate-limit '" + text + "': " + why +
+          "; write KEY[:PRINCIPAL]:N/min or KEY[:PRINCIPAL]:Ntokens/min with KEY endpoint, user "
+          "or group, e.g. user:100/min, user:alice:10/min, group:ml-team:50000tokens/min "
+          "(or 'none' to remove them all)");
+    };
+    std::vector<std::string> parts = SplitString(text, ':');
+    if (parts.size() < 2 || parts.size() > 3) return bad("expected 2 or 3 parts separated by ':'");
+    const std::string& key = parts[0];
+    if (key != "endpoint" && key != "user" && key != "group") {
+      return bad("unknown key '" + key + "'");
+    }
+    std::string principal = parts.size() == 3 ? parts[1] : "";
+    std::string amount = parts.back();
+    const std::string per = "/min";
+    if (amount.size() <= per.size() || amount.substr(amount.size() - per.size()) != per) {
+      return bad("the amount must end in /min");
+    }
+    amount.resize(amount.size() - per.size());
+    bool tokens = false;
+    if (amount.size() > 6 && amount.substr(amount.size() - 6) == "tokens") {
+      tokens = true;
+      amount.resize(amount.size() - 6);
+    }
+    auto n = ParseInt64(amount);
+    if (!n) return bad("'" + amount + "' is not a whole number");
+    std::string id = key + ":" + principal;
+    auto it =
+        std::find_if(merged.begin(), merged.end(), [&id](const auto& e) { return e.first == id; });
+    if (it == merged.end()) {
+      json::object o{{"key", key}};
+      if (!principal.empty()) o["principal"] = principal;
+      merged.emplace_back(id, std::move(o));
+      it = std::prev(merged.end());
+    }
+    const char* field = tokens ? "tokens_per_minute" : "queries_per_minute";
+    if (it->second.contains(field)) return bad("gives " + std::string(field) + " twice");
+    it->second[field] = *n;
+  }
+  json::array out;
+  for (auto& [id, o] : merged) out.push_back(std::move(o));
+  return out;
+}
+
+namespace {
 
 std::string EndpointPath(const std::string& name, const std::string& tail = "") {
   return "/api/trainyard/v1/endpoints/" + UrlEncode(name) + tail;
@@ -111,6 +182,9 @@ Result<json::object> ConfigBody(const Options& o, bool create) {
   if (o.max_replicas) body["max_replicas"] = *o.max_replicas;
   if (o.scale_to_zero_s) body["scale_to_zero_seconds"] = *o.scale_to_zero_s;
   if (o.target_concurrency) body["target_concurrency"] = *o.target_concurrency;
+  if (!o.rate_limits.empty()) {
+    TY_ASSIGN_OR_RETURN(body["rate_limits"], ParseRateLimitFlags(o.rate_limits));
+  }
   return body;
 }
 
@@ -133,6 +207,22 @@ std::string Routes(const json::value& e) {
   return out;
 }
 
+std::string RateLimits(const json::value& e) {
+  std::string out;
+  for (const auto& l : Arr(e, "rate_limits")) {
+    std::string who = Str(l, "key");
+    if (!Str(l, "principal").empty()) who += " " + Str(l, "principal");
+    if (Str(l, "key") == "user" && Str(l, "principal").empty()) who = "per user";
+    std::string what;
+    if (Int(l, "queries_per_minute") > 0) what += Str(l, "queries_per_minute") + " queries/min";
+    if (Int(l, "tokens_per_minute") > 0) {
+      what += (what.empty() ? "" : ", ") + Str(l, "tokens_per_minute") + " tokens/min";
+    }
+    out += (out.empty() ? "" : "; ") + who + ": " + what;
+  }
+  return out.empty() ? "none" : out;
+}
+
 int ReadyReplicas(const json::value& e) {
   int n = 0;
   for (const auto& r : Arr(e, "replicas")) n += Str(r, "state") == "READY";
@@ -151,6 +241,7 @@ void PrintEndpoint(const json::value& e) {
               {"scale to zero", Int(e, "scale_to_zero_seconds") == 0
                                     ? std::string("never")
                                     : "after " + Str(e, "scale_to_zero_seconds") + " s idle"},
+              {"rate limits", RateLimits(e)},
               {"created", FormatTime(Int(e, "created_at"))},
               {"capture", Str(e.as_object().at("capture"), "path") + " (" +
                               Str(e.as_object().at("capture"), "captured") + " captured, " +
@@ -204,6 +295,130 @@ int List(Client& client) {
   return 0;
 }
 
+// The default endpoint name for a model: its last name part ("main.support.intent" ->
+// "intent"), with characters an endpoint name may not have replaced by '-'.
+std::string DefaultEndpointName(const std::string& model) {
+  std::string name = model.substr(model.rfind('.') == std::string::npos ? 0 : model.rfind('.') + 1);
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '-';
+  }
+  while (!name.empty() && !std::isalnum(static_cast<unsigned char>(name[0]))) name.erase(0, 1);
+  if (name.size() > 63) name.resize(63);
+  return name.empty() ? "endpoint" : name;
+}
+
+// A READY replica of served entity `entity`, or null.
+const json::value* ReadyReplica(const json::value& e, const std::string& entity) {
+  for (const auto& r : Arr(e, "replicas")) {
+    if (Str(r, "state") == "READY" && Str(r, "served_entity") == entity) return &r;
+  }
+  return nullptr;
+}
+
+// `trainyard serve MODEL@ALIAS|MODEL/VERSION`: creates or updates the endpoint, waits for a
+// ready replica (progress on a terminal), and prints how to query it.
+int Serve(Client& client, const Options& o) {
+  auto entity = ParseEntity(o.serve_entity);
+  if (!entity.ok() || o.serve_entity.find('=') != std::string::npos) {
+    return Fail(Status::InvalidArgument("'" + o.serve_entity +
+                                        "' is not MODEL@ALIAS or MODEL/VERSION (e.g. "
+                                        "support-intent-model@champion, support-intent-model/3)"));
+  }
+  if (!o.flavor.empty()) (*entity)["flavor"] = o.flavor;
+  std::string name = o.name.empty() ? DefaultEndpointName(Str(*entity, "model")) : o.name;
+  auto existing = client.Call("GET", EndpointPath(name));
+  bool create = !existing.ok();
+  if (!existing.ok() && existing.status().code() != StatusCode::kNotFound) {
+    return Fail(existing.status());
+  }
+  Options config = o;
+  config.model.clear();
+  config.entities.clear();
+  // A replica kept running, so that the endpoint is ready when this returns.
+  if (create && !config.min_replicas) config.min_replicas = 1;
+  auto body = ConfigBody(config, false);
+  if (!body.ok()) return Fail(body.status());
+  (*body)["served_entities"] = json::array{*entity};
+  json::value state;
+  if (create) {
+    (*body)["name"] = name;
+    auto r = client.Call("POST", "/api/trainyard/v1/endpoints", *body);
+    if (!r.ok()) return Fail(r.status());
+    state = std::move(*r);
+  } else {
+    auto r = client.Call("PATCH", EndpointPath(name), *body);
+    if (!r.ok()) return Fail(r.status());
+    state = std::move(*r);
+  }
+  std::string entity_name = Str(Arr(state, "served_entities").at(0), "name");
+  std::cout << (create ? "Created" : "Updated") << " endpoint " << name << " serving "
+            << o.serve_entity << ".\n";
+  const json::value* ready = ReadyReplica(state, entity_name);
+  if (!ready && !o.no_wait && Int(state, "min_replicas") == 0) {
+    std::cout << "It has no replica until the first request arrives (min_replicas 0): the "
+                 "first request waits while one starts.\n";
+  } else if (!ready && !o.no_wait) {
+    bool tty = ::isatty(STDERR_FILENO);
+    auto start = std::chrono::steady_clock::now();
+    auto deadline = start + std::chrono::seconds(o.wait_timeout_s);
+    std::string last_error;
+    while (true) {
+      auto r = client.Call("GET", EndpointPath(name));
+      if (!r.ok()) return Fail(r.status());
+      state = std::move(*r);
+      ready = ReadyReplica(state, entity_name);
+      if (ready) break;
+      std::string replica_state = "no replica yet";
+      for (const auto& rep : Arr(state, "replicas")) {
+        if (Str(rep, "served_entity") == entity_name) {
+          replica_state = "replica " + Str(rep, "id") + " " + Str(rep, "state");
+        }
+      }
+      for (const auto& es : Arr(state, "entity_states")) {
+        if (Str(es, "name") == entity_name) last_error = Str(es, "last_error");
+      }
+      auto waited =
+          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start)
+              .count();
+      if (tty) {
+        std::cerr << "\r  waiting for " << name << ": " << replica_state << ", " << waited << " s"
+                  << (last_error.empty() ? "" : " (last error: " + last_error + ")") << "\033[K"
+                  << std::flush;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        if (tty) std::cerr << "\n";
+        return Fail(Status::Unavailable(
+            "endpoint " + name + " has no ready replica after " + std::to_string(o.wait_timeout_s) +
+            " s" + (last_error.empty() ? "" : " (last error: " + last_error + ")") +
+            "; see 'trainyard endpoints show " + name + "' and the replica's log"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    if (tty) std::cerr << "\r\033[K";
+    std::cout << "Ready in "
+              << std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() -
+                                                                  start)
+                     .count()
+              << " s.\n";
+  }
+  std::string base = client.url() + "/serving-endpoints";
+  std::cout << "\nBase URL: " << base << "\n\n";
+  if (ready && Str(*ready, "flavor") == "pyfunc") {
+    std::cout << "curl -H \"Authorization: Bearer $TRAINYARD_TOKEN\" " << base << "/" << name
+              << "/invocations \\\n     -H 'Content-Type: application/json' -d "
+                 "'{\"dataframe_records\": [{\"x\": 1}]}'\n";
+  } else {
+    std::cout << "from openai import OpenAI\n"
+              << "client = OpenAI(base_url=\"" << base
+              << "\", api_key=\"<token: trainyard token create --query-only --endpoint " << name
+              << ">\")\n"
+              << "print(client.chat.completions.create(model=\"" << name
+              << "\", messages=[{\"role\": \"user\", \"content\": \"Hello\"}])"
+                 ".choices[0].message.content)\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::function<std::optional<int>(Client&)> AddEndpointCommands(
@@ -229,6 +444,9 @@ std::function<std::optional<int>(Client&)> AddEndpointCommands(
                     "idle seconds before the last replica stops (0: never)");
     sub->add_option("--target-concurrency", o->target_concurrency,
                     "requests in flight per replica before another starts");
+    sub->add_option("--rate-limit", o->rate_limits,
+                    "KEY[:PRINCIPAL]:N/min or :Ntokens/min, KEY endpoint|user|group, e.g. "
+                    "user:100/min (repeatable; 'none' removes all)");
   };
   o->create = cmd->add_subcommand("create", "create an endpoint");
   o->create->add_option("name", o->name, "endpoint name")->required();
@@ -261,7 +479,28 @@ std::function<std::optional<int>(Client&)> AddEndpointCommands(
     add_client_options(*sub);
   }
 
+  o->serve = app.add_subcommand(
+      "serve",
+      "serve a registered model: create (or update) its endpoint, wait until it is ready and "
+      "print how to query it");
+  o->serve->add_option("model", o->serve_entity, "MODEL@ALIAS or MODEL/VERSION")->required();
+  o->serve->add_option("--name", o->name, "endpoint name (default: the model's name)");
+  o->serve->add_option("--flavor", o->flavor, "llm or pyfunc (default: from the model's files)")
+      ->check(CLI::IsMember({"llm", "pyfunc"}));
+  o->serve->add_option("--min-replicas", o->min_replicas,
+                       "replicas kept running (default 1; 0: scale to zero)");
+  o->serve->add_option("--max-replicas", o->max_replicas, "most replicas");
+  o->serve->add_option("--scale-to-zero-s", o->scale_to_zero_s,
+                       "idle seconds before replicas stop down to --min-replicas (0: never)");
+  o->serve->add_option("--rate-limit", o->rate_limits,
+                       "KEY[:PRINCIPAL]:N/min or :Ntokens/min, e.g. user:100/min (repeatable)");
+  o->serve->add_flag("--no-wait", o->no_wait, "return once the endpoint is created");
+  o->serve->add_option("--timeout-s", o->wait_timeout_s, "how long to wait for a ready replica")
+      ->check(CLI::PositiveNumber);
+  add_client_options(o->serve);
+
   return [o](Client& client) -> std::optional<int> {
+    if (o->serve->parsed()) return Serve(client, *o);
     if (o->list->parsed()) return List(client);
     if (o->show->parsed()) {
       auto r = client.Call("GET", EndpointPath(o->name));

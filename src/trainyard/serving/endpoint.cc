@@ -86,7 +86,108 @@ Result<ServedEntity> DecodeEntity(const json::value& v, size_t i) {
   return e;
 }
 
+Result<int64_t> PerMinute(const json::object& o, std::string_view key, const std::string& field,
+                          int64_t max) {
+  auto it = o.find(key);
+  if (it == o.end() || it->value().is_null()) return int64_t{0};
+  std::string f = field + "." + std::string(key);
+  TY_ASSIGN_OR_RETURN(int64_t v, AsInt64(it->value(), f));
+  if (v < 1 || v > max) {
+    return Invalid(f, "must be between 1 and " + std::to_string(max) + " per minute (got " +
+                          std::to_string(v) + "); leave it out for no limit");
+  }
+  return v;
+}
+
+Result<RateLimit> DecodeRateLimit(const json::value& v, size_t i, const EndpointLimits& limits) {
+  std::string field = "rate_limits[" + std::to_string(i) + "]";
+  if (!v.is_object()) return Invalid(field, "must be an object (got " + DescribeJson(v) + ")");
+  const json::object& o = v.as_object();
+  for (const auto& kv : o) {
+    std::string_view k = kv.key();
+    if (k != "key" && k != "principal" && k != "queries_per_minute" && k != "tokens_per_minute") {
+      return Invalid(field + "." + std::string(k),
+                     "is not a field of a rate limit (key, principal, queries_per_minute, "
+                     "tokens_per_minute)");
+    }
+  }
+  RateLimit r;
+  TY_ASSIGN_OR_RETURN(auto key, OptionalString(o, "key"));
+  if (!key) return Invalid(field + ".key", "is required: endpoint, user or group");
+  if (*key == "endpoint") {
+    r.key = RateLimitKey::kEndpoint;
+  } else if (*key == "user") {
+    r.key = RateLimitKey::kUser;
+  } else if (*key == "group") {
+    r.key = RateLimitKey::kGroup;
+  } else {
+    return Invalid(field + ".key",
+                   "must be endpoint, user or group (got '" + Abbreviate(*key) + "')");
+  }
+  TY_ASSIGN_OR_RETURN(auto principal, OptionalString(o, "principal"));
+  if (principal) r.principal = *principal;
+  if (r.key == RateLimitKey::kEndpoint && !r.principal.empty()) {
+    return Invalid(field + ".principal", "is not taken by an endpoint limit (it counts everyone)");
+  }
+  if (r.key == RateLimitKey::kGroup && r.principal.empty()) {
+    return Invalid(field + ".principal", "is required for a group limit: the group's name");
+  }
+  if (r.principal.size() > 255) return Invalid(field + ".principal", "is too long");
+  TY_ASSIGN_OR_RETURN(r.queries_per_minute,
+                      PerMinute(o, "queries_per_minute", field, limits.max_queries_per_minute));
+  TY_ASSIGN_OR_RETURN(r.tokens_per_minute,
+                      PerMinute(o, "tokens_per_minute", field, limits.max_tokens_per_minute));
+  if (r.queries_per_minute == 0 && r.tokens_per_minute == 0) {
+    return Invalid(field, "needs queries_per_minute or tokens_per_minute (or both)");
+  }
+  return r;
+}
+
 }  // namespace
+
+std::string_view RateLimitKeyName(RateLimitKey k) {
+  switch (k) {
+    case RateLimitKey::kEndpoint:
+      return "endpoint";
+    case RateLimitKey::kUser:
+      return "user";
+    case RateLimitKey::kGroup:
+      return "group";
+  }
+  return "endpoint";
+}
+
+json::object RateLimitToJson(const RateLimit& limit) {
+  json::object o{{"key", RateLimitKeyName(limit.key)}};
+  if (!limit.principal.empty()) o["principal"] = limit.principal;
+  if (limit.queries_per_minute > 0) o["queries_per_minute"] = limit.queries_per_minute;
+  if (limit.tokens_per_minute > 0) o["tokens_per_minute"] = limit.tokens_per_minute;
+  return o;
+}
+
+std::string DescribeRateLimit(const RateLimit& limit) {
+  std::string who;
+  switch (limit.key) {
+    case RateLimitKey::kEndpoint:
+      who = "endpoint";
+      break;
+    case RateLimitKey::kUser:
+      who = limit.principal.empty() ? "per user" : "user " + limit.principal;
+      break;
+    case RateLimitKey::kGroup:
+      who = "group " + limit.principal;
+      break;
+  }
+  std::string what;
+  if (limit.queries_per_minute > 0) {
+    what += std::to_string(limit.queries_per_minute) + " queries/min";
+  }
+  if (limit.tokens_per_minute > 0) {
+    if (!what.empty()) what += ", ";
+    what += std::to_string(limit.tokens_per_minute) + " tokens/min";
+  }
+  return who + ": " + what;
+}
 
 std::string_view FlavorName(Flavor f) { return f == Flavor::kLlm ? "llm" : "pyfunc"; }
 
@@ -183,6 +284,26 @@ Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
     }
     config.scale_to_zero_seconds = *idle;
   }
+  TY_ASSIGN_OR_RETURN(const json::array* rate_limits, OptionalArray(body, "rate_limits"));
+  if (rate_limits) {
+    if (rate_limits->size() > limits.max_rate_limits) {
+      return Invalid("rate_limits", "must list at most " + std::to_string(limits.max_rate_limits) +
+                                        " limits (got " + std::to_string(rate_limits->size()) +
+                                        ")");
+    }
+    config.rate_limits.clear();
+    std::set<std::pair<RateLimitKey, std::string>> seen;
+    for (size_t i = 0; i < rate_limits->size(); ++i) {
+      TY_ASSIGN_OR_RETURN(RateLimit r, DecodeRateLimit((*rate_limits)[i], i, limits));
+      if (!seen.insert({r.key, r.principal}).second) {
+        return Invalid("rate_limits[" + std::to_string(i) + "]",
+                       "repeats the limit for " + std::string(RateLimitKeyName(r.key)) +
+                           (r.principal.empty() ? "" : " " + r.principal) +
+                           ": give each one queries_per_minute and tokens_per_minute together");
+      }
+      config.rate_limits.push_back(std::move(r));
+    }
+  }
   if (config.routes.empty() && config.served_entities.size() == 1) {
     config.routes.push_back({config.served_entities[0].name, 100});
   }
@@ -248,12 +369,15 @@ json::object EndpointConfigToJson(const EndpointConfig& config) {
   for (const auto& r : config.routes) {
     routes.push_back(json::object{{"served_entity", r.served_entity}, {"percent", r.percent}});
   }
+  json::array limits;
+  for (const auto& l : config.rate_limits) limits.push_back(RateLimitToJson(l));
   return json::object{{"served_entities", std::move(entities)},
                       {"routes", std::move(routes)},
                       {"min_replicas", config.min_replicas},
                       {"max_replicas", config.max_replicas},
                       {"scale_to_zero_seconds", config.scale_to_zero_seconds},
-                      {"target_concurrency", config.target_concurrency}};
+                      {"target_concurrency", config.target_concurrency},
+                      {"rate_limits", std::move(limits)}};
 }
 
 size_t PickRoute(const std::vector<TrafficRoute>& routes, double draw) {

@@ -36,6 +36,21 @@ struct TrafficRoute {
   int percent = 0;
 };
 
+// A rate limit (Databricks AI Gateway's): queries and/or tokens (prompt + completion, from
+// the replica's `usage`) per minute. `key` says whom it counts: the endpoint as a whole, each
+// user (every user with their own budget, or one named user), or one named group (one
+// budget shared by all its members). Every limit that applies to a request is checked, so
+// the most restrictive one refuses it. 0 = no limit of that kind.
+enum class RateLimitKey { kEndpoint, kUser, kGroup };
+std::string_view RateLimitKeyName(RateLimitKey k);  // "endpoint", "user", "group"
+
+struct RateLimit {
+  RateLimitKey key = RateLimitKey::kEndpoint;
+  std::string principal;  // kUser: one user ("" = each user); kGroup: the group (required)
+  int64_t queries_per_minute = 0;
+  int64_t tokens_per_minute = 0;
+};
+
 struct EndpointConfig {
   std::vector<ServedEntity> served_entities;
   std::vector<TrafficRoute> routes;  // percents sum to 100
@@ -44,6 +59,7 @@ struct EndpointConfig {
   int64_t scale_to_zero_seconds = 600;  // idle time before the last replica stops; 0 = never
   // Requests in flight per replica above which another replica is started (up to max).
   int target_concurrency = 4;
+  std::vector<RateLimit> rate_limits;
 };
 
 struct Endpoint {
@@ -58,6 +74,9 @@ struct EndpointLimits {
   size_t max_served_entities = 10;
   int max_replicas = 16;
   int64_t max_scale_to_zero_seconds = 7 * 24 * 3600;
+  size_t max_rate_limits = 20;
+  int64_t max_queries_per_minute = 1'000'000;
+  int64_t max_tokens_per_minute = 1'000'000'000;
 };
 
 // Endpoint names: 1-63 of [A-Za-z0-9_-], starting with a letter or digit.
@@ -72,6 +91,9 @@ Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
 Status ValidateEndpointConfig(const EndpointConfig& config, const EndpointLimits& limits = {});
 
 json::object EndpointConfigToJson(const EndpointConfig& config);
+json::object RateLimitToJson(const RateLimit& limit);
+// "user:alice 100 queries/min" (for messages and the CLI).
+std::string DescribeRateLimit(const RateLimit& limit);
 
 // Which served entity a request goes to: `draw` is uniform in [0, 100). Routes of 0% are
 // never chosen. Returns the index of the route.

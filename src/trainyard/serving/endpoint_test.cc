@@ -145,5 +145,60 @@ TEST(PickRouteTest, SplitsByPercentAndSkipsZero) {
   EXPECT_NEAR(counts[0] / static_cast<double>(n), 0.7, 0.01);
 }
 
+TEST(EndpointConfigTest, RateLimitsDecodeRoundTripAndAreReplacedWhole) {
+  EndpointConfig c;
+  TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 1}],
+      "rate_limits": [{"key": "endpoint", "queries_per_minute": 1000},
+                      {"key": "user", "queries_per_minute": 10, "tokens_per_minute": 5000},
+                      {"key": "user", "principal": "alice", "queries_per_minute": 2},
+                      {"key": "group", "principal": "team", "tokens_per_minute": 100}]})",
+                      c));
+  ASSERT_EQ(c.rate_limits.size(), 4u);
+  EXPECT_EQ(c.rate_limits[1].key, RateLimitKey::kUser);
+  EXPECT_EQ(c.rate_limits[1].tokens_per_minute, 5000);
+  EXPECT_EQ(DescribeRateLimit(c.rate_limits[1]), "per user: 10 queries/min, 5000 tokens/min");
+  EXPECT_EQ(DescribeRateLimit(c.rate_limits[3]), "group team: 100 tokens/min");
+  EndpointConfig again;
+  TY_ASSERT_OK(DecodeEndpointConfig(EndpointConfigToJson(c), again));
+  EXPECT_EQ(json::serialize(EndpointConfigToJson(again)), json::serialize(EndpointConfigToJson(c)));
+  // An update without rate_limits keeps them; an empty list removes them.
+  TY_ASSERT_OK(Decode(R"({"min_replicas": 1})", c));
+  EXPECT_EQ(c.rate_limits.size(), 4u);
+  TY_ASSERT_OK(Decode(R"({"rate_limits": []})", c));
+  EXPECT_TRUE(c.rate_limits.empty());
+}
+
+TEST(EndpointConfigTest, BadRateLimitsNameTheField) {
+  auto with = [](const std::string& limits) {
+    return ErrorOf(R"({"served_entities": [{"model": "m", "version": 1}], "rate_limits": )" +
+                   limits + "}");
+  };
+  EXPECT_THAT(with(R"([{"key": "user", "calls": 3}])"),
+              HasSubstr("rate_limits[0].calls is not a field of a rate limit"));
+  EXPECT_THAT(with(R"([{"key": "org", "queries_per_minute": 3}])"),
+              HasSubstr("rate_limits[0].key must be endpoint, user or group"));
+  EXPECT_THAT(with(R"([{"queries_per_minute": 3}])"), HasSubstr("rate_limits[0].key is required"));
+  EXPECT_THAT(with(R"([{"key": "user", "queries_per_minute": 0}])"),
+              HasSubstr("rate_limits[0].queries_per_minute must be between 1 and 1000000"));
+  EXPECT_THAT(with(R"([{"key": "user", "tokens_per_minute": -5}])"),
+              HasSubstr("rate_limits[0].tokens_per_minute must be between 1 and 1000000000"));
+  EXPECT_THAT(with(R"([{"key": "user", "queries_per_minute": 1e30}])"),
+              HasSubstr("rate_limits[0].queries_per_minute"));
+  EXPECT_THAT(with(R"([{"key": "user", "queries_per_minute": 99999999999}])"),
+              HasSubstr("rate_limits[0].queries_per_minute must be between"));
+  EXPECT_THAT(with(R"([{"key": "user"}])"),
+              HasSubstr("rate_limits[0] needs queries_per_minute or tokens_per_minute"));
+  EXPECT_THAT(with(R"([{"key": "group", "queries_per_minute": 3}])"),
+              HasSubstr("rate_limits[0].principal is required for a group limit"));
+  EXPECT_THAT(with(R"([{"key": "endpoint", "principal": "a", "queries_per_minute": 3}])"),
+              HasSubstr("rate_limits[0].principal is not taken by an endpoint limit"));
+  EXPECT_THAT(
+      with(
+          R"([{"key": "user", "queries_per_minute": 3}, {"key": "user", "tokens_per_minute": 3}])"),
+      HasSubstr("rate_limits[1] repeats the limit for user"));
+  EXPECT_THAT(with(R"({"key": "user"})"), HasSubstr("rate_limits"));
+  EXPECT_THAT(with(R"([7])"), HasSubstr("rate_limits[0] must be an object"));
+}
+
 }  // namespace
 }  // namespace trainyard::serving

@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "trainyard/common/strings.h"
+#include "trainyard/identity/query_scope.h"
 
 namespace trainyard::serving {
 namespace {
@@ -100,6 +101,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
     flavor = other.flavor;
     replica_id = std::move(other.replica_id);
     url = std::move(other.url);
+    rate_charge = std::move(other.rate_charge);
     service_ = std::exchange(other.service_, nullptr);
   }
   return *this;
@@ -297,6 +299,29 @@ Status ServingService::CheckEntities(const identity::Principal& who, const Endpo
   return Status::Ok();
 }
 
+Status ServingService::CheckRateLimitPrincipals(const EndpointConfig& config) {
+  for (size_t i = 0; i < config.rate_limits.size(); ++i) {
+    const RateLimit& l = config.rate_limits[i];
+    if (l.principal.empty()) continue;
+    std::string field = "rate_limits[" + std::to_string(i) + "].principal";
+    auto kind = identity_.GetPrincipalKind(l.principal);
+    bool group = l.key == RateLimitKey::kGroup;
+    if (!kind.ok()) {
+      if (kind.status().code() != StatusCode::kNotFound) return kind.status();
+      return Status::InvalidArgument(field + ": no " + (group ? "group" : "user") + " named '" +
+                                     l.principal + "'; list them with 'trainyard " +
+                                     (group ? "groups" : "users") + " list'");
+    }
+    if (group != (*kind == identity::PrincipalKind::kGroup)) {
+      return Status::InvalidArgument(field + ": '" + l.principal + "' is a " +
+                                     std::string(identity::PrincipalKindName(*kind)) + ", not a " +
+                                     (group ? "group" : "user") + "; use key " +
+                                     (group ? "user" : "group") + " for it");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<EndpointState> ServingService::Create(const identity::Principal& who,
                                              const json::object& body) {
   if (!who.scope.empty()) {
@@ -313,7 +338,7 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
     std::string_view k = kv.key();
     if (k != "name" && k != "served_entities" && k != "routes" && k != "traffic_config" &&
         k != "min_replicas" && k != "max_replicas" && k != "scale_to_zero_seconds" &&
-        k != "target_concurrency") {
+        k != "target_concurrency" && k != "rate_limits") {
       return Status::InvalidArgument(std::string(k) + " is not a field of an endpoint");
     }
   }
@@ -323,6 +348,7 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
   }
   TY_RETURN_IF_ERROR(DecodeEndpointConfig(body, e.config, options_.limits));
   TY_RETURN_IF_ERROR(CheckEntities(who, e.config));
+  TY_RETURN_IF_ERROR(CheckRateLimitPrincipals(e.config));
   TY_RETURN_IF_ERROR(store_.Create(e));
   EndpointState state;
   {
@@ -346,6 +372,7 @@ Result<std::vector<EndpointState>> ServingService::List(const identity::Principa
   }
   std::set<std::string> visible;
   for (const auto& [name, access] : all) {
+    if (!identity::QueryTokenAllows(who, name)) continue;
     if (MayQuery(who, access.first, access.second)) visible.insert(name);
   }
   std::vector<EndpointState> out;
@@ -394,7 +421,7 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
     std::string_view k = kv.key();
     if (k != "served_entities" && k != "routes" && k != "traffic_config" && k != "min_replicas" &&
         k != "max_replicas" && k != "scale_to_zero_seconds" && k != "target_concurrency" &&
-        k != "name") {
+        k != "rate_limits" && k != "name") {
       return Status::InvalidArgument(std::string(k) + " is not a field of an endpoint");
     }
   }
@@ -406,6 +433,7 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
   }
   TY_RETURN_IF_ERROR(DecodeEndpointConfig(body, e.config, options_.limits));
   if (body.contains("served_entities")) TY_RETURN_IF_ERROR(CheckEntities(who, e.config));
+  if (body.contains("rate_limits")) TY_RETURN_IF_ERROR(CheckRateLimitPrincipals(e.config));
   e.updated_at = clock_.NowMillis();
   TY_RETURN_IF_ERROR(store_.Update(e));
   EndpointState state;
@@ -513,10 +541,20 @@ EndpointState ServingService::StateLocked(const Runtime& rt) {
   return s;
 }
 
-Result<Lease> ServingService::Acquire(const identity::Principal& who, const std::string& name) {
+Result<Lease> ServingService::Acquire(const identity::Principal& who, const std::string& name,
+                                      RateDecision* rate_limited) {
   std::string owner;
   std::vector<EndpointGrant> grants;
   std::vector<TrafficRoute> routes;
+  std::vector<RateLimit> rate_limits;
+  if (!identity::QueryTokenAllows(who, name)) {
+    return Status::PermissionDenied("this query-only token may query only endpoint(s) " +
+                                    who.scope.substr(identity::kQueryScope.size() + 1) + ", not '" +
+                                    name +
+                                    "'; create a token for it with "
+                                    "'trainyard tokens create --query-only --endpoint " +
+                                    name + "'");
+  }
   {
     MutexLock lock(mu_);
     Runtime* rt = FindLocked(name);
@@ -527,11 +565,30 @@ Result<Lease> ServingService::Acquire(const identity::Principal& who, const std:
     owner = rt->endpoint.owner;
     grants = rt->grants;
     routes = rt->endpoint.config.routes;
+    rate_limits = rt->endpoint.config.rate_limits;
   }
   if (!MayQuery(who, owner, grants)) {
     return Status::PermissionDenied("you may not query endpoint '" + name + "'; ask its owner (" +
                                     owner + ") for QUERY: 'trainyard endpoints grant " + name +
                                     " QUERY " + who.user + "'");
+  }
+  RateCharge rate_charge;
+  if (!rate_limits.empty()) {
+    std::shared_ptr<const std::vector<std::string>> groups;
+    bool by_group = std::any_of(rate_limits.begin(), rate_limits.end(),
+                                [](const RateLimit& l) { return l.key == RateLimitKey::kGroup; });
+    if (by_group) {
+      TY_ASSIGN_OR_RETURN(groups, identity_.GroupsOf(who.user));
+    }
+    RateDecision d =
+        limiter_.Admit(name, rate_limits, who.user, groups ? *groups : std::vector<std::string>{});
+    if (!d.allowed) {
+      std::string message = "rate limit of endpoint '" + name + "' exceeded (" + d.limit +
+                            "); retry after " + std::to_string(d.retry_after_seconds) + " s";
+      if (rate_limited) *rate_limited = std::move(d);
+      return Status::Unavailable(message);
+    }
+    rate_charge = std::move(d.charge);
   }
   // The traffic split: a uniform draw in [0, 100) per request.
   double draw = static_cast<double>(random_.Next64() >> 11) * 0x1.0p-53 * 100.0;
@@ -568,6 +625,7 @@ Result<Lease> ServingService::Acquire(const identity::Principal& who, const std:
       lease.flavor = best->resolved.flavor;
       lease.replica_id = best->id;
       lease.url = best->url;
+      lease.rate_charge = std::move(rate_charge);
       lease.service_ = this;
       // Concurrency may call for another replica.
       loop_cv_.NotifyAll();

@@ -36,6 +36,7 @@
 #include "trainyard/serving/capture.h"
 #include "trainyard/serving/endpoint.h"
 #include "trainyard/serving/endpoint_store.h"
+#include "trainyard/serving/rate_limiter.h"
 #include "trainyard/serving/replica_launcher.h"
 #include "trainyard/store/database.h"
 
@@ -133,6 +134,8 @@ class Lease {
   Flavor flavor = Flavor::kPyfunc;
   std::string replica_id;
   std::string url;  // the replica's base URL, e.g. http://127.0.0.1:41234
+  // Charges the answer's tokens to the endpoint's token limits that applied to the request.
+  RateCharge rate_charge;
 
  private:
   friend class ServingService;
@@ -177,8 +180,12 @@ class ServingService {
                 const std::string& principal, const std::string& privilege) TY_EXCLUDES(mu_);
 
   // Chooses the replica for one request (see above). NotFound for an unknown endpoint,
-  // PermissionDenied without QUERY, Unavailable when no replica became ready in time.
-  Result<Lease> Acquire(const identity::Principal& who, const std::string& name) TY_EXCLUDES(mu_);
+  // PermissionDenied without QUERY (or for a query-only token limited to other endpoints),
+  // Unavailable when no replica became ready in time. A request over one of the endpoint's
+  // rate limits is refused before it waits for a replica: Unavailable, with the refusal in
+  // `*rate_limited` (its `allowed` false) when given.
+  Result<Lease> Acquire(const identity::Principal& who, const std::string& name,
+                        RateDecision* rate_limited = nullptr) TY_EXCLUDES(mu_);
 
   // A new request id (hex).
   std::string NewRequestId();
@@ -238,6 +245,9 @@ class ServingService {
   // Resolves every served entity (validates it exists, `who` may read it, and its files
   // say how to serve it); InvalidArgument/NotFound naming served_entities[i].
   Status CheckEntities(const identity::Principal& who, const EndpointConfig& config);
+  // The principals rate limits name exist and are of their key's kind (a user, a group);
+  // InvalidArgument naming rate_limits[i].principal otherwise.
+  Status CheckRateLimitPrincipals(const EndpointConfig& config);
   Result<Resolved> Resolve(const ServedEntity& entity, const std::string& field);
   // Tells the ServesListener the versions `entities` resolve to now (unresolvable ones left
   // out). Call without mu_.
@@ -268,6 +278,7 @@ class ServingService {
   const ServingOptions options_;
   EndpointStore store_;
   ServesListener serves_listener_;  // set before Start(), read-only after
+  RateLimiter limiter_{clock_};
 
   Mutex mu_;
   CondVar ready_cv_;  // a replica became ready, or an endpoint went away

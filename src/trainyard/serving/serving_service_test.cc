@@ -299,5 +299,73 @@ TEST_F(ServingServiceTest, TheServesListenerHearsEveryChangeOfWhatIsServed) {
   EXPECT_EQ(heard_copy().size(), before + 1);
 }
 
+TEST_F(ServingServiceTest, RateLimitsRefuseBeforeAReplicaIsChosen) {
+  healthy_ = true;
+  Start();
+  TY_ASSERT_OK(identity_->CreateGroup(kAdmin, "team").status());
+  TY_ASSERT_OK(identity_->AddGroupMember(kAdmin, "team", "bob"));
+  Status unknown = Create(R"({"name": "x", "served_entities": [{"model": "m", "version": 1}],
+      "rate_limits": [{"key": "group", "principal": "nobody", "queries_per_minute": 1}]})");
+  EXPECT_EQ(unknown.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("rate_limits[0].principal: no group named 'nobody'"),
+            std::string::npos)
+      << unknown.message();
+  Status user_as_group = Create(R"({"name": "x", "served_entities": [{"model": "m", "version": 1}],
+      "rate_limits": [{"key": "group", "principal": "bob", "queries_per_minute": 1}]})");
+  EXPECT_NE(user_as_group.message().find("'bob' is a user, not a group"), std::string::npos)
+      << user_as_group.message();
+
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}],
+      "min_replicas": 1,
+      "rate_limits": [{"key": "group", "principal": "team", "queries_per_minute": 1}]})"));
+  TY_ASSERT_OK(serving_->Grant(kAdmin, "e", "bob", "QUERY"));
+  ASSERT_TRUE(Eventually([&] {
+    auto s = State("e");
+    return s.replicas.size() == 1 && s.replicas[0].state == "READY";
+  }));
+  Principal bob{"bob", false, "t", ""};
+  TY_ASSERT_OK(serving_->Acquire(bob, "e").status());
+  RateDecision refused;
+  auto again = serving_->Acquire(bob, "e", &refused);
+  EXPECT_EQ(again.status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.limit, "group team: 1 queries/min");
+  EXPECT_GE(refused.retry_after_seconds, 59);
+  EXPECT_LE(refused.retry_after_seconds, 60);
+  EXPECT_EQ(State("e").replicas[0].served, 1);  // the refused request reached no replica
+  // Not in the group: not limited.
+  TY_EXPECT_OK(serving_->Acquire(kAdmin, "e").status());
+  TY_EXPECT_OK(serving_->Acquire(kAdmin, "e").status());
+  auto lifted = ParseJsonObject(R"({"rate_limits": []})");
+  TY_ASSERT_OK(serving_->Update(kAdmin, "e", *lifted).status());
+  TY_EXPECT_OK(serving_->Acquire(bob, "e").status());
+}
+
+TEST_F(ServingServiceTest, QueryOnlyTokenReachesOnlyItsEndpoints) {
+  healthy_ = true;
+  Start();
+  for (const char* name : {"e", "f"}) {
+    TY_ASSERT_OK(
+        Create(std::string(R"({"name": ")") + name +
+               R"(", "served_entities": [{"model": "m", "version": 1}], "min_replicas": 1})"));
+  }
+  Principal only_e{"admin", false, "t", "query:e"};
+  auto refused = serving_->Acquire(only_e, "f");
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("query-only token may query only endpoint(s) e"),
+            std::string::npos)
+      << refused.status().message();
+  auto listed = serving_->List(only_e);
+  TY_ASSERT_OK(listed.status());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].endpoint.name, "e");
+  ASSERT_TRUE(Eventually([&] { return serving_->Acquire(only_e, "e").ok(); }));
+  Principal any{"admin", false, "t", "query"};
+  EXPECT_EQ(serving_->List(any)->size(), 2u);
+  // Like every scoped token, it may not change endpoints.
+  auto body = ParseJsonObject(R"({"max_replicas": 2})");
+  EXPECT_EQ(serving_->Update(only_e, "e", *body).status().code(), StatusCode::kPermissionDenied);
+}
+
 }  // namespace
 }  // namespace trainyard::serving
