@@ -168,6 +168,10 @@ class ServingService {
   // PermissionDenied without QUERY, Unavailable when no replica became ready in time.
   Result<Lease> Acquire(const identity::Principal& who, const std::string& name) TY_EXCLUDES(mu_);
 
+  // Ok when `who` may manage endpoint `name` (change, delete, grant, read its captured
+  // requests): its owner, an admin or a MANAGE holder. NotFound for an unknown endpoint.
+  Status AuthorizeManage(const identity::Principal& who, const std::string& name) TY_EXCLUDES(mu_);
+
   // A new request id (hex).
   std::string NewRequestId();
   CaptureWriter& capture() { return capture_; }
