@@ -28,6 +28,7 @@ from conftest import REPO, TrainyardServer
 WEB = REPO / "web"
 API = "/api/trainyard/v1"
 MLFLOW = "/api/2.0/mlflow"
+UC = "/api/2.1/unity-catalog"
 NODE_TIMEOUT_S = 120
 
 
@@ -174,6 +175,15 @@ def ui_data(server, unique_module):
         assert r.status_code == 200, r.text
         data.update(long_job_id=r.json()["job"]["job_id"])
 
+        # Each curve run holds an MLmodel with the python_function flavor, so the model's
+        # versions can back an endpoint (scaled to zero: nothing is started).
+        for run_id in curve_ids:
+            r = s.put(server.api(f"/api/2.0/mlflow-artifacts/artifacts/{chart_eid}/{run_id}"
+                                 "/artifacts/model/MLmodel"),
+                      data=b"flavors:\n  python_function:\n    loader_module: mlflow.pyfunc.model\n")
+            assert r.status_code == 200, r.text
+        data.update(curve_run_ids=curve_ids)
+
         model = f"ui-model-{unique_module}"
         assert s.post(server.api(f"{MLFLOW}/registered-models/create"),
                       json={"name": model}).status_code == 200
@@ -190,6 +200,66 @@ def ui_data(server, unique_module):
         assert r.status_code == 200, r.text
         data.update(model_name=model, model_alias="champion")
     return data
+
+
+@pytest.fixture(scope="module")
+def governed_data(server, ui_data, unique_module):
+    """A catalog table written by a run (lineage), with a masked column; a second user who may
+    read it (and query an endpoint) but manage nothing; a served endpoint with a 70/30 split;
+    a long job of the admin's that the reader may not cancel."""
+    data = {}
+    reader = f"ui-reader-{unique_module}"
+    data["reader_token"] = server.create_user(reader)
+    data["reader"] = reader
+    with server.session() as s:
+        catalog, schema = f"ui_{unique_module}", "support"
+        for path, body in ((f"{UC}/catalogs", {"name": catalog}),
+                           (f"{UC}/schemas", {"name": schema, "catalog_name": catalog})):
+            r = s.post(server.api(path), json=body)
+            assert r.status_code == 200, r.text
+        table = f"{catalog}.{schema}.people"
+        (writer_run,) = log_runs(s, server, ui_data["chart_experiment_id"],
+                                 [{"name": "table-writer", "params": {}, "metrics": []}])
+        rows = "".join(json.dumps(p) + "\n" for p in PEOPLE).encode()
+        r = s.post(server.api(f"{API}/tables/{table}/import"), data=rows,
+                   params={"format": "jsonl", "run_id": writer_run})
+        assert r.status_code == 200, r.text
+        version = r.json()["version"]
+        r = s.put(server.api(f"{API}/tables/{table}/columns/email/mask"), json={"kind": "last4"})
+        assert r.status_code == 200, r.text
+        r = s.patch(server.api(f"{UC}/permissions/catalog/{catalog}"), json={
+            "changes": [{"principal": reader, "add": ["USE CATALOG", "USE SCHEMA", "SELECT"]}]})
+        assert r.status_code == 200, r.text
+        data.update(catalog=catalog, schema=schema, table=table, table_version=version,
+                    writer_run=writer_run, preview_name=PEOPLE[0]["name"],
+                    raw_email=PEOPLE[0]["email"],
+                    masked_email="*" * (len(PEOPLE[0]["email"]) - 4) + PEOPLE[0]["email"][-4:])
+
+        endpoint = f"ui-ep-{unique_module}"
+        r = s.post(server.api(f"{API}/endpoints"), json={
+            "name": endpoint, "min_replicas": 0,
+            "served_entities": [{"name": "a", "model": ui_data["model_name"], "version": 1},
+                                {"name": "b", "model": ui_data["model_name"], "version": 2}],
+            "routes": [{"served_entity": "a", "percent": 70},
+                       {"served_entity": "b", "percent": 30}]})
+        assert r.status_code == 200, r.text
+        r = s.post(server.api(f"{API}/endpoints/{endpoint}/permissions"),
+                   json={"principal": reader, "privilege": "QUERY"})
+        assert r.status_code == 200, r.text
+        data["endpoint"] = endpoint
+
+        r = s.post(server.api(f"{API}/jobs"),
+                   json={"spec": {"name": f"ui-guarded-{unique_module}", "command": "sleep 300"}})
+        assert r.status_code == 200, r.text
+        data["guarded_job_id"] = r.json()["job"]["job_id"]
+    yield data
+    with server.session() as s:
+        s.post(server.api(f"{API}/jobs/{data['guarded_job_id']}/cancel"), json={})
+        s.delete(server.api(f"{API}/endpoints/{data['endpoint']}"))
+
+
+PEOPLE = [{"id": 1, "name": "Anna Adler", "email": "anna.adler@example.eu", "score": 10},
+          {"id": 2, "name": "Bill Baker", "email": "bill.baker@example.com", "score": 20}]
 
 
 @pytest.fixture(scope="module")
@@ -322,3 +392,64 @@ def test_link_printed_by_mlflow_opens_the_run(server, chromium_cdp, ui_data, tmp
     run_browser_check("mlflow_link", chromium_cdp, server,
                       {**ui_data, "run_link": link, "link_run_id": link.rsplit("/", 1)[1],
                        "link_param": "adamw", "link_metric": "val_loss"})
+
+
+# --- the catalog, lineage and endpoint pages; actions shown disabled with the reason
+
+
+def test_catalog_browser_table_page_and_its_lineage(server, chromium_cdp, ui_data, governed_data):
+    run_browser_check("catalog", chromium_cdp, server, {**ui_data, **governed_data})
+
+
+def test_endpoints_list_and_page(server, chromium_cdp, ui_data, governed_data):
+    run_browser_check("endpoints", chromium_cdp, server, {**ui_data, **governed_data})
+
+
+def test_a_reader_sees_masked_rows_and_disabled_actions(server, chromium_cdp, ui_data,
+                                                        governed_data):
+    run_browser_check("reader", chromium_cdp, server, {**ui_data, **governed_data})
+
+
+def test_my_permissions_and_request_samples_routes(server, ui_data, governed_data):
+    g = governed_data
+    reader = {"Authorization": f"Bearer {g['reader_token']}"}
+    admin = {"Authorization": f"Bearer {server.token}"}
+
+    def actions(path, headers, **params):
+        r = requests.get(server.api(path), headers=headers, params=params)
+        assert r.status_code == 200, r.text
+        return {a["action"]: a for a in r.json()["actions"]}
+
+    t = actions(f"{API}/tables/{g['table']}/my-permissions", reader)
+    assert t["select"]["allowed"] and t["select"]["reason"] == ""
+    assert not t["modify"]["allowed"] and "MODIFY" in t["modify"]["reason"]
+    assert not t["manage"]["allowed"] and t["manage"]["reason"]
+    assert all(a["allowed"] for a in actions(f"{API}/tables/{g['table']}/my-permissions",
+                                             admin).values())
+    r = requests.get(server.api(f"{API}/tables/{g['catalog']}.nope.t/my-permissions"),
+                     headers=admin)
+    assert r.status_code == 404, r.text
+
+    e = actions(f"{API}/endpoints/{g['endpoint']}/my-permissions", reader)
+    assert not e["manage"]["allowed"] and "MANAGE" in e["manage"]["reason"]
+    assert actions(f"{API}/endpoints/{g['endpoint']}/my-permissions", admin)["manage"]["allowed"]
+
+    j = actions(f"{API}/jobs/{g['guarded_job_id']}/my-permissions", reader)
+    assert not j["cancel"]["allowed"] and j["cancel"]["reason"]
+    assert actions(f"{API}/jobs/{g['guarded_job_id']}/my-permissions", admin)["cancel"]["allowed"]
+
+    m = actions(f"{API}/registered-models/my-permissions", reader, name=ui_data["model_name"])
+    assert not m["edit"]["allowed"] and m["edit"]["reason"]
+    r = requests.get(server.api(f"{API}/registered-models/my-permissions"), headers=reader)
+    assert r.status_code == 400 and "name" in r.json()["message"]
+
+    # The captured requests: managers only; a bounded limit.
+    url = server.api(f"{API}/endpoints/{g['endpoint']}/requests")
+    r = requests.get(url, headers=reader)
+    assert r.status_code == 403 and "MANAGE" in r.json()["message"], r.text
+    r = requests.get(url, headers=admin, params={"limit": 0})
+    assert r.status_code == 400 and "limit" in r.json()["message"], r.text
+    r = requests.get(url, headers=admin, params={"limit": 5})
+    assert r.status_code == 200, r.text
+    assert r.json()["requests"] == [] and r.json()["latency"]["count"] == 0
+    assert requests.get(url).status_code == 401

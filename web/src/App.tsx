@@ -1,6 +1,9 @@
 import { useCallback, useEffect, useState } from 'react';
 import { clearToken, getToken, onUnauthorized, setToken, whoami, type Whoami } from './api';
+import { Catalogs, CatalogPage, SchemaPage, TablePage } from './pages/Catalog';
 import { Compare } from './pages/Compare';
+import { EndpointPage, Endpoints } from './pages/Endpoints';
+import { Lineage } from './pages/Lineage';
 import { Experiments } from './pages/Experiments';
 import { JobDetail, Jobs } from './pages/Jobs';
 import { Login } from './pages/Login';
@@ -66,6 +69,12 @@ export function App() {
           <a href={href.models()} className={navClass(route, ['models', 'model', 'model-version'])}>
             Models
           </a>
+          <a href={href.catalogs()} className={navClass(route, ['catalogs', 'catalog', 'schema', 'table'])}>
+            Catalog
+          </a>
+          <a href={href.endpoints()} className={navClass(route, ['endpoints', 'endpoint'])}>
+            Endpoints
+          </a>
         </nav>
         <span className="user" data-testid="current-user">
           {session.who.user}
@@ -106,6 +115,20 @@ function Page({ route }: { route: Route }) {
       return <Model name={route.name} />;
     case 'model-version':
       return <ModelVersionPage name={route.name} version={route.version} />;
+    case 'catalogs':
+      return <Catalogs />;
+    case 'catalog':
+      return <CatalogPage key={route.catalog} catalog={route.catalog} />;
+    case 'schema':
+      return <SchemaPage key={`${route.catalog}.${route.schema}`} catalog={route.catalog} schema={route.schema} />;
+    case 'table':
+      return <TablePage key={`${route.catalog}.${route.schema}.${route.table}`} fullName={`${route.catalog}.${route.schema}.${route.table}`} />;
+    case 'lineage':
+      return <Lineage key={route.object} object={route.object} />;
+    case 'endpoints':
+      return <Endpoints />;
+    case 'endpoint':
+      return <EndpointPage key={route.name} name={route.name} />;
     case 'not-found':
       return (
         <p className="error">

@@ -12,6 +12,13 @@ export type Route =
   | { page: 'models' }
   | { page: 'model'; name: string }
   | { page: 'model-version'; name: string; version: string }
+  | { page: 'catalogs' }
+  | { page: 'catalog'; catalog: string }
+  | { page: 'schema'; catalog: string; schema: string }
+  | { page: 'table'; catalog: string; schema: string; table: string }
+  | { page: 'lineage'; object: string }
+  | { page: 'endpoints' }
+  | { page: 'endpoint'; name: string }
   | { page: 'not-found'; path: string };
 
 export function parseHash(hash: string): Route {
@@ -39,6 +46,17 @@ export function parseHash(hash: string): Route {
     if (parts.length === 2) return { page: 'model', name: b };
     if (parts.length === 4 && c === 'versions') return { page: 'model-version', name: b, version: d };
   }
+  if (a === 'catalog') {
+    if (parts.length === 1) return { page: 'catalogs' };
+    if (parts.length === 2) return { page: 'catalog', catalog: b };
+    if (parts.length === 3) return { page: 'schema', catalog: b, schema: c };
+    if (parts.length === 4) return { page: 'table', catalog: b, schema: c, table: d };
+  }
+  if (a === 'lineage' && parts.length === 1) return { page: 'lineage', object: params.get('object') ?? '' };
+  if (a === 'endpoints') {
+    if (parts.length === 1) return { page: 'endpoints' };
+    if (parts.length === 2) return { page: 'endpoint', name: b };
+  }
   return { page: 'not-found', path };
 }
 
@@ -57,6 +75,15 @@ export const href = {
   model: (name: string) => `#/models/${encodeURIComponent(name)}`,
   modelVersion: (name: string, version: string) =>
     `#/models/${encodeURIComponent(name)}/versions/${encodeURIComponent(version)}`,
+  catalogs: () => '#/catalog',
+  catalog: (catalog: string) => `#/catalog/${encodeURIComponent(catalog)}`,
+  schema: (catalog: string, schema: string) => `#/catalog/${encodeURIComponent(catalog)}/${encodeURIComponent(schema)}`,
+  // A table by its three-level name (catalog.schema.table).
+  table: (fullName: string) => `#/catalog/${fullName.split('.').map(encodeURIComponent).join('/')}`,
+  // The lineage graph around TYPE:KEY[@VERSION], e.g. table:main.s.t@3, run:ID, job:ID.
+  lineage: (object: string) => `#/lineage?object=${encodeURIComponent(object)}`,
+  endpoints: () => '#/endpoints',
+  endpoint: (name: string) => `#/endpoints/${encodeURIComponent(name)}`,
 };
 
 export function useRoute(): Route {

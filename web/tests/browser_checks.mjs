@@ -238,6 +238,107 @@ const scenarios = {
     }, 'the job cancelled', 30000);
     check((await page.getByRole('button', { name: 'Cancel job' }).count()) === 0, 'no cancel button on a cancelled job');
   },
+
+  // The catalog browser down to a table: columns, a preview row, history, grants; its lineage
+  // graph shows the run that wrote it, and clicking that node opens the run. Then the model
+  // version's lineage leads back to its source run.
+  async catalog(page) {
+    await signIn(page);
+    await page.getByRole('link', { name: 'Catalog', exact: true }).click();
+    await page.getByTestId('catalogs-table').getByRole('link', { name: config.catalog, exact: true }).click();
+    await page.getByTestId('schemas-table').getByRole('link', { name: config.schema, exact: true }).click();
+    await page.getByTestId('tables-table').getByRole('link', { name: 'people', exact: true }).click();
+    const columns = await text(page.getByTestId('table-columns'));
+    for (const c of ['id', 'name', 'email', 'score']) check(columns.includes(c), `column ${c}: ${columns}`);
+    check(columns.includes('last4'), `the email mask is listed: ${columns}`);
+    await until(async () => (await text(page.getByTestId('table-preview'))).includes(config.preview_name),
+      'a preview row');
+    const preview = await text(page.getByTestId('table-preview'));
+    check(preview.includes(config.masked_email) && !preview.includes(config.raw_email),
+      `the mask applies to the preview (to its owner too): ${preview}`);
+    const history = await text(page.getByTestId('table-history'));
+    check(history.includes('WRITE') || history.includes('CREATE'), `history: ${history}`);
+    await until(async () => (await text(page.getByTestId('table-grants'))).includes(config.reader), 'the grants');
+    check(!(await page.getByRole('button', { name: 'Grant', exact: true }).isDisabled()), 'the owner may grant');
+
+    await page.getByTestId('lineage-link').click();
+    const run = page.locator(`[data-testid=lineage-node][data-node-type=run][data-node-key="${config.writer_run}"]`);
+    await run.waitFor({ timeout: TIMEOUT });
+    const root = page.locator('[data-testid=lineage-node][data-root=true]');
+    check((await root.getAttribute('data-node-type')) === 'table', 'the table is the root');
+    const rootBox = await root.boundingBox();
+    const runBox = await run.boundingBox();
+    check(runBox.x < rootBox.x, 'the writing run is drawn left of (upstream of) the table');
+    await run.click();
+    const detail = page.getByTestId('run-detail');
+    await detail.waitFor({ timeout: TIMEOUT });
+    check((await detail.getAttribute('data-run-id')) === config.writer_run, 'the clicked run opened');
+
+    await page.goto(`${base}/#/models/${encodeURIComponent(config.model_name)}/versions/1`);
+    await page.getByTestId('lineage-link').click();
+    const source = page.locator(`[data-testid=lineage-node][data-node-type=run][data-node-key="${config.curve_run_ids[0]}"]`);
+    await source.waitFor({ timeout: TIMEOUT });
+    await source.click();
+    await until(async () => (await page.getByTestId('run-detail').getAttribute('data-run-id')) === config.curve_run_ids[0],
+      "the model version's source run");
+  },
+
+  // The endpoints list and an endpoint's page: its 70/30 split, replicas, the request samples.
+  async endpoints(page) {
+    await signIn(page);
+    await page.getByRole('link', { name: 'Endpoints', exact: true }).click();
+    const table = page.getByTestId('endpoints-table');
+    const row = table.locator('tr', { hasText: config.endpoint });
+    await row.waitFor({ timeout: TIMEOUT });
+    const rowText = await text(row);
+    check(rowText.includes('a 70%') && rowText.includes('b 30%'), `the list's split: ${rowText}`);
+    check(rowText.includes('SCALED_TO_ZERO') && rowText.includes('0/0'), `state and replicas: ${rowText}`);
+    await table.getByRole('link', { name: config.endpoint }).click();
+    const split = page.getByTestId('traffic-split');
+    await split.waitFor({ timeout: TIMEOUT });
+    const label = await split.getAttribute('aria-label');
+    check(label.includes('a 70%') && label.includes('b 30%'), `the split: ${label}`);
+    const widths = await split.locator('span').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().width));
+    check(widths.length === 2 && Math.abs(widths[0] / (widths[0] + widths[1]) - 0.7) < 0.02, `bar widths ${widths}`);
+    const entities = await text(page.getByTestId('served-entities'));
+    check(entities.includes(config.model_name) && entities.includes('70%'), `entities: ${entities}`);
+    await page.getByTestId('no-requests').waitFor({ timeout: TIMEOUT });
+    check(!(await page.getByRole('button', { name: 'Delete endpoint' }).isDisabled()), 'the owner may delete it');
+  },
+
+  // A second user who may read but manage nothing: masked rows, and each action disabled
+  // with the server's reason.
+  async reader(page) {
+    await signIn(page, config.reader_token);
+    const user = await text(page.getByTestId('current-user'));
+    check(user.includes(config.reader) && !user.includes('admin'), `current user: ${user}`);
+    await page.goto(`${base}/#/catalog/${config.table.split('.').join('/')}`);
+    await until(async () => (await text(page.getByTestId('table-preview'))).includes(config.masked_email),
+      'the masked email in the preview');
+    check(!(await text(page.getByTestId('table-preview'))).includes(config.raw_email), 'no raw email');
+    const grant = page.getByRole('button', { name: 'Grant', exact: true });
+    await until(async () => (await grant.isDisabled()) && (await grant.getAttribute('title'))?.includes('MANAGE'),
+      'Grant disabled, naming MANAGE');
+    check((await text(page.getByTestId('denied-reason'))).includes('MANAGE'), 'the reason is shown');
+
+    await page.goto(`${base}/#/endpoints/${encodeURIComponent(config.endpoint)}`);
+    const del = page.getByRole('button', { name: 'Delete endpoint' });
+    await until(async () => (await del.isDisabled()) && (await del.getAttribute('title'))?.includes('MANAGE'),
+      'Delete endpoint disabled, naming MANAGE');
+    const reasons = await page.getByTestId('denied-reason').allTextContents();
+    check(reasons.some((r) => r.includes('captured requests')), `the samples' reason: ${reasons}`);
+
+    await page.goto(`${base}/#/jobs/${config.guarded_job_id}`);
+    const cancel = page.getByRole('button', { name: 'Cancel job' });
+    await until(async () => (await cancel.isDisabled()) && (await cancel.getAttribute('title'))?.includes('EDIT'),
+      'Cancel job disabled, naming EDIT');
+    check((await text(page.getByTestId('denied-reason'))).includes('EDIT'), 'the reason is shown');
+
+    await page.goto(`${base}/#/models/${encodeURIComponent(config.model_name)}`);
+    const move = page.getByRole('button', { name: 'Move alias' });
+    await until(async () => (await move.isDisabled()) && (await move.getAttribute('title'))?.includes('EDIT'),
+      'Move alias disabled, naming EDIT');
+  },
 };
 
 async function main() {

@@ -104,6 +104,20 @@ http::Response TransportErrorResponse(int http_status, const std::string& messag
   return RenderError(http_status, code, message);
 }
 
+json::object ActionDecisionJson(std::string_view action, const Status& decision) {
+  return json::object{{"action", action},
+                      {"allowed", decision.ok()},
+                      {"reason", decision.ok() ? std::string() : decision.message()}};
+}
+
+json::object ActionDecisionsJson(const std::vector<std::pair<std::string, Status>>& decisions) {
+  json::array out;
+  for (const auto& [action, decision] : decisions) {
+    out.emplace_back(ActionDecisionJson(action, decision));
+  }
+  return json::object{{"actions", std::move(out)}};
+}
+
 Result<std::vector<std::string>> StringList(const json::object& o, std::string_view field) {
   std::vector<std::string> out;
   auto it = o.find(field);

@@ -126,4 +126,12 @@ bool ScopedTokenMayCall(http::Method method, std::string_view path);
 // Reads a repeated string field (JSON array, or a single string from a query string).
 Result<std::vector<std::string>> StringList(const json::object& o, std::string_view field);
 
+// One action of a ".../my-permissions" answer, decided by the same check the action's route
+// makes: {action, allowed, reason}, the reason being the refusal's message (what is missing
+// and who may grant it), "" when allowed. The web UI disables what is not allowed and shows
+// the reason; the action's route still decides for itself.
+json::object ActionDecisionJson(std::string_view action, const Status& decision);
+// {"actions": [...]} of the above.
+json::object ActionDecisionsJson(const std::vector<std::pair<std::string, Status>>& decisions);
+
 }  // namespace trainyard::api

@@ -292,6 +292,12 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs, jobs::ProjectService& p
               TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(id));
               return json::object{{"job", JobToJson(job, false)}};
             });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}/my-permissions",
+            [&jobs](Call& c) -> Result<json::value> {
+              const std::string& id = c.request.path_params.at("job_id");
+              TY_RETURN_IF_ERROR(jobs.GetJob(id).status());
+              return ActionDecisionsJson({{"cancel", jobs.AuthorizeCancel(c.principal, id)}});
+            });
   api.Route(Method::kPost, kTrainyardPrefixes, "/jobs/{job_id}/heartbeat",
             [&jobs](Call& c) -> Result<json::value> {
               TY_RETURN_IF_ERROR(jobs.Heartbeat(c.principal, c.request.path_params.at("job_id")));

@@ -225,6 +225,15 @@ class RegistryRoutes {
                 return Empty();
               });
 
+    // What the caller may do to a model (the web UI's disabled actions): EDIT moves aliases,
+    // sets tags and creates versions.
+    api.Route(Method::kGet, kTrainyardPrefixes, "/registered-models/my-permissions",
+              [&reg](Call& c) -> Result<json::value> {
+                TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));
+                TY_RETURN_IF_ERROR(reg.AuthorizeRead(c.principal, name));
+                return ActionDecisionsJson({{"edit", reg.AuthorizeEdit(c.principal, name)}});
+              });
+
     api.Route(Method::kGet, kMlflowPrefixes, "/registered-models/alias",
               [&reg](Call& c) -> Result<json::value> {
                 TY_ASSIGN_OR_RETURN(std::string name, RequiredString(c.body, "name"));

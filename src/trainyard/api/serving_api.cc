@@ -1,5 +1,6 @@
 #include "trainyard/api/serving_api.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <memory>
@@ -317,6 +318,55 @@ json::object EndpointStateToJson(const serving::EndpointState& s) {
   return o;
 }
 
+namespace {
+
+constexpr int64_t kMaxRecentRequests = 200;
+
+int64_t Percentile(const std::vector<int64_t>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  size_t i = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+// GET /endpoints/{name}/requests?limit=N: the last N captured requests (newest first) with
+// their bodies, and latency figures over them. MANAGE on the endpoint: the bodies are other
+// callers' requests. Reads the capture through serving::ReadRecentCaptures only.
+Result<json::value> RecentRequests(serving::ServingService& sv, Call& c) {
+  const std::string& name = c.request.path_params.at("name");
+  TY_ASSIGN_OR_RETURN(auto limit, OptionalInt64(c.body, "limit"));
+  int64_t n = limit.value_or(20);
+  if (n < 1 || n > kMaxRecentRequests) {
+    return Status::InvalidArgument("limit must be between 1 and " +
+                                   std::to_string(kMaxRecentRequests) + " (got " +
+                                   std::to_string(n) + ")");
+  }
+  TY_RETURN_IF_ERROR(sv.AuthorizeManage(c.principal, name));
+  TY_ASSIGN_OR_RETURN(auto records, serving::ReadRecentCaptures(sv.capture().PathFor(name),
+                                                                static_cast<size_t>(n)));
+  std::vector<int64_t> latencies;
+  int64_t errors = 0;
+  json::array out;
+  for (auto& r : records) {
+    if (auto it = r.find("latency_ms"); it != r.end() && it->value().is_int64()) {
+      latencies.push_back(it->value().as_int64());
+    }
+    if (auto it = r.find("status");
+        it != r.end() && it->value().is_int64() && it->value().as_int64() >= 400) {
+      ++errors;
+    }
+    out.emplace_back(std::move(r));
+  }
+  std::sort(latencies.begin(), latencies.end());
+  json::object latency{{"count", static_cast<int64_t>(latencies.size())},
+                       {"p50_ms", Percentile(latencies, 0.5)},
+                       {"p95_ms", Percentile(latencies, 0.95)},
+                       {"max_ms", latencies.empty() ? 0 : latencies.back()}};
+  return json::object{
+      {"requests", std::move(out)}, {"latency", std::move(latency)}, {"errors", errors}};
+}
+
+}  // namespace
+
 void RegisterServingRoutes(Api& api, serving::ServingService& serving) {
   serving::ServingService* sv = &serving;
   api.Route(Method::kPost, kTrainyardPrefixes, "/endpoints", [sv](Call& c) -> Result<json::value> {
@@ -358,6 +408,14 @@ void RegisterServingRoutes(Api& api, serving::ServingService& serving) {
       return json::object{{"grants", GrantsToJson(s.grants)}};
     };
   };
+  api.Route(Method::kGet, kTrainyardPrefixes, "/endpoints/{name}/my-permissions",
+            [sv](Call& c) -> Result<json::value> {
+              const std::string& name = c.request.path_params.at("name");
+              TY_RETURN_IF_ERROR(sv->Get(c.principal, name).status());
+              return ActionDecisionsJson({{"manage", sv->AuthorizeManage(c.principal, name)}});
+            });
+  api.Route(Method::kGet, kTrainyardPrefixes, "/endpoints/{name}/requests",
+            [sv](Call& c) { return RecentRequests(*sv, c); });
   api.Route(Method::kPost, kTrainyardPrefixes, "/endpoints/{name}/permissions", grant(true));
   api.Route(Method::kDelete, kTrainyardPrefixes, "/endpoints/{name}/permissions", grant(false));
 

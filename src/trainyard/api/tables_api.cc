@@ -290,6 +290,23 @@ void RegisterTableRoutes(Api& api, catalog::CatalogService& catalog, TableServic
                [ts](Call& c) { return Export(*ts, c); });
   api.Route(Method::kGet, kTrainyardPrefixes, "/tables/{full_name}/history",
             [ts](Call& c) { return History(*ts, c); });
+  // What the caller may do to the table (the web UI's disabled actions), by the catalog's one
+  // decision: select (read rows), modify (import, delete rows), manage (grants, row filter,
+  // masks). Each check is audited like any other.
+  api.Route(Method::kGet, kTrainyardPrefixes, "/tables/{full_name}/my-permissions",
+            [cs](Call& c) -> Result<json::value> {
+              const std::string name = FullName(c);
+              using catalog::Privilege;
+              using catalog::SecurableType;
+              Status select =
+                  cs->Authorize(c.principal, Privilege::kSelect, SecurableType::kTable, name);
+              if (select.code() == StatusCode::kNotFound) return select;
+              return ActionDecisionsJson({{"select", select},
+                                          {"modify", cs->Authorize(c.principal, Privilege::kModify,
+                                                                   SecurableType::kTable, name)},
+                                          {"manage", cs->Authorize(c.principal, Privilege::kManage,
+                                                                   SecurableType::kTable, name)}});
+            });
   api.Route(Method::kPost, kTrainyardPrefixes, "/tables/{full_name}/delete",
             [ts](Call& c) { return DeleteRows(*ts, c); });
   api.Route(Method::kPut, kTrainyardPrefixes, "/tables/{full_name}/row-filter",

@@ -604,6 +604,19 @@ Status JobService::Cancel(const identity::Principal& who, const std::string& job
   return Status::Ok();
 }
 
+Status JobService::AuthorizeCancel(const identity::Principal& who, const std::string& job_id) {
+  if (!who.scope.empty()) {
+    return Status::PermissionDenied("a token scoped to " + who.scope + " may not cancel jobs");
+  }
+  MutexLock lock(mu_);
+  auto it = active_.find(job_id);
+  if (it == active_.end()) {
+    TY_ASSIGN_OR_RETURN(std::string state, store_.StateName(job_id));
+    return Status::FailedPrecondition("job " + job_id + " has already finished (" + state + ")");
+  }
+  return Authorize(who, *it->second, identity::Action::kEdit);
+}
+
 Status JobService::AuthorizeWorkload(const identity::Principal& who, const std::string& job_id) {
   auto it = active_.find(job_id);
   if (it == active_.end()) {

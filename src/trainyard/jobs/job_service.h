@@ -118,6 +118,10 @@ class JobService {
   Result<JobInfo> GetJob(const std::string& job_id) TY_EXCLUDES(mu_);
   Result<std::vector<JobInfo>> ListJobs(const ListJobsRequest& request) TY_EXCLUDES(mu_);
   Status Cancel(const identity::Principal& who, const std::string& job_id) TY_EXCLUDES(mu_);
+  // Ok when Cancel would be allowed for `who` now (the same checks, nothing changes):
+  // PermissionDenied naming what is missing, FailedPrecondition for a finished job.
+  Status AuthorizeCancel(const identity::Principal& who, const std::string& job_id)
+      TY_EXCLUDES(mu_);
   // A workload's sign of life (also implied by metrics logged to the job's run).
   Status Heartbeat(const identity::Principal& who, const std::string& job_id) TY_EXCLUDES(mu_);
   // Records a complete checkpoint; it becomes TRAINYARD_RESUME_FROM of the next attempt.

@@ -111,6 +111,9 @@ class RegistryService {
   // Ok when `who` may read the model `name` (its versions and files): the Authorizer's READ.
   // NotFound when there is no such model.
   Status AuthorizeRead(const identity::Principal& who, const std::string& name);
+  // EDIT on the model `name` (aliases, tags, versions), asked of the Authorizer; NotFound when
+  // there is none.
+  Status AuthorizeEdit(const identity::Principal& who, const std::string& name);
 
   // Component "registry": registered_models, registered_model_tags, model_versions,
   // model_version_tags, registered_model_aliases.
@@ -200,8 +203,6 @@ class RegistryService {
     std::string model_id;
   };
 
-  // EDIT on the model `name`, asked of the Authorizer; NotFound when there is none.
-  Status AuthorizeEdit(const identity::Principal& who, const std::string& name);
   Status ValidateName(std::string_view field, const std::string& name) const;
   Status ValidateTag(std::string_view what, const KeyValue& tag) const;
   Status ValidateAlias(const std::string& alias) const;

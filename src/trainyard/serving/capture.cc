@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 
 #include "trainyard/common/json.h"
@@ -145,6 +147,49 @@ bool CaptureWriter::Write(const CaptureRecord& r) {
   }
   ::close(fd);
   return written == line.size();
+}
+
+Result<std::vector<json::object>> ReadRecentCaptures(const std::string& path, size_t n,
+                                                     size_t max_bytes) {
+  std::vector<json::object> out;
+  if (n == 0) return out;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return out;
+    return Status::Internal("cannot open the capture file " + path + ": " + std::strerror(errno));
+  }
+  off_t end = ::lseek(fd, 0, SEEK_END);
+  if (end < 0) {
+    ::close(fd);
+    return Status::Internal("cannot read the capture file " + path);
+  }
+  size_t size = static_cast<size_t>(end);
+  size_t want = std::min(size, max_bytes);
+  std::string tail(want, '\0');
+  size_t got = 0;
+  while (got < want) {
+    ssize_t r = ::pread(fd, tail.data() + got, want - got, static_cast<off_t>(size - want + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  tail.resize(got);
+  // Whole lines only: what precedes the first newline may be the end of an earlier record.
+  size_t stop = tail.size();
+  while (out.size() < n && stop > 0) {
+    size_t nl = tail.rfind('\n', stop - 1);
+    size_t begin = nl == std::string::npos ? 0 : nl + 1;
+    if (nl == std::string::npos && want < size) break;  // cut by max_bytes
+    std::string_view line(tail.data() + begin, stop - begin);
+    if (!line.empty()) {
+      Result<json::object> record = ParseJsonObject(line);
+      if (record.ok()) out.push_back(std::move(*record));
+    }
+    if (nl == std::string::npos) break;
+    stop = nl;
+  }
+  return out;
 }
 
 }  // namespace trainyard::serving

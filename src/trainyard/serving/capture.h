@@ -14,7 +14,9 @@
 #include <string>
 #include <thread>
 
+#include "trainyard/common/json.h"
 #include "trainyard/common/mutex.h"
+#include "trainyard/common/status.h"
 
 namespace trainyard::serving {
 
@@ -74,5 +76,12 @@ class CaptureWriter {
   bool stop_ TY_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
+
+// The last `n` records of a capture file (newest first), as written above. Reads at most the
+// file's last `max_bytes` (records beyond them are left out); a line that is not a JSON object
+// (one being appended) is skipped; a missing file is no records. This is the one place that
+// reads the capture back (the web UI's request samples): it changes with the capture's format.
+Result<std::vector<json::object>> ReadRecentCaptures(const std::string& path, size_t n,
+                                                     size_t max_bytes = 8 << 20);
 
 }  // namespace trainyard::serving

@@ -104,5 +104,42 @@ TEST_F(CaptureTest, AFullQueueDropsAndCounts) {
   EXPECT_EQ(static_cast<int64_t>(ReadLines(writer.PathFor("ep")).size()), stats.captured);
 }
 
+TEST_F(CaptureTest, ReadsTheLastRecordsNewestFirst) {
+  CaptureWriter writer({dir_.string(), 100, 1024});
+  for (int i = 0; i < 5; ++i) {
+    CaptureRecord r = Record(R"({"x": )" + std::to_string(i) + "}", R"({"y": 1})");
+    r.request_id = "r" + std::to_string(i);
+    r.latency_ms = 10 * i;
+    writer.Enqueue(r);
+  }
+  writer.FlushForTest();
+  auto last = ReadRecentCaptures(writer.PathFor("ep"), 3);
+  ASSERT_TRUE(last.ok()) << last.status().message();
+  ASSERT_EQ(last->size(), 3u);
+  EXPECT_EQ((*last)[0].at("request_id").as_string(), "r4");
+  EXPECT_EQ((*last)[2].at("request_id").as_string(), "r2");
+  EXPECT_EQ((*last)[0].at("latency_ms").as_int64(), 40);
+
+  auto all = ReadRecentCaptures(writer.PathFor("ep"), 100);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), 5u);
+
+  // A line being appended (no newline yet, not JSON) is skipped; records cut by max_bytes are
+  // left out rather than half-read.
+  std::ofstream(writer.PathFor("ep"), std::ios::app) << R"({"request_id": "half)";
+  auto partial = ReadRecentCaptures(writer.PathFor("ep"), 2);
+  ASSERT_TRUE(partial.ok());
+  ASSERT_EQ(partial->size(), 2u);
+  EXPECT_EQ((*partial)[0].at("request_id").as_string(), "r4");
+  auto cut = ReadRecentCaptures(writer.PathFor("ep"), 100, 300);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_LT(cut->size(), 5u);
+  for (const auto& r : *cut) EXPECT_TRUE(r.contains("request_id"));
+
+  auto none = ReadRecentCaptures((dir_ / "nobody.jsonl").string(), 10);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
 }  // namespace
 }  // namespace trainyard::serving

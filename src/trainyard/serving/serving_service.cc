@@ -451,6 +451,13 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
   return state;
 }
 
+Status ServingService::AuthorizeManage(const identity::Principal& who, const std::string& name) {
+  MutexLock lock(mu_);
+  Runtime* rt = FindLocked(name);
+  if (!rt) return Status::NotFound("endpoint '" + name + "' does not exist");
+  return AuthorizeManage(who, *rt);
+}
+
 Status ServingService::Delete(const identity::Principal& who, const std::string& name) {
   {
     MutexLock lock(mu_);

@@ -187,6 +187,10 @@ class ServingService {
   Result<Lease> Acquire(const identity::Principal& who, const std::string& name,
                         RateDecision* rate_limited = nullptr) TY_EXCLUDES(mu_);
 
+  // Ok when `who` may manage endpoint `name` (change, delete, grant, read its captured
+  // requests): its owner, an admin or a MANAGE holder. NotFound for an unknown endpoint.
+  Status AuthorizeManage(const identity::Principal& who, const std::string& name) TY_EXCLUDES(mu_);
+
   // A new request id (hex).
   std::string NewRequestId();
   CaptureWriter& capture() { return capture_; }

@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { call, TRAINYARD } from '../api';
 import { KeyValueTable, Show } from '../components/Status';
+import { ActionButton, useDecisions } from '../components/Permissions';
 import { Checkpoints, Cluster, LogViewer } from './JobParts';
 import { href } from '../router';
 import { errorMessage, formatTime, useLoad } from '../util';
@@ -101,6 +102,8 @@ const ACTIVE_STATES = ['PENDING', 'RUNNING'];
 // Cancel with a confirmation step; the server decides who may (owner, project admins,
 // admins) and its refusal is shown as it is.
 function CancelJob({ jobId, onDone }: { jobId: string; onDone: () => void }) {
+  // Shown disabled, with the reason, when the server says this user may not cancel it.
+  const decisions = useDecisions(`${TRAINYARD}/jobs/${encodeURIComponent(jobId)}/my-permissions`, undefined, [jobId]);
   const [confirming, setConfirming] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
@@ -130,9 +133,9 @@ function CancelJob({ jobId, onDone }: { jobId: string; onDone: () => void }) {
           </button>
         </>
       ) : (
-        <button type="button" onClick={() => setConfirming(true)}>
+        <ActionButton decisions={decisions} action="cancel" onClick={() => setConfirming(true)}>
           Cancel job
-        </button>
+        </ActionButton>
       )}
       {error ? <p className="error" role="alert">{error}</p> : null}
     </div>

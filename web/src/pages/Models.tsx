@@ -1,5 +1,6 @@
 import { useState, type FormEvent } from 'react';
-import { call, MLFLOW } from '../api';
+import { call, MLFLOW, TRAINYARD } from '../api';
+import { ActionButton, DeniedReason, useDecisions, type Decisions } from '../components/Permissions';
 import { KeyValueTable, Show } from '../components/Status';
 import { href } from '../router';
 import { errorMessage, formatTime, useLoad } from '../util';
@@ -91,12 +92,24 @@ export function Models() {
 }
 
 // Points an alias (new or existing) at a version, after a confirmation that says what moves.
-function MoveAlias({ name, aliases, versions, onDone }: {
+function MoveAlias({ name, aliases, versions, onDone, decisions }: {
   name: string;
   aliases: Alias[];
   versions: string[];
   onDone: () => void;
+  decisions: Decisions | null;
 }) {
+  const edit = decisions?.edit;
+  if (edit && !edit.allowed) {
+    return (
+      <p className="actions" aria-label="move alias">
+        <button type="button" disabled title={edit.reason}>
+          Move alias
+        </button>
+        <DeniedReason reason={edit.reason} />
+      </p>
+    );
+  }
   const [alias, setAlias] = useState(aliases[0]?.alias ?? '');
   const [version, setVersion] = useState(versions[0] ?? '');
   const [confirming, setConfirming] = useState(false);
@@ -154,7 +167,9 @@ function MoveAlias({ name, aliases, versions, onDone }: {
           </button>
         </>
       ) : (
-        <button type="submit">Move alias</button>
+        <ActionButton decisions={decisions} action="edit" type="submit">
+          Move alias
+        </ActionButton>
       )}
       {error ? <p className="error" role="alert">{error}</p> : null}
     </form>
@@ -173,6 +188,7 @@ export function Model({ name }: { name: string }) {
       ]),
     [name, reloads],
   );
+  const decisions = useDecisions(`${TRAINYARD}/registered-models/my-permissions`, { name });
   return (
     <section>
       <p className="crumbs">
@@ -200,6 +216,7 @@ export function Model({ name }: { name: string }) {
                   aliases={m.aliases ?? []}
                   versions={versions.map((v) => v.version)}
                   onDone={() => setReloads((n) => n + 1)}
+                  decisions={decisions}
                 />
               ) : null}
               <h3>Versions</h3>
@@ -262,6 +279,12 @@ export function ModelVersionPage({ name, version }: { name: string; version: str
               ['Source', v.source],
               ['Run', v.run_id ?? ''],
               ['Created', formatTime(v.creation_timestamp)],
+              [
+                'Lineage',
+                <a href={href.lineage(`model_version:${name}@${version}`)} data-testid="lineage-link">
+                  what it was made from, and what serves it
+                </a>,
+              ],
               ['Description', v.description ?? ''],
               ...(v.tags ?? []).map((t): [string, string] => [`tag ${t.key}`, t.value]),
             ]}

@@ -32,6 +32,12 @@ export function RunDetail({ experimentId, runId }: { experimentId: string; runId
                   ['Ended', formatTime(r.info.end_time)],
                   ['User', r.info.user_id ?? ''],
                   ['Artifacts', r.info.artifact_uri ?? ''],
+                  [
+                    'Lineage',
+                    <a href={href.lineage(`run:${runId}`)} data-testid="lineage-link">
+                      data read, models produced
+                    </a>,
+                  ],
                 ]}
               />
               <div className="columns">
