@@ -30,6 +30,7 @@ struct Options {
   std::optional<int> max_replicas;
   std::optional<int64_t> scale_to_zero_s;
   std::optional<int> target_concurrency;
+  std::optional<std::string> capture_table;
   std::string privilege = "QUERY";
   std::string principal;
 };
@@ -111,6 +112,7 @@ Result<json::object> ConfigBody(const Options& o, bool create) {
   if (o.max_replicas) body["max_replicas"] = *o.max_replicas;
   if (o.scale_to_zero_s) body["scale_to_zero_seconds"] = *o.scale_to_zero_s;
   if (o.target_concurrency) body["target_concurrency"] = *o.target_concurrency;
+  if (o.capture_table) body["capture"] = json::object{{"table", *o.capture_table}};
   return body;
 }
 
@@ -139,6 +141,17 @@ int ReadyReplicas(const json::value& e) {
   return n;
 }
 
+// "T@V (N captured, M dropped, P pending): error", "" without a capture table.
+std::string CaptureTableSummary(const json::value& c) {
+  if (Str(c, "table").empty()) return "";
+  std::string out = Str(c, "table");
+  if (!Str(c, "table_version").empty()) out += "@" + Str(c, "table_version");
+  out += " (" + Str(c, "table_captured") + " captured, " + Str(c, "table_dropped") + " dropped, " +
+         Str(c, "table_pending") + " pending)";
+  if (!Str(c, "table_error").empty()) out += ": " + Str(c, "table_error");
+  return out;
+}
+
 void PrintEndpoint(const json::value& e) {
   PrintTable(std::cout, {"FIELD", "VALUE"},
              {{"name", Str(e, "name")},
@@ -154,7 +167,8 @@ void PrintEndpoint(const json::value& e) {
               {"created", FormatTime(Int(e, "created_at"))},
               {"capture", Str(e.as_object().at("capture"), "path") + " (" +
                               Str(e.as_object().at("capture"), "captured") + " captured, " +
-                              Str(e.as_object().at("capture"), "dropped") + " dropped)"}},
+                              Str(e.as_object().at("capture"), "dropped") + " dropped)"},
+              {"capture table", CaptureTableSummary(e.as_object().at("capture"))}},
              100);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : Arr(e, "replicas")) {
@@ -229,6 +243,9 @@ std::function<std::optional<int>(Client&)> AddEndpointCommands(
                     "idle seconds before the last replica stops (0: never)");
     sub->add_option("--target-concurrency", o->target_concurrency,
                     "requests in flight per replica before another starts");
+    sub->add_option("--capture-table", o->capture_table,
+                    "also capture requests into this catalog table (catalog.schema.table; "
+                    "\"\" to stop)");
   };
   o->create = cmd->add_subcommand("create", "create an endpoint");
   o->create->add_option("name", o->name, "endpoint name")->required();

@@ -70,6 +70,10 @@ struct ServingOptions {
   // owner's (not yet: the model's files sit in the server's private data directory).
   bool multi_user = false;
   EndpointLimits limits;
+  // Whether an endpoint owned by `owner` may capture into catalog table `table` (CREATE
+  // TABLE on its schema while it does not exist, MODIFY on it once it does): Ok, or the
+  // error naming capture.table. Unset: no endpoint may name a capture table.
+  std::function<Status(const std::string& owner, const std::string& table)> check_capture_table;
 };
 
 struct ReplicaInfo {
@@ -122,6 +126,8 @@ class Lease {
   std::string model;
   int64_t model_version = 0;
   Flavor flavor = Flavor::kPyfunc;
+  std::string capture_table;  // the endpoint's, "" = none
+  std::string owner;          // the endpoint's owner
   std::string replica_id;
   std::string url;  // the replica's base URL, e.g. http://127.0.0.1:41234
 
@@ -167,6 +173,12 @@ class ServingService {
   // Chooses the replica for one request (see above). NotFound for an unknown endpoint,
   // PermissionDenied without QUERY, Unavailable when no replica became ready in time.
   Result<Lease> Acquire(const identity::Principal& who, const std::string& name) TY_EXCLUDES(mu_);
+
+  // A captured request, from the request index, for `who` to trace: admins, and those who
+  // may MANAGE its endpoint. NotFound for an id never captured (or of an endpoint `who` may
+  // not even query), PermissionDenied for a QUERY-only caller.
+  Result<IndexedRequest> FindRequest(const identity::Principal& who, const std::string& request_id)
+      TY_EXCLUDES(mu_);
 
   // A new request id (hex).
   std::string NewRequestId();
@@ -227,6 +239,7 @@ class ServingService {
   // say how to serve it); InvalidArgument/NotFound naming served_entities[i].
   Status CheckEntities(const identity::Principal& who, const EndpointConfig& config);
   Result<Resolved> Resolve(const ServedEntity& entity, const std::string& field);
+  Status CheckCaptureTable(const Endpoint& e);
   void Install(Runtime rt) TY_REQUIRES(mu_);
   EndpointState StateLocked(const Runtime& rt) TY_REQUIRES(mu_);
   void Release(const std::string& replica_id) TY_EXCLUDES(mu_);
