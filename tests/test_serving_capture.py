@@ -133,7 +133,7 @@ def cli(server, *args, token=None):
                           capture_output=True, text=True, timeout=60)
 
 
-def test_capture_table_read_back_and_request_lineage(server, admin, trained, schema):
+def test_capture_table_read_back_and_request_lineage(server, admin, trained, schema, tmp_path):
     from deltalake import DeltaTable
     from openai import OpenAI
 
@@ -195,6 +195,24 @@ def test_capture_table_read_back_and_request_lineage(server, admin, trained, sch
     assert r.status_code == 200, r.text
     api_rows = [json.loads(line) for line in r.text.splitlines() if line]
     assert {x["request_id"] for x in api_rows} == set(by_id)
+
+    # The next training set starts here: a prep pipeline takes the capture table at that
+    # version as its source (dedup on the request text) and writes a catalog table from it.
+    spec = tmp_path / "capture-prep.yaml"
+    spec.write_text(f"""name: capture-prep
+source: {{table: {table}, version: {version}, id_column: request_id}}
+text_column: request
+steps:
+  - dedup_exact: {{}}
+outputs:
+  rows: {schema}.next_train
+  dropped: {schema}.next_train_dropped
+""")
+    out = cli(server, "prep", str(spec))
+    assert out.returncode == 0, out.stdout + out.stderr
+    location = ok(admin.get(server.api(f"{TY}/tables/{schema}.next_train")))["storage_location"]
+    next_rows = DeltaTable(location).to_pyarrow_table().to_pylist()
+    assert sorted(r["request_id"] for r in next_rows) == sorted(by_id)
 
     # The table version's lineage: the endpoint wrote it.
     g = ok(admin.get(server.api(f"{TY}/lineage"),
