@@ -226,8 +226,13 @@ outputs:
         assert lin["request_id"] == ids[1]
         assert lin["endpoint"] == name and lin["served_entity"] == f"{trained['model']}-1"
         assert lin["model"] == trained["model"] and lin["model_version"] == 1
-        assert lin["runs"] == [trained["run"]] and lin["jobs"] == [trained["job"]]
+        assert lin["run_id"] == trained["run"] and lin["job_id"] == trained["job"]
         assert lin["training_tables"] == [{"table": TRAIN_TABLE, "version": 4}]
+        assert lin["upstream_tables"] == [{"table": TRAIN_TABLE, "version": 4}]
+        mv = f"model_version:{trained['model']}@1"
+        assert lin["lineage"]["root"] == mv
+        assert (f"run:{trained['run']}", "produced", mv) in \
+            {(e["from"], e["kind"], e["to"]) for e in lin["lineage"]["edges"]}
         assert lin["capture"]["table"] == table and lin["capture"]["version"] >= 1
         assert lin["status"] == 200
     out = cli(server, "lineage", "request", "chatcmpl-" + ids[1])

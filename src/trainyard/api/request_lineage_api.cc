@@ -1,6 +1,6 @@
 #include "trainyard/api/request_lineage_api.h"
 
-#include <set>
+#include <map>
 #include <string>
 
 #include "trainyard/api/lineage_api.h"
@@ -39,25 +39,35 @@ json::object RequestLineageToJson(const serving::IndexedRequest& r,
     if (r.capture_table_version >= 0) capture["version"] = r.capture_table_version;
     o["capture"] = std::move(capture);
   }
-  json::array runs, jobs, tables;
+  // The run that produced the version, that run's job, the table versions that run read;
+  // everything else upstream (a prep job's run and its raw tables) is in `lineage`.
+  std::string run_node, run_id, job_id;
+  json::array training, upstream;
   if (graph.ok()) {
-    std::set<std::string> run_ids;
+    std::map<std::string, const lineage::GraphNode*> nodes;
     for (const auto& n : graph->nodes) {
-      if (n.redacted) continue;
-      if (n.ref.type == lineage::NodeType::kRun) {
-        runs.emplace_back(n.ref.key);
-        run_ids.insert(n.id);
-      }
-      if (n.ref.type == lineage::NodeType::kJob) jobs.emplace_back(n.ref.key);
+      if (!n.redacted) nodes[n.id] = &n;
     }
-    // The training data: the table versions a run upstream of the model version read.
-    std::set<std::string> seen;
     for (const auto& e : graph->edges) {
-      if (e.kind != lineage::EdgeKind::kRead || !run_ids.count(e.to)) continue;
-      for (const auto& n : graph->nodes) {
-        if (n.id != e.from || n.redacted || n.ref.type != lineage::NodeType::kTable) continue;
-        if (!seen.insert(n.id).second) continue;
-        tables.emplace_back(json::object{{"table", n.ref.key}, {"version", *n.ref.version}});
+      if (e.kind == lineage::EdgeKind::kProduced && e.to == graph->root && nodes.count(e.from)) {
+        run_node = e.from;
+        run_id = nodes[e.from]->ref.key;
+      }
+    }
+    for (const auto& e : graph->edges) {
+      if (run_node.empty() || e.to != run_node || !nodes.count(e.from)) continue;
+      const lineage::GraphNode& from = *nodes[e.from];
+      if (e.kind == lineage::EdgeKind::kLoggedTo && from.ref.type == lineage::NodeType::kJob) {
+        job_id = from.ref.key;
+      }
+      if (e.kind == lineage::EdgeKind::kRead && from.ref.type == lineage::NodeType::kTable) {
+        training.emplace_back(
+            json::object{{"table", from.ref.key}, {"version", *from.ref.version}});
+      }
+    }
+    for (const auto& [id, n] : nodes) {
+      if (n->ref.type == lineage::NodeType::kTable) {
+        upstream.emplace_back(json::object{{"table", n->ref.key}, {"version", *n->ref.version}});
       }
     }
     o["lineage"] = LineageGraphToJson(*graph);
@@ -65,9 +75,10 @@ json::object RequestLineageToJson(const serving::IndexedRequest& r,
     o["lineage"] = nullptr;
     o["lineage_error"] = graph.status().message();
   }
-  o["runs"] = std::move(runs);
-  o["jobs"] = std::move(jobs);
-  o["training_tables"] = std::move(tables);
+  if (!run_id.empty()) o["run_id"] = run_id;
+  if (!job_id.empty()) o["job_id"] = job_id;
+  o["training_tables"] = std::move(training);
+  o["upstream_tables"] = std::move(upstream);
   return o;
 }
 

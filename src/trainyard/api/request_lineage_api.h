@@ -5,9 +5,10 @@
 // produced it, the run's job and the table versions the run read:
 //
 //   → {"request_id", "endpoint", "served_entity", "model", "model_version", "timestamp_ms",
-//      "latency_ms", "status", "capture": {"table", "version"}, "runs": [...], "jobs": [...],
-//      "training_tables": [{"table", "version"}], "lineage": <the upstream graph, as
-//      GET /lineage returns it>}
+//      "latency_ms", "status", "capture": {"table", "version"}, "run_id" (the run that
+//      produced the version), "job_id" (that run's job), "training_tables": [{"table",
+//      "version"}] (what that run read), "upstream_tables": [...] (every table version
+//      upstream, a prep job's sources too), "lineage": <the upstream graph, as GET /lineage>}
 //
 // Who may ask: admins and those who may MANAGE the endpoint (403 for a QUERY-only caller);
 // an id never captured is 404. Nodes of the graph the caller may not read are redacted, as

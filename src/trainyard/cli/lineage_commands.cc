@@ -116,9 +116,10 @@ int RunRequest(Client& client, const Options& o) {
               {"endpoint", Str(*r, "endpoint")},
               {"served entity", Str(*r, "served_entity")},
               {"model version", Str(*r, "model") + " v" + Str(*r, "model_version")},
-              {"run", join(Arr(*r, "runs"))},
-              {"job", join(Arr(*r, "jobs"))},
+              {"run", Str(*r, "run_id").empty() ? "(none recorded)" : Str(*r, "run_id")},
+              {"job", Str(*r, "job_id").empty() ? "(none recorded)" : Str(*r, "job_id")},
               {"training tables", join(Arr(*r, "training_tables"))},
+              {"upstream tables", join(Arr(*r, "upstream_tables"))},
               {"captured in", capture}},
              100);
   if (!Str(*r, "lineage_error").empty()) {
