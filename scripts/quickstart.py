@@ -11,6 +11,12 @@ number to champion.version beside it.
 `quickstart.py classify MODEL_DIR TEST_JSONL` (transformers, .venv-hf): loads the downloaded
 model with transformers' AutoModelForCausalLM and classifies held-out tickets by greedy
 generation with the training prompt template.
+
+`quickstart.py serve ENDPOINT TEST_JSONL OUT_ID_FILE` (openai and mlflow clients, .venv):
+classifies held-out tickets through the endpoint (the server's native engine) with the `openai`
+client; then registers the champion's files again as a second version, splits the endpoint's
+traffic 50/50 between the two and sends tickets until both have answered. Writes the first
+answer's id to OUT_ID_FILE (for `trainyard lineage request`).
 """
 import json
 import os
@@ -92,10 +98,73 @@ def classify(model_dir, test_jsonl, limit=6):
     print(f"  {right}/{len(rows)} right")
 
 
+def serve(endpoint, test_jsonl, out_id_file, limit=6):
+    from mlflow import MlflowClient
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{os.environ['TRAINYARD_URL']}/serving-endpoints",
+                    api_key=os.environ["TRAINYARD_TOKEN"], max_retries=0, timeout=300)
+    rows = [json.loads(l) for l in open(test_jsonl) if l.strip()][:limit]
+
+    def classify_one(message):
+        # The prompt as the model was trained on it (finetune.yaml: the mistral template); the
+        # engine's tokenizer adds <|begin_of_text|> as the trainer did.
+        raw = client.completions.with_raw_response.create(
+            model=endpoint, prompt=f"[INST] {SYSTEM}\n\n{message} [/INST]", max_tokens=8,
+            temperature=0)
+        return raw.parse(), raw.headers["x-served-entity"]
+
+    print(f"openai client -> {client.base_url} model={endpoint!r}:")
+    right = 0
+    for i, row in enumerate(rows):
+        answer, _ = classify_one(row["message"])
+        if i == 0:
+            with open(out_id_file, "w") as f:
+                f.write(answer.id)
+        label = answer.choices[0].text.strip()
+        right += label == row["label"]
+        print(f"  {row['message'][:60]!r:64} -> {label:20} (true: {row['label']})")
+    print(f"  {right}/{len(rows)} right through the endpoint")
+
+    # A/B: the champion's files registered again as a second version, half the traffic each.
+    mlflow_client = MlflowClient()
+    champion = mlflow_client.get_model_version_by_alias("support-intent-model", "champion")
+    second = mlflow_client.create_model_version("support-intent-model", champion.source,
+                                                champion.run_id)
+    body = {"served_entities": [
+        {"name": f"v{champion.version}", "model": "support-intent-model",
+         "version": int(champion.version)},
+        {"name": f"v{second.version}", "model": "support-intent-model",
+         "version": int(second.version)}],
+        "routes": [{"served_entity": f"v{champion.version}", "percent": 50},
+                   {"served_entity": f"v{second.version}", "percent": 50}]}
+    req = urllib.request.Request(
+        f"{os.environ['TRAINYARD_URL']}/api/trainyard/v1/endpoints/{endpoint}",
+        data=json.dumps(body).encode(), method="PATCH",
+        headers={"Authorization": f"Bearer {os.environ['TRAINYARD_TOKEN']}",
+                 "Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=60).read()
+    print(f"A/B: {endpoint} now routes 50% to version {champion.version} and 50% to version "
+          f"{second.version}")
+    answered = {}
+    for i in range(40):
+        row = rows[i % len(rows)]
+        answer, entity = classify_one(row["message"])
+        answered[entity] = answered.get(entity, 0) + 1
+        if len(answered) == 2 and i >= 5:
+            break
+    print("  answers by served entity: " +
+          ", ".join(f"{k}: {v}" for k, v in sorted(answered.items())))
+
+
 if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "serve":
+        serve(sys.argv[2], sys.argv[3], sys.argv[4])
+        sys.exit(0)
     if len(sys.argv) == 4 and sys.argv[1] == "report":
         report(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 4 and sys.argv[1] == "classify":
         classify(sys.argv[2], sys.argv[3])
     else:
-        sys.exit("usage: quickstart.py report JOB_ID DOWNLOAD_DIR | classify MODEL_DIR TEST_JSONL")
+        sys.exit("usage: quickstart.py report JOB_ID DOWNLOAD_DIR | classify MODEL_DIR TEST_JSONL"
+                 " | serve ENDPOINT TEST_JSONL OUT_ID_FILE")

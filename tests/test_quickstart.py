@@ -3,7 +3,8 @@ into a catalog table, cleaned by a prep job into the training table, a LoRA
 fine-tuning job of a small Llama-style model on the native trainer that crashes once and
 resumes exactly from its checkpoint, logging to its MLflow run; then eval accuracy before and
 after, the model registered as @champion, the merged model classifying held-out tickets in
-Hugging Face transformers, and the model version's lineage back to the table versions."""
+Hugging Face transformers, the model version's lineage back to the table versions, and the
+model served: the openai client through an endpoint, an A/B split, a request id's lineage."""
 
 import os
 import re
@@ -49,3 +50,13 @@ def test_quickstart_runs_the_journey(tmp_path):
     assert right >= 3, out[-3000:]
     job = re.search(r"Adapter \(PEFT format\): (\S+)", out).group(1)
     assert (Path(job) / "adapter_model.safetensors").exists()
+    # Served: the endpoint on @champion (the native engine) classified held-out tickets through
+    # the openai client, an A/B split had both versions answer, and an answer's id led back to
+    # the model version, its job and the training table.
+    served = int(re.search(r"(\d+)/6 right through the endpoint", out).group(1))
+    assert served >= 3, out[-3000:]
+    split = re.search(r"answers by served entity: v(\d+): (\d+), v(\d+): (\d+)", out)
+    assert split and int(split.group(2)) > 0 and int(split.group(4)) > 0, out[-3000:]
+    lineage = out[out.index("== trainyard lineage request"):]
+    assert "support-intent-model v" in lineage and "main.support.train@1" in lineage, lineage
+    assert "main.support.requests" in lineage, lineage

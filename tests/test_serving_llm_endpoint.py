@@ -98,9 +98,13 @@ def test_openai_client_through_the_server_to_the_engine(server, admin, llm):
                     max_retries=0, timeout=READY_TIMEOUT_S)
 
     # The first request waits while a replica of the real engine starts, then is served.
-    reply = client.chat.completions.create(
+    raw = client.chat.completions.with_raw_response.create(
         model=name, messages=[{"role": "user", "content": "my card was charged twice"}],
         max_tokens=8, temperature=0)
+    reply = raw.parse()
+    # The engine names its answer after the router's request id (the key of its capture and
+    # of GET /api/trainyard/v1/lineage/requests/{id}).
+    assert reply.id == "chatcmpl-" + raw.headers["x-request-id"]
     assert reply.choices[0].finish_reason in ("stop", "length")
     assert 0 < reply.usage.completion_tokens <= 8 and reply.usage.prompt_tokens > 3
     state = ok(admin.get(server.api(f"{TY}/endpoints/{name}")))

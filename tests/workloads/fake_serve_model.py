@@ -70,11 +70,12 @@ class Handler(BaseHTTPRequestHandler):
         usage = {"prompt_tokens": len(words), "completion_tokens": len(words),
                  "total_tokens": 2 * len(words)}
         kind = "chat.completion" if chat else "text_completion"
+        rid = ("chatcmpl-" if chat else "cmpl-") + self.headers.get("x-request-id", "1")
         if not body.get("stream"):
             choice = ({"index": 0, "message": {"role": "assistant", "content": text},
                        "finish_reason": "stop"} if chat else
                       {"index": 0, "text": text, "finish_reason": "stop"})
-            return self.send_json(200, {"id": "cmpl-1", "object": kind, "created": 0,
+            return self.send_json(200, {"id": rid, "object": kind, "created": 0,
                                         "model": args.served_model_name, "choices": [choice],
                                         "usage": usage})
         self.send_response(200)
@@ -85,14 +86,14 @@ class Handler(BaseHTTPRequestHandler):
             piece = word if i == 0 else " " + word
             choice = ({"index": 0, "delta": {"content": piece}, "finish_reason": None} if chat
                       else {"index": 0, "text": piece, "finish_reason": None})
-            self.chunk(json.dumps({"id": "cmpl-1", "object": kind + ".chunk", "created": 0,
+            self.chunk(json.dumps({"id": rid, "object": kind + ".chunk", "created": 0,
                                    "model": args.served_model_name, "choices": [choice]}))
             if text == "die":
                 os._exit(3)
             time.sleep(0.01)  # a token's worth of decoding, so the pieces arrive apart
         done = ({"index": 0, "delta": {}, "finish_reason": "stop"} if chat
                 else {"index": 0, "text": "", "finish_reason": "stop"})
-        self.chunk(json.dumps({"id": "cmpl-1", "object": kind + ".chunk", "created": 0,
+        self.chunk(json.dumps({"id": rid, "object": kind + ".chunk", "created": 0,
                                "model": args.served_model_name, "choices": [done],
                                "usage": usage}))
         self.chunk("[DONE]")

@@ -179,6 +179,8 @@ http::Response Forward(serving::ServingService& serving, Call& c, const std::str
   record.served_entity = lease->served_entity;
   record.model = lease->model;
   record.model_version = lease->model_version;
+  record.capture_table = lease->capture_table;
+  record.owner = lease->owner;
   record.request_id = request_id;
   record.timestamp_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
@@ -312,8 +314,17 @@ json::object EndpointStateToJson(const serving::EndpointState& s) {
   }
   o["replicas"] = std::move(replicas);
   o["state"] = ready > 0 ? "READY" : (s.replicas.empty() ? "SCALED_TO_ZERO" : "STARTING");
-  o["capture"] = json::object{
+  json::object capture{
       {"path", s.capture_path}, {"captured", s.capture.captured}, {"dropped", s.capture.dropped}};
+  if (!s.endpoint.config.capture_table.empty()) {
+    capture["table"] = s.endpoint.config.capture_table;
+    capture["table_captured"] = s.capture.table_captured;
+    capture["table_dropped"] = s.capture.table_dropped;
+    capture["table_pending"] = s.capture.table_pending;
+    if (s.capture.table_version >= 0) capture["table_version"] = s.capture.table_version;
+    if (!s.capture.table_error.empty()) capture["table_error"] = s.capture.table_error;
+  }
+  o["capture"] = std::move(capture);
   if (s.last_request_at > 0) o["last_request_at"] = s.last_request_at;
   return o;
 }

@@ -42,6 +42,7 @@ struct Options {
   std::optional<int> max_replicas;
   std::optional<int64_t> scale_to_zero_s;
   std::optional<int> target_concurrency;
+  std::optional<std::string> capture_table;
   std::string privilege = "QUERY";
   std::string principal;
 };
@@ -185,6 +186,7 @@ Result<json::object> ConfigBody(const Options& o, bool create) {
   if (!o.rate_limits.empty()) {
     TY_ASSIGN_OR_RETURN(body["rate_limits"], ParseRateLimitFlags(o.rate_limits));
   }
+  if (o.capture_table) body["capture"] = json::object{{"table", *o.capture_table}};
   return body;
 }
 
@@ -229,6 +231,17 @@ int ReadyReplicas(const json::value& e) {
   return n;
 }
 
+// "T@V (N captured, M dropped, P pending): error", "" without a capture table.
+std::string CaptureTableSummary(const json::value& c) {
+  if (Str(c, "table").empty()) return "";
+  std::string out = Str(c, "table");
+  if (!Str(c, "table_version").empty()) out += "@" + Str(c, "table_version");
+  out += " (" + Str(c, "table_captured") + " captured, " + Str(c, "table_dropped") + " dropped, " +
+         Str(c, "table_pending") + " pending)";
+  if (!Str(c, "table_error").empty()) out += ": " + Str(c, "table_error");
+  return out;
+}
+
 void PrintEndpoint(const json::value& e) {
   PrintTable(std::cout, {"FIELD", "VALUE"},
              {{"name", Str(e, "name")},
@@ -245,7 +258,8 @@ void PrintEndpoint(const json::value& e) {
               {"created", FormatTime(Int(e, "created_at"))},
               {"capture", Str(e.as_object().at("capture"), "path") + " (" +
                               Str(e.as_object().at("capture"), "captured") + " captured, " +
-                              Str(e.as_object().at("capture"), "dropped") + " dropped)"}},
+                              Str(e.as_object().at("capture"), "dropped") + " dropped)"},
+              {"capture table", CaptureTableSummary(e.as_object().at("capture"))}},
              100);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : Arr(e, "replicas")) {
@@ -447,6 +461,9 @@ std::function<std::optional<int>(Client&)> AddEndpointCommands(
     sub->add_option("--rate-limit", o->rate_limits,
                     "KEY[:PRINCIPAL]:N/min or :Ntokens/min, KEY endpoint|user|group, e.g. "
                     "user:100/min (repeatable; 'none' removes all)");
+    sub->add_option("--capture-table", o->capture_table,
+                    "also capture requests into this catalog table (catalog.schema.table; "
+                    "\"\" to stop)");
   };
   o->create = cmd->add_subcommand("create", "create an endpoint");
   o->create->add_option("name", o->name, "endpoint name")->required();

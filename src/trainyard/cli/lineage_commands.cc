@@ -10,12 +10,15 @@
 
 #include "trainyard/cli/client.h"
 #include "trainyard/cli/table.h"
+#include "trainyard/common/strings.h"
 
 namespace trainyard::cli {
 namespace {
 
 struct Options {
   CLI::App* cmd = nullptr;
+  CLI::App* request = nullptr;
+  std::string request_id;
   CLI::App* upstream = nullptr;
   CLI::App* downstream = nullptr;
   CLI::App* both = nullptr;
@@ -112,6 +115,48 @@ int RunColumns(Client& client, const Options& o) {
   return 0;
 }
 
+int RunRequest(Client& client, const Options& o) {
+  auto r = client.Call("GET", "/api/trainyard/v1/lineage/requests/" + UrlEncode(o.request_id));
+  if (!r.ok()) return Fail(r.status());
+  if (o.json) {
+    std::cout << json::serialize(*r) << "\n";
+    return 0;
+  }
+  auto join = [](const json::array& items) {
+    std::string out;
+    for (const auto& v : items) {
+      if (!out.empty()) out += ", ";
+      out += v.is_string() ? std::string(v.as_string()) : Str(v, "table") + "@" + Str(v, "version");
+    }
+    return out.empty() ? std::string("(none recorded)") : out;
+  };
+  std::string capture = "(none)";
+  if (r->as_object().contains("capture")) {
+    const auto& c = r->at("capture");
+    capture = Str(c, "table") +
+              (Str(c, "version").empty() ? " (not yet appended)" : "@" + Str(c, "version"));
+  }
+  PrintTable(std::cout, {"FIELD", "VALUE"},
+             {{"request", Str(*r, "request_id")},
+              {"time", FormatTime(Int(*r, "timestamp_ms"))},
+              {"status", Str(*r, "status") + " in " + Str(*r, "latency_ms") + " ms"},
+              {"endpoint", Str(*r, "endpoint")},
+              {"served entity", Str(*r, "served_entity")},
+              {"model version", Str(*r, "model") + " v" + Str(*r, "model_version")},
+              {"run", Str(*r, "run_id").empty() ? "(none recorded)" : Str(*r, "run_id")},
+              {"job", Str(*r, "job_id").empty() ? "(none recorded)" : Str(*r, "job_id")},
+              {"training tables", join(Arr(*r, "training_tables"))},
+              {"upstream tables", join(Arr(*r, "upstream_tables"))},
+              {"captured in", capture}},
+             100);
+  if (!Str(*r, "lineage_error").empty()) {
+    std::cout << "\nlineage of the model version: " << Str(*r, "lineage_error") << "\n";
+  } else if (!r->at("lineage").is_null()) {
+    std::cout << "\n" << RenderLineageTree(r->at("lineage"), true);
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::string RenderColumnLineage(const json::value& answer) {
@@ -193,7 +238,16 @@ std::function<std::optional<int>(Client&)> AddLineageCommands(
   o->upstream = add("upstream", "what the object was made from, to any depth");
   o->downstream = add("downstream", "what was made from the object, to any depth");
   o->both = add("both", "both directions");
+  o->request = cmd->add_subcommand(
+      "request", "what served a request and what made it: endpoint, model version, run, job, data");
+  o->request
+      ->add_option("request_id", o->request_id,
+                   "a response's x-request-id header or its OpenAI id (chatcmpl-...)")
+      ->required();
+  o->request->add_flag("--json", o->json, "print the API's JSON instead of a table");
+  add_client_options(o->request);
   return [o](Client& client) -> std::optional<int> {
+    if (o->request->parsed()) return RunRequest(client, *o);
     if (o->upstream->parsed()) return Run(client, *o, "upstream");
     if (o->downstream->parsed()) return Run(client, *o, "downstream");
     if (o->both->parsed()) return Run(client, *o, "both");

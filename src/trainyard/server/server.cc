@@ -16,6 +16,7 @@
 #include "trainyard/api/mlflow_artifacts_api.h"
 #include "trainyard/api/mlflow_registry_api.h"
 #include "trainyard/api/mlflow_tracking_api.h"
+#include "trainyard/api/request_lineage_api.h"
 #include "trainyard/api/serving_api.h"
 #include "trainyard/api/tables_api.h"
 #include "trainyard/api/uc_api.h"
@@ -35,6 +36,7 @@
 #include "trainyard/http/static_files.h"
 #include "trainyard/jobs/job_service.h"
 #include "trainyard/registry/registry_service.h"
+#include "trainyard/server/capture_table_sink.h"
 #include "trainyard/server/lineage_wiring.h"
 #include "trainyard/serving/capture.h"
 #include "trainyard/serving/replica_launcher.h"
@@ -141,6 +143,7 @@ Status Server::InitStore() {
   for (auto& m : lineage::LineageService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : catalog::CatalogService::Migrations()) migrations.push_back(std::move(m));
   for (auto& m : serving::ServingService::Migrations()) migrations.push_back(std::move(m));
+  for (auto& m : serving::RequestIndex::Migrations()) migrations.push_back(std::move(m));
   TY_RETURN_IF_ERROR(store::ApplyMigrations(*db_, migrations));
   spdlog::info("metadata store: {} ({})", db_->Backend(),
                db_->Backend() == "sqlite" ? options.url : "postgresql");
@@ -353,7 +356,11 @@ Status Server::InitServing() {
   std::string data_dir = fs::absolute(config_.data_dir).string();
   serving::CaptureOptions capture;
   capture.dir = data_dir + "/serving/capture";
-  capture_ = std::make_unique<serving::CaptureWriter>(capture);
+  request_index_ = std::make_unique<serving::RequestIndex>(*db_);
+  capture_sink_ = MakeCatalogCaptureSink(*identity_, *catalog_, *tables_, &lineage_->service());
+  capture.table_flush_interval = std::chrono::milliseconds(config_.capture_flush_ms);
+  capture_ = std::make_unique<serving::CaptureWriter>(capture, &clock_, request_index_.get(),
+                                                      capture_sink_.get());
   // Replicas run on this machine through an executor of their own (see replica_launcher.h).
   executors::LocalExecutorOptions local;
   local.gang_stop_grace = std::chrono::seconds(10);
@@ -373,6 +380,10 @@ Status Server::InitServing() {
   options.device = config_.serving_device;
   options.multi_user = multi_user_;
   options.cold_start_wait = std::chrono::seconds(config_.serving_cold_start_s);
+  options.check_capture_table = [ids = identity_.get(), catalog = catalog_.get()](
+                                    const std::string& owner, const std::string& table) {
+    return CheckCaptureTable(*ids, *catalog, owner, table);
+  };
   std::string artifacts = config_.artifacts.empty() ? data_dir + "/artifacts" : config_.artifacts;
   bool local_artifacts = IsLocalPath(artifacts);
   artifacts = local_artifacts ? fs::absolute(artifacts).string() : artifacts;
@@ -469,6 +480,7 @@ void Server::InitApi() {
   api::RegisterUcModelRoutes(*api_, *models_, *catalog_);
   api::RegisterTableRoutes(*api_, *catalog_, *tables_);
   api::RegisterServingRoutes(*api_, *serving_);
+  api::RegisterRequestLineageRoute(*api_, *serving_, lineage_->service());
   tracking::TrackingService* tracking = tracking_.get();
   api::RegisterGrantRoute(*api_, "experiment", [tracking](const std::string& id) {
     return tracking->ExperimentOwner(id);

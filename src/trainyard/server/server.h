@@ -35,9 +35,11 @@ class CheckpointService;
 }
 namespace trainyard::server {
 class LineageWiring;
-}
+}  // namespace trainyard::server
 namespace trainyard::serving {
 class CaptureWriter;
+class RequestIndex;
+class CaptureTableSink;
 class ReplicaLauncher;
 class ServingService;
 }  // namespace trainyard::serving
@@ -106,6 +108,8 @@ struct ServerConfig {
   std::string serving_engine;
   std::string serving_device = "auto";
   int serving_cold_start_s = 120;
+  // Request capture into catalog tables: a batch is appended at this age (or 500 rows).
+  int capture_flush_ms = 5000;
   // The built web UI (scripts/build's output) served at `/`; "" → the first of
   // <binary's dir>/web and <binary's dir>/../share/trainyard/web holding an index.html.
   std::string ui_dir;
@@ -161,6 +165,8 @@ class Server {
   std::unique_ptr<jobs::SecretService> secrets_;
   std::unique_ptr<jobs::JobService> jobs_;
   std::unique_ptr<checkpoints::CheckpointService> checkpoints_;
+  std::unique_ptr<serving::RequestIndex> request_index_;
+  std::unique_ptr<serving::CaptureTableSink> capture_sink_;
   std::unique_ptr<serving::CaptureWriter> capture_;
   std::unique_ptr<serving::ReplicaLauncher> replica_launcher_;
   std::unique_ptr<serving::ServingService> serving_;

@@ -1,12 +1,14 @@
 #include "trainyard/serving/capture.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "trainyard/common/json.h"
 
@@ -48,9 +50,139 @@ json::value Usage(const std::string& body) {
   return nullptr;
 }
 
+void CopyTokenCounts(const json::value& usage, json::object& o) {
+  for (const char* k : {"prompt_tokens", "completion_tokens", "total_tokens"}) {
+    if (!usage.is_object()) continue;
+    if (auto it = usage.as_object().find(k); it != usage.as_object().end()) o[k] = it->value();
+  }
+}
+
+// A payload as the table keeps it: its text, cut at the limit.
+std::string PayloadText(const std::string& body, size_t limit, bool* truncated) {
+  *truncated = body.size() > limit;
+  return *truncated ? body.substr(0, limit) : body;
+}
+
 }  // namespace
 
-CaptureWriter::CaptureWriter(CaptureOptions options) : options_(std::move(options)) {
+const std::vector<std::pair<std::string, std::string>>& CaptureTableColumns() {
+  static const std::vector<std::pair<std::string, std::string>> columns = {
+      {"endpoint", "string"},
+      {"served_entity", "string"},
+      {"model", "string"},
+      {"model_version", "bigint"},
+      {"request_id", "string"},
+      {"timestamp_ms", "bigint"},
+      {"latency_ms", "bigint"},
+      {"status", "bigint"},
+      {"path", "string"},
+      {"user", "string"},
+      {"request", "string"},
+      {"response", "string"},
+      {"request_truncated", "boolean"},
+      {"response_truncated", "boolean"},
+      {"prompt_tokens", "bigint"},
+      {"completion_tokens", "bigint"},
+      {"total_tokens", "bigint"}};
+  return columns;
+}
+
+json::object CaptureTableRow(const CaptureRecord& r, size_t max_payload_bytes) {
+  bool request_truncated = false, response_truncated = false;
+  json::object o{{"endpoint", r.endpoint},
+                 {"served_entity", r.served_entity},
+                 {"model", r.model},
+                 {"model_version", r.model_version},
+                 {"request_id", r.request_id},
+                 {"timestamp_ms", r.timestamp_ms},
+                 {"latency_ms", r.latency_ms},
+                 {"status", r.status},
+                 {"path", r.path},
+                 {"user", r.user}};
+  o["request"] = PayloadText(r.request_body, max_payload_bytes, &request_truncated);
+  o["response"] = PayloadText(r.response_body, max_payload_bytes, &response_truncated);
+  o["request_truncated"] = request_truncated;
+  o["response_truncated"] = response_truncated;
+  o["prompt_tokens"] = nullptr;
+  o["completion_tokens"] = nullptr;
+  o["total_tokens"] = nullptr;
+  CopyTokenCounts(Usage(r.response_body), o);
+  return o;
+}
+
+std::vector<store::Migration> RequestIndex::Migrations() {
+  return {{"serving_requests",
+           1,
+           {"CREATE TABLE serving_requests (request_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, "
+            "served_entity TEXT NOT NULL, model TEXT NOT NULL, model_version BIGINT NOT NULL, "
+            "timestamp_ms BIGINT NOT NULL, latency_ms BIGINT NOT NULL, status BIGINT NOT NULL, "
+            "capture_table TEXT NOT NULL, capture_table_version BIGINT NOT NULL)"}}};
+}
+
+Status RequestIndex::Add(const std::vector<CaptureRecord>& records) {
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    for (const CaptureRecord& r : records) {
+      TY_RETURN_IF_ERROR(
+          tx.Exec("INSERT INTO serving_requests (request_id, endpoint, served_entity, model, "
+                  "model_version, timestamp_ms, latency_ms, status, capture_table, "
+                  "capture_table_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, -1) "
+                  "ON CONFLICT (request_id) DO NOTHING",
+                  {r.request_id, r.endpoint, r.served_entity, r.model, r.model_version,
+                   r.timestamp_ms, r.latency_ms, int64_t{r.status}, r.capture_table})
+              .status());
+    }
+    return Status::Ok();
+  });
+}
+
+Status RequestIndex::SetTableVersion(const std::vector<std::string>& request_ids, int64_t version) {
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    for (const std::string& id : request_ids) {
+      TY_RETURN_IF_ERROR(
+          tx.Exec("UPDATE serving_requests SET capture_table_version = ? WHERE request_id = ?",
+                  {version, id})
+              .status());
+    }
+    return Status::Ok();
+  });
+}
+
+Result<IndexedRequest> RequestIndex::Find(const std::string& request_id) {
+  Result<IndexedRequest> out =
+      Status::NotFound("request '" + request_id +
+                       "' was not captured by any endpoint; use the x-request-id header or the "
+                       "id of a response from /serving-endpoints");
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(
+        auto rows, tx.Query("SELECT request_id, endpoint, served_entity, model, model_version, "
+                            "timestamp_ms, latency_ms, status, capture_table, "
+                            "capture_table_version FROM serving_requests WHERE request_id = ?",
+                            {request_id}));
+    if (rows.empty()) return Status::Ok();
+    const store::Row& row = rows[0];
+    IndexedRequest r;
+    r.request_id = row.Text(0);
+    r.endpoint = row.Text(1);
+    r.served_entity = row.Text(2);
+    r.model = row.Text(3);
+    r.model_version = row.Int(4);
+    r.timestamp_ms = row.Int(5);
+    r.latency_ms = row.Int(6);
+    r.status = static_cast<int>(row.Int(7));
+    r.capture_table = row.Text(8);
+    r.capture_table_version = row.Int(9);
+    out = std::move(r);
+    return Status::Ok();
+  }));
+  return out;
+}
+
+CaptureWriter::CaptureWriter(CaptureOptions options, Clock* clock, RequestIndex* index,
+                             CaptureTableSink* sink)
+    : options_(std::move(options)),
+      clock_(clock != nullptr ? *clock : system_clock_),
+      index_(index),
+      sink_(sink) {
   std::error_code ec;
   std::filesystem::create_directories(options_.dir, ec);
   thread_ = std::thread([this] { Loop(); });
@@ -74,7 +206,9 @@ void CaptureWriter::Enqueue(CaptureRecord record) {
     MutexLock lock(mu_);
     ++enqueued_;
     if (queue_.size() >= options_.max_queue || stop_) {
-      ++stats_[record.endpoint].dropped;
+      auto& stats = stats_[record.endpoint];
+      ++stats.dropped;
+      if (!record.capture_table.empty()) ++stats.table_dropped;
       ++done_;
       return;
     }
@@ -95,21 +229,160 @@ void CaptureWriter::FlushForTest() {
   while (done_ < target) flushed_cv_.Wait(mu_);
 }
 
+void CaptureWriter::WakeForTest() {
+  {
+    MutexLock lock(mu_);
+    wake_ = true;
+  }
+  cv_.NotifyAll();
+}
+
+int64_t CaptureWriter::TableBatchesForTest() {
+  MutexLock lock(mu_);
+  return table_batches_;
+}
+
+std::optional<std::chrono::milliseconds> CaptureWriter::NextDue() {
+  std::optional<std::chrono::milliseconds> due;
+  auto now = clock_.MonotonicNow();
+  for (const auto& [endpoint, p] : pending_) {
+    if (p.rows.empty()) continue;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        p.first + options_.table_flush_interval - now);
+    if (p.rows.size() >= options_.table_batch_rows) left = std::chrono::milliseconds(0);
+    if (!due || left < *due) due = left;
+  }
+  return due;
+}
+
 void CaptureWriter::Loop() {
+  // The longest the loop sleeps while table rows wait: the clock may be a fake one that
+  // moves without waking anybody.
+  constexpr std::chrono::milliseconds kPoll(100);
   ReleasableMutexLock lock(mu_);
   while (true) {
-    while (queue_.empty() && !stop_) cv_.Wait(mu_);
-    if (queue_.empty() && stop_) return;
-    CaptureRecord record = std::move(queue_.front());
-    queue_.pop_front();
+    while (queue_.empty() && !stop_ && !wake_) {
+      auto due = NextDue();
+      if (!due) {
+        cv_.Wait(mu_);
+        continue;
+      }
+      if (due->count() <= 0) break;
+      cv_.WaitFor(mu_, std::min(*due, kPoll));
+    }
+    wake_ = false;
+    bool stopping = stop_;
+    std::vector<CaptureRecord> batch(std::make_move_iterator(queue_.begin()),
+                                     std::make_move_iterator(queue_.end()));
+    queue_.clear();
     lock.Unlock();
-    bool ok = Write(record);
+    std::vector<bool> written;
+    written.reserve(batch.size());
+    for (const CaptureRecord& r : batch) written.push_back(Write(r));
+    if (index_ != nullptr && !batch.empty()) {
+      Status s = index_->Add(batch);
+      if (!s.ok())
+        spdlog::warn("request capture: the request index was not updated: {}", s.ToString());
+    }
+    for (const CaptureRecord& r : batch) {
+      if (!r.capture_table.empty()) AddToBatch(r);
+    }
+    FlushBatches(stopping);
     lock.Lock();
-    auto& stats = stats_[record.endpoint];
-    ++(ok ? stats.captured : stats.dropped);
-    ++done_;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto& stats = stats_[batch[i].endpoint];
+      ++(written[i] ? stats.captured : stats.dropped);
+      ++done_;
+    }
     flushed_cv_.NotifyAll();
+    if (stopping && queue_.empty()) return;
   }
+}
+
+void CaptureWriter::AddToBatch(const CaptureRecord& r) {
+  int64_t dropped = 0;
+  auto it = pending_.find(r.endpoint);
+  if (it != pending_.end() && it->second.table != r.capture_table && !it->second.rows.empty()) {
+    // The endpoint's table changed: what waits goes to the table it was captured for.
+    Pending old = std::move(it->second);
+    pending_.erase(it);
+    AppendBatch(r.endpoint, std::move(old));
+  }
+  Pending& p = pending_[r.endpoint];
+  if (p.rows.empty()) p.first = clock_.MonotonicNow();
+  p.table = r.capture_table;
+  p.owner = r.owner;
+  if (sink_ == nullptr) {
+    dropped = 1;
+  } else {
+    p.rows.push_back(CaptureTableRow(r, options_.max_payload_bytes));
+    p.request_ids.push_back(r.request_id);
+    if (p.rows.size() > options_.max_table_pending) {
+      // The table lags: the oldest rows go (the JSON lines keep them).
+      size_t excess = p.rows.size() - options_.max_table_pending;
+      p.rows.erase(p.rows.begin(), p.rows.begin() + static_cast<std::ptrdiff_t>(excess));
+      p.request_ids.erase(p.request_ids.begin(),
+                          p.request_ids.begin() + static_cast<std::ptrdiff_t>(excess));
+      dropped = static_cast<int64_t>(excess);
+    }
+  }
+  {
+    MutexLock lock(mu_);
+    auto& stats = stats_[r.endpoint];
+    stats.table_dropped += dropped;
+    stats.table_pending = static_cast<int64_t>(p.rows.size());
+    if (sink_ == nullptr) stats.table_error = "this server writes no capture tables";
+  }
+  if (p.rows.size() >= options_.table_batch_rows) {
+    Pending full = std::move(p);
+    pending_.erase(r.endpoint);
+    AppendBatch(r.endpoint, std::move(full));
+  }
+}
+
+void CaptureWriter::FlushBatches(bool all) {
+  auto now = clock_.MonotonicNow();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Pending& p = it->second;
+    bool due = !p.rows.empty() && (all || p.rows.size() >= options_.table_batch_rows ||
+                                   now - p.first >= options_.table_flush_interval);
+    if (!due) {
+      ++it;
+      continue;
+    }
+    std::string endpoint = it->first;
+    Pending batch = std::move(p);
+    it = pending_.erase(it);
+    AppendBatch(endpoint, std::move(batch));
+  }
+}
+
+void CaptureWriter::AppendBatch(const std::string& endpoint, Pending batch) {
+  auto rows = static_cast<int64_t>(batch.rows.size());
+  Result<int64_t> version = sink_->Append(endpoint, batch.owner, batch.table, batch.rows);
+  if (version.ok() && index_ != nullptr) {
+    Status s = index_->SetTableVersion(batch.request_ids, *version);
+    if (!s.ok())
+      spdlog::warn("request capture: the request index was not updated: {}", s.ToString());
+  }
+  if (!version.ok()) {
+    spdlog::warn("request capture: {} rows of endpoint {} were not appended to {}: {}", rows,
+                 endpoint, batch.table, version.status().ToString());
+  }
+  MutexLock lock(mu_);
+  ++table_batches_;
+  auto& stats = stats_[endpoint];
+  auto it = pending_.find(endpoint);
+  stats.table_pending = it == pending_.end() ? 0 : static_cast<int64_t>(it->second.rows.size());
+  if (version.ok()) {
+    stats.table_captured += rows;
+    stats.table_version = *version;
+    stats.table_error.clear();
+  } else {
+    stats.table_dropped += rows;
+    stats.table_error = version.status().message();
+  }
+  flushed_cv_.NotifyAll();
 }
 
 bool CaptureWriter::Write(const CaptureRecord& r) {

@@ -304,6 +304,7 @@ Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
       config.rate_limits.push_back(std::move(r));
     }
   }
+  TY_RETURN_IF_ERROR(DecodeCaptureConfig(body, config));
   if (config.routes.empty() && config.served_entities.size() == 1) {
     config.routes.push_back({config.served_entities[0].name, 100});
   }
@@ -371,13 +372,64 @@ json::object EndpointConfigToJson(const EndpointConfig& config) {
   }
   json::array limits;
   for (const auto& l : config.rate_limits) limits.push_back(RateLimitToJson(l));
-  return json::object{{"served_entities", std::move(entities)},
-                      {"routes", std::move(routes)},
-                      {"min_replicas", config.min_replicas},
-                      {"max_replicas", config.max_replicas},
-                      {"scale_to_zero_seconds", config.scale_to_zero_seconds},
-                      {"target_concurrency", config.target_concurrency},
-                      {"rate_limits", std::move(limits)}};
+  json::object out{{"served_entities", std::move(entities)},
+                   {"routes", std::move(routes)},
+                   {"min_replicas", config.min_replicas},
+                   {"max_replicas", config.max_replicas},
+                   {"scale_to_zero_seconds", config.scale_to_zero_seconds},
+                   {"target_concurrency", config.target_concurrency},
+                   {"rate_limits", std::move(limits)}};
+  if (!config.capture_table.empty()) out["capture"] = json::object{{"table", config.capture_table}};
+  return out;
+}
+
+Status DecodeCaptureConfig(const json::object& body, EndpointConfig& config) {
+  auto it = body.find("capture");
+  if (it == body.end()) return Status::Ok();
+  if (it->value().is_null()) {
+    config.capture_table.clear();
+    return Status::Ok();
+  }
+  if (!it->value().is_object()) {
+    return Invalid("capture",
+                   "must be an object like {\"table\": \"main.serving.requests\"} (got " +
+                       DescribeJson(it->value()) + ")");
+  }
+  const json::object& capture = it->value().as_object();
+  for (const auto& kv : capture) {
+    if (kv.key() != "table") {
+      return Invalid("capture." + std::string(kv.key()),
+                     "is not a field of capture: use \"table\"");
+    }
+  }
+  std::optional<std::string> table;
+  if (auto t = capture.find("table"); t != capture.end() && !t->value().is_null()) {
+    if (!t->value().is_string()) {
+      return Invalid("capture.table", "must be a string like \"main.serving.requests\" (got " +
+                                          DescribeJson(t->value()) + ")");
+    }
+    table = std::string(t->value().as_string());
+  }
+  if (!table || table->empty()) {
+    config.capture_table.clear();
+    return Status::Ok();
+  }
+  // The catalog checks the name's characters; here only its shape, so that a mistake is
+  // named before any privilege is looked up.
+  size_t parts = 1;
+  bool ok = table->size() <= 768 && table->front() != '.' && table->back() != '.' &&
+            table->find("..") == std::string::npos;
+  for (char c : *table) {
+    if (c == '.') ++parts;
+    if (static_cast<unsigned char>(c) < 0x20 || c == '/' || c == ' ' || c == '`') ok = false;
+  }
+  if (!ok || parts != 3) {
+    return Invalid("capture.table", "'" + Abbreviate(*table) +
+                                        "' is not a table name: use catalog.schema.table, "
+                                        "e.g. main.serving.requests");
+  }
+  config.capture_table = *table;
+  return Status::Ok();
 }
 
 size_t PickRoute(const std::vector<TrafficRoute>& routes, double draw) {

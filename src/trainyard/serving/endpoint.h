@@ -60,6 +60,10 @@ struct EndpointConfig {
   // Requests in flight per replica above which another replica is started (up to max).
   int target_concurrency = 4;
   std::vector<RateLimit> rate_limits;
+  // Request capture into a catalog table ("inference tables"): "catalog.schema.table", or ""
+  // for the JSON lines only. Written as the endpoint's owner (CREATE TABLE on the schema
+  // while it does not exist, MODIFY on it once it does).
+  std::string capture_table;
 };
 
 struct Endpoint {
@@ -89,6 +93,10 @@ Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
                             const EndpointLimits& limits = {});
 // Checks the whole configuration (routes name entities, sum to 100, bounds).
 Status ValidateEndpointConfig(const EndpointConfig& config, const EndpointLimits& limits = {});
+
+// `capture`: {"table": "catalog.schema.table"} (null, {} or a "" table: capture into no
+// table). InvalidArgument naming capture.table for a name that is not three-level.
+Status DecodeCaptureConfig(const json::object& body, EndpointConfig& config);
 
 json::object EndpointConfigToJson(const EndpointConfig& config);
 json::object RateLimitToJson(const RateLimit& limit);

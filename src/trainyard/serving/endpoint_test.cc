@@ -198,6 +198,37 @@ TEST(EndpointConfigTest, BadRateLimitsNameTheField) {
       HasSubstr("rate_limits[1] repeats the limit for user"));
   EXPECT_THAT(with(R"({"key": "user"})"), HasSubstr("rate_limits"));
   EXPECT_THAT(with(R"([7])"), HasSubstr("rate_limits[0] must be an object"));
+TEST(EndpointConfigTest, CaptureTableIsDecodedKeptAndCleared) {
+  EndpointConfig c;
+  TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 1}],
+                          "capture": {"table": "main.serving.requests"}})",
+                      c));
+  EXPECT_EQ(c.capture_table, "main.serving.requests");
+  json::object stored = EndpointConfigToJson(c);
+  EXPECT_EQ(stored.at("capture").as_object().at("table").as_string(), "main.serving.requests");
+  // Stored and read back; an update that does not name it keeps it.
+  EndpointConfig back;
+  TY_ASSERT_OK(DecodeEndpointConfig(stored, back));
+  EXPECT_EQ(back.capture_table, "main.serving.requests");
+  TY_ASSERT_OK(Decode(R"({"min_replicas": 0})", back));
+  EXPECT_EQ(back.capture_table, "main.serving.requests");
+  TY_ASSERT_OK(Decode(R"({"capture": null})", back));
+  EXPECT_EQ(back.capture_table, "");
+  EXPECT_FALSE(EndpointConfigToJson(back).contains("capture"));
+}
+
+TEST(EndpointConfigTest, BadCaptureTablesNameTheField) {
+  const char* entities = R"("served_entities": [{"model": "m", "version": 1}])";
+  auto with = [&](const std::string& capture) {
+    return ErrorOf("{" + std::string(entities) + ", \"capture\": " + capture + "}");
+  };
+  EXPECT_THAT(with(R"({"table": "main.requests"})"), HasSubstr("capture.table"));
+  EXPECT_THAT(with(R"({"table": "a..b"})"), HasSubstr("capture.table"));
+  EXPECT_THAT(with(R"({"table": "a.b.c.d"})"), HasSubstr("capture.table"));
+  EXPECT_THAT(with(R"({"table": "a.b/x.c"})"), HasSubstr("capture.table"));
+  EXPECT_THAT(with(R"({"table": 3})"), HasSubstr("capture.table"));
+  EXPECT_THAT(with(R"({"tabel": "a.b.c"})"), HasSubstr("capture.tabel"));
+  EXPECT_THAT(with(R"("a.b.c")"), HasSubstr("capture"));
 }
 
 }  // namespace

@@ -99,6 +99,8 @@ Lease& Lease::operator=(Lease&& other) noexcept {
     model = std::move(other.model);
     model_version = other.model_version;
     flavor = other.flavor;
+    capture_table = std::move(other.capture_table);
+    owner = std::move(other.owner);
     replica_id = std::move(other.replica_id);
     url = std::move(other.url);
     rate_charge = std::move(other.rate_charge);
@@ -238,6 +240,38 @@ Status ServingService::AuthorizeManage(const identity::Principal& who, const Run
                                   "), an admin or a holder of MANAGE on it may change it");
 }
 
+Status ServingService::CheckCaptureTable(const Endpoint& e) {
+  if (e.config.capture_table.empty()) return Status::Ok();
+  if (!options_.check_capture_table) {
+    return Status::FailedPrecondition(
+        "capture.table: this server cannot write capture tables (it has no catalog)");
+  }
+  return options_.check_capture_table(e.owner, e.config.capture_table);
+}
+
+Result<IndexedRequest> ServingService::FindRequest(const identity::Principal& who,
+                                                   const std::string& request_id) {
+  RequestIndex* index = capture_.index();
+  if (index == nullptr) return Status::NotFound("this server keeps no request index");
+  TY_ASSIGN_OR_RETURN(IndexedRequest r, index->Find(request_id));
+  if (who.is_admin && who.scope.empty()) return r;
+  MutexLock lock(mu_);
+  Runtime* rt = FindLocked(r.endpoint);
+  // A request of an endpoint deleted since is only the admins' to trace; to anyone else the
+  // request is as unknown as the endpoint.
+  if (!rt) return Status::NotFound("request '" + request_id + "' was not captured by any endpoint");
+  Status s = AuthorizeManage(who, *rt);
+  if (!s.ok()) {
+    if (!MayQuery(who, rt->endpoint.owner, rt->grants)) {
+      return Status::NotFound("request '" + request_id + "' was not captured by any endpoint");
+    }
+    return Status::PermissionDenied(
+        "tracing request '" + request_id + "' needs MANAGE on endpoint '" + r.endpoint +
+        "'; ask its owner (" + rt->endpoint.owner + ") or an admin to grant it");
+  }
+  return r;
+}
+
 Result<ServingService::Resolved> ServingService::Resolve(const ServedEntity& e,
                                                          const std::string& field) {
   Result<registry::ModelVersion> mv = e.version
@@ -338,7 +372,7 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
     std::string_view k = kv.key();
     if (k != "name" && k != "served_entities" && k != "routes" && k != "traffic_config" &&
         k != "min_replicas" && k != "max_replicas" && k != "scale_to_zero_seconds" &&
-        k != "target_concurrency" && k != "rate_limits") {
+        k != "target_concurrency" && k != "rate_limits" && k != "capture") {
       return Status::InvalidArgument(std::string(k) + " is not a field of an endpoint");
     }
   }
@@ -349,6 +383,7 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
   TY_RETURN_IF_ERROR(DecodeEndpointConfig(body, e.config, options_.limits));
   TY_RETURN_IF_ERROR(CheckEntities(who, e.config));
   TY_RETURN_IF_ERROR(CheckRateLimitPrincipals(e.config));
+  TY_RETURN_IF_ERROR(CheckCaptureTable(e));
   TY_RETURN_IF_ERROR(store_.Create(e));
   EndpointState state;
   {
@@ -421,7 +456,7 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
     std::string_view k = kv.key();
     if (k != "served_entities" && k != "routes" && k != "traffic_config" && k != "min_replicas" &&
         k != "max_replicas" && k != "scale_to_zero_seconds" && k != "target_concurrency" &&
-        k != "rate_limits" && k != "name") {
+        k != "rate_limits" && k != "name" && k != "capture") {
       return Status::InvalidArgument(std::string(k) + " is not a field of an endpoint");
     }
   }
@@ -434,6 +469,7 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
   TY_RETURN_IF_ERROR(DecodeEndpointConfig(body, e.config, options_.limits));
   if (body.contains("served_entities")) TY_RETURN_IF_ERROR(CheckEntities(who, e.config));
   if (body.contains("rate_limits")) TY_RETURN_IF_ERROR(CheckRateLimitPrincipals(e.config));
+  if (body.contains("capture")) TY_RETURN_IF_ERROR(CheckCaptureTable(e));
   e.updated_at = clock_.NowMillis();
   TY_RETURN_IF_ERROR(store_.Update(e));
   EndpointState state;
@@ -630,6 +666,8 @@ Result<Lease> ServingService::Acquire(const identity::Principal& who, const std:
       lease.model = pool.entity.model;
       lease.model_version = best->resolved.version;
       lease.flavor = best->resolved.flavor;
+      lease.capture_table = rt->endpoint.config.capture_table;
+      lease.owner = rt->endpoint.owner;
       lease.replica_id = best->id;
       lease.url = best->url;
       lease.rate_charge = std::move(rate_charge);

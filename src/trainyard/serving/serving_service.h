@@ -71,6 +71,10 @@ struct ServingOptions {
   // owner's (not yet: the model's files sit in the server's private data directory).
   bool multi_user = false;
   EndpointLimits limits;
+  // Whether an endpoint owned by `owner` may capture into catalog table `table` (CREATE
+  // TABLE on its schema while it does not exist, MODIFY on it once it does): Ok, or the
+  // error naming capture.table. Unset: no endpoint may name a capture table.
+  std::function<Status(const std::string& owner, const std::string& table)> check_capture_table;
 };
 
 struct ReplicaInfo {
@@ -132,6 +136,8 @@ class Lease {
   std::string model;
   int64_t model_version = 0;
   Flavor flavor = Flavor::kPyfunc;
+  std::string capture_table;  // the endpoint's, "" = none
+  std::string owner;          // the endpoint's owner
   std::string replica_id;
   std::string url;  // the replica's base URL, e.g. http://127.0.0.1:41234
   // Charges the answer's tokens to the endpoint's token limits that applied to the request.
@@ -190,6 +196,12 @@ class ServingService {
   // Ok when `who` may manage endpoint `name` (change, delete, grant, read its captured
   // requests): its owner, an admin or a MANAGE holder. NotFound for an unknown endpoint.
   Status AuthorizeManage(const identity::Principal& who, const std::string& name) TY_EXCLUDES(mu_);
+
+  // A captured request, from the request index, for `who` to trace: admins, and those who
+  // may MANAGE its endpoint. NotFound for an id never captured (or of an endpoint `who` may
+  // not even query), PermissionDenied for a QUERY-only caller.
+  Result<IndexedRequest> FindRequest(const identity::Principal& who, const std::string& request_id)
+      TY_EXCLUDES(mu_);
 
   // A new request id (hex).
   std::string NewRequestId();
@@ -257,6 +269,7 @@ class ServingService {
   // out). Call without mu_.
   void NotifyServes(const identity::Principal& who, const std::string& endpoint,
                     const std::vector<ServedEntity>& entities) TY_EXCLUDES(mu_);
+  Status CheckCaptureTable(const Endpoint& e);
   void Install(Runtime rt) TY_REQUIRES(mu_);
   EndpointState StateLocked(const Runtime& rt) TY_REQUIRES(mu_);
   void Release(const std::string& replica_id) TY_EXCLUDES(mu_);

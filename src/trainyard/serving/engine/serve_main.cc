@@ -228,7 +228,13 @@ class Replica {
       }
       return OpenAiError(400, st.message(), "invalid_request_error", param);
     }
-    std::string id = RandomId(chat ? "chatcmpl-" : "cmpl-");
+    // The router's request id, when it sent one: the response's id then leads to the
+    // request's capture and lineage (GET /api/trainyard/v1/lineage/requests/{id}).
+    std::string request_id = http_request.Header("x-request-id");
+    bool hex_id = !request_id.empty() && request_id.size() <= 64 &&
+                  request_id.find_first_not_of("0123456789abcdef") == std::string::npos;
+    std::string id = hex_id ? std::string(chat ? "chatcmpl-" : "cmpl-") + request_id
+                            : RandomId(chat ? "chatcmpl-" : "cmpl-");
     int64_t created = static_cast<int64_t>(std::time(nullptr));
     if (request->stream) {
       http::Response r;
