@@ -50,6 +50,48 @@ struct SearchRunsRequest {
   std::string page_token;
 };
 
+// The runs listing behind the web UI's runs table (ListRuns): MLflow's filter and order_by
+// (the same grammar and semantics as SearchRuns), but only the columns asked for, and keyset
+// pages (run_list.h), so every page costs the same and nothing else of a run is loaded.
+struct ListRunsRequest {
+  std::string experiment_id;
+  std::string filter;
+  ViewType view_type = ViewType::kActiveOnly;
+  std::vector<std::string> order_by;  // at most kMaxListOrderBy clauses
+  // "metrics.<k>", "params.<k>" or "tags.<k>"; empty: the first kDefaultListMetrics metric
+  // keys and kDefaultListParams param keys of the experiment, by name.
+  std::vector<std::string> columns;
+  int64_t page_size = 500;
+  std::string cursor;  // "" for the first page
+  // The first page also carries the count of matching runs and the experiment's keys.
+  bool with_summary = true;
+};
+
+inline constexpr size_t kMaxListOrderBy = 3;
+inline constexpr size_t kMaxListColumns = 200;
+inline constexpr int64_t kMaxListPageSize = 5000;
+inline constexpr size_t kMaxListKeys = 2000;
+inline constexpr size_t kDefaultListMetrics = 6;
+inline constexpr size_t kDefaultListParams = 4;
+
+// One run of a listing: its info and one cell per requested column (absent: monostate; a
+// metric's latest value as a double, NaN included; params and tags as text).
+struct RunListRow {
+  RunInfo info;
+  std::vector<store::Value> cells;
+};
+
+struct RunListPage {
+  std::vector<std::string> columns;  // canonical: "metrics.acc", "params.lr", "tags.t"
+  std::vector<RunListRow> rows;
+  std::string next_cursor;  // "" after the last page
+  // With a first page (no cursor) and with_summary:
+  std::optional<int64_t> total;          // runs matching the filter
+  std::vector<std::string> metric_keys;  // of the experiment's runs in the view, sorted
+  std::vector<std::string> param_keys;
+  bool keys_truncated = false;  // more than kMaxListKeys of either
+};
+
 struct SearchExperimentsRequest {
   std::string filter;
   ViewType view_type = ViewType::kActiveOnly;
@@ -131,6 +173,7 @@ class TrackingService {
   Status LogOutputs(const identity::Principal& who, const std::string& run_id,
                     const std::vector<ModelOutput>& models);
   Result<Page<Run>> SearchRuns(const SearchRunsRequest& request);
+  Result<RunListPage> ListRuns(const ListRunsRequest& request);
   // Called after every successful LogBatch with the run's id (the jobs service
   // treats logged metrics as a workload's sign of progress). Set once, before
   // serving; the listener must be cheap and must not call back into this service.
