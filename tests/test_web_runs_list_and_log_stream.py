@@ -79,6 +79,7 @@ def list_all(s, server, eid, order_by, filter_="", page_size=7, columns=None):
         assert r.status_code == 200, r.text
         page = r.json()
         first = first or page
+        columns = first["columns"]  # the next pages keep the first page's columns
         assert len(page["runs"]) <= page_size
         out += page["runs"]
         cursor = page.get("next_cursor")
@@ -104,8 +105,8 @@ def test_runs_list_pages_in_runs_search_order(server, runs_experiment, order_by,
         got, first = list_all(s, server, eid, order_by, filter_)
     assert [r["run_id"] for r in got] == want
     assert first["total"] == len(want)
-    assert first["metric_keys"] == ["acc", "loss"] and first["param_keys"] == ["lr", "width"]
-    # The default columns are the experiment's metrics, then its params; cells match runs/search.
+    assert "metric_keys" not in first  # only asked for: it reads every run's keys
+    # The default columns are the first page's metrics, then its params; cells match runs/search.
     assert first["columns"] == ["metrics.acc", "metrics.loss", "params.lr", "params.width"]
     by_id = {run["info"]["run_id"]: run for run in full}
     for row in got:
@@ -115,6 +116,17 @@ def test_runs_list_pages_in_runs_search_order(server, runs_experiment, order_by,
         params = {p["key"]: p["value"] for p in run["data"].get("params", [])}
         assert row["cells"] == [metrics.get("acc"), metrics.get("loss"), params.get("lr"),
                                 params.get("width")]
+
+
+def test_runs_list_lists_the_experiments_keys_when_asked(server, runs_experiment):
+    eid = runs_experiment["experiment_id"]
+    with server.session() as s:
+        r = s.get(server.api(f"{API}/runs/list"),
+                  params={"experiment_id": eid, "page_size": 1, "with_keys": "true"})
+    assert r.status_code == 200, r.text
+    page = r.json()
+    assert page["metric_keys"] == ["acc", "loss"] and page["param_keys"] == ["lr", "width"]
+    assert page["keys_truncated"] is False and len(page["runs"]) == 1
 
 
 def test_runs_list_shows_only_the_columns_asked_for(server, runs_experiment):
@@ -147,6 +159,7 @@ def test_runs_list_refuses_bad_input_naming_the_field(server, runs_experiment):
         bad({"experiment_id": eid, "cursor": "x" * 60_000}, "cursor")
         bad({"experiment_id": eid, "columns": "attributes.status"}, "columns[0]")
         bad({"experiment_id": "seven"}, "experiment_id")
+        bad({"experiment_id": eid, "with_keys": "maybe"}, "with_keys")
         bad({}, "experiment_id")
         # A cursor belongs to its query: another filter or order cannot reuse it.
         r = s.get(url, params={"experiment_id": eid, "page_size": 5, "order_by": "metrics.acc DESC"})

@@ -263,8 +263,8 @@ export interface RunListPage {
   columns: string[]; // "metrics.acc", "params.lr", "tags.`a b`"
   runs: RunRow[];
   next_cursor?: string;
-  // The first page only:
-  total?: number;
+  total?: number; // the first page only
+  // With withKeys: every key of the experiment's runs (costs a read of them all).
   metric_keys?: string[];
   param_keys?: string[];
   keys_truncated?: boolean;
@@ -277,6 +277,7 @@ export interface ListRunsQuery {
   columns?: string[];
   pageSize: number;
   cursor?: string;
+  withKeys?: boolean;
 }
 
 // The runs of an experiment matching `filter` (MLflow's grammar), sorted by the server in
@@ -290,6 +291,7 @@ export function listRuns(q: ListRunsQuery, signal?: AbortSignal): Promise<RunLis
       columns: q.columns,
       page_size: q.pageSize,
       cursor: q.cursor,
+      with_keys: q.withKeys || undefined,
     },
     signal,
   });

@@ -377,6 +377,8 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  req.page_size = page_size.value_or(req.page_size);
                  TY_ASSIGN_OR_RETURN(auto cursor, OptionalString(c.body, "cursor"));
                  req.cursor = cursor.value_or("");
+                 TY_ASSIGN_OR_RETURN(auto with_keys, OptionalBool(c.body, "with_keys"));
+                 req.with_keys = with_keys.value_or(false);
                  TY_ASSIGN_OR_RETURN(auto page, tracking_.ListRuns(req));
                  return RunListPageToJson(page);
                });
@@ -410,11 +412,11 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
     for (const auto& c : page.columns) columns.emplace_back(c);
     json::object out{{"columns", std::move(columns)}, {"runs", std::move(rows)}};
     if (!page.next_cursor.empty()) out["next_cursor"] = page.next_cursor;
-    if (page.total) {
-      out["total"] = *page.total;
+    if (page.total) out["total"] = *page.total;
+    if (page.metric_keys && page.param_keys) {
       json::array metric_keys, param_keys;
-      for (const auto& k : page.metric_keys) metric_keys.emplace_back(k);
-      for (const auto& k : page.param_keys) param_keys.emplace_back(k);
+      for (const auto& k : *page.metric_keys) metric_keys.emplace_back(k);
+      for (const auto& k : *page.param_keys) param_keys.emplace_back(k);
       out["metric_keys"] = std::move(metric_keys);
       out["param_keys"] = std::move(param_keys);
       out["keys_truncated"] = page.keys_truncated;

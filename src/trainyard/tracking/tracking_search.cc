@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <unordered_map>
 
 #include "trainyard/common/page_token.h"
@@ -213,6 +214,23 @@ Status ListKeys(Transaction& tx, const std::string& table, const std::string& li
   return Status::Ok();
 }
 
+// The first kDefaultListMetrics metric keys and kDefaultListParams param keys of these runs.
+Status DefaultColumns(Transaction& tx, const std::vector<Value>& ids,
+                      std::vector<OrderBy>& columns) {
+  for (auto [table, type, count] :
+       {std::tuple{"latest_metrics", EntityType::kMetric, kDefaultListMetrics},
+        std::tuple{"params", EntityType::kParam, kDefaultListParams}}) {
+    std::vector<Value> q = ids;
+    q.emplace_back(static_cast<int64_t>(count));
+    TY_ASSIGN_OR_RETURN(Rows keys, tx.Query(std::string("SELECT DISTINCT key FROM ") + table +
+                                                " WHERE run_uuid IN " + store::InList(ids.size()) +
+                                                " ORDER BY key LIMIT ?",
+                                            q));
+    for (const auto& k : keys) columns.push_back({type, k.Text(0), true});
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<RunListPage> TrackingService::ListRuns(const ListRunsRequest& request) {
@@ -282,27 +300,15 @@ Result<RunListPage> TrackingService::ListRuns(const ListRunsRequest& request) {
 
   RunListPage page;
   Status s = db_.Read([&](Transaction& tx) -> Status {
-    bool summary = request.with_summary && request.cursor.empty();
-    if (summary || columns.empty()) {
-      TY_RETURN_IF_ERROR(ListKeys(tx, "latest_metrics", lifecycle, *experiment_id, page.metric_keys,
-                                  page.keys_truncated));
+    if (request.with_keys) {
+      page.metric_keys.emplace();
+      page.param_keys.emplace();
+      TY_RETURN_IF_ERROR(ListKeys(tx, "latest_metrics", lifecycle, *experiment_id,
+                                  *page.metric_keys, page.keys_truncated));
       TY_RETURN_IF_ERROR(
-          ListKeys(tx, "params", lifecycle, *experiment_id, page.param_keys, page.keys_truncated));
+          ListKeys(tx, "params", lifecycle, *experiment_id, *page.param_keys, page.keys_truncated));
     }
-    if (columns.empty()) {
-      for (size_t i = 0; i < page.metric_keys.size() && i < kDefaultListMetrics; ++i) {
-        columns.push_back({EntityType::kMetric, page.metric_keys[i], true});
-      }
-      for (size_t i = 0; i < page.param_keys.size() && i < kDefaultListParams; ++i) {
-        columns.push_back({EntityType::kParam, page.param_keys[i], true});
-      }
-    }
-    if (!summary) {
-      page.metric_keys.clear();
-      page.param_keys.clear();
-      page.keys_truncated = false;
-    }
-    if (summary) {
+    if (request.cursor.empty()) {
       std::vector<Value> count_params{Value(*experiment_id)};
       Append(count_params, where.params);
       TY_ASSIGN_OR_RETURN(Rows count,
@@ -337,7 +343,12 @@ Result<RunListPage> TrackingService::ListRuns(const ListRunsRequest& request) {
       for (size_t t = 0; t < terms.size(); ++t) last.push_back(rows[n - 1].raw(kInfoColumns + t));
       page.next_cursor = EncodeRunCursor(fingerprint, last);
     }
-    if (ids.empty() || columns.empty()) return Status::Ok();
+    if (ids.empty()) return Status::Ok();
+    if (columns.empty()) {
+      TY_RETURN_IF_ERROR(DefaultColumns(tx, ids, columns));
+      for (auto& row : page.rows) row.cells.resize(columns.size());
+    }
+    if (columns.empty()) return Status::Ok();
     // The cells, one query per kind of column over the page's runs.
     for (EntityType type : {EntityType::kMetric, EntityType::kParam, EntityType::kTag}) {
       std::unordered_map<std::string, size_t> column_of;

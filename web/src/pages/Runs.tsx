@@ -41,36 +41,38 @@ interface Listing {
   rows: RunRow[];
   columns: string[]; // UI ids, in the order of each row's cells
   total: number;
-  metricKeys: string[];
-  paramKeys: string[];
   done: boolean;
   error?: string;
 }
 
-const EMPTY: Listing = { rows: [], columns: [], total: 0, metricKeys: [], paramKeys: [], done: false };
+const EMPTY: Listing = { rows: [], columns: [], total: 0, done: false };
 
 // Pages through the listing for (filter, sort, columns): the first page, then the rest.
 // A new query aborts the old one's requests.
 function useListing(experimentId: string, filter: string, sort: SortKey, chosen: string[] | null): Listing {
   const [listing, setListing] = useState<Listing>(EMPTY);
-  const keys = useRef<{ metricKeys: string[]; paramKeys: string[] }>({ metricKeys: [], paramKeys: [] });
+  // The columns shown (server names), kept when sorting or filtering anew.
+  const shownColumns = useRef<string[] | undefined>(undefined);
   const chosenKey = chosen ? chosen.join('\n') : null;
+  useEffect(() => {
+    shownColumns.current = undefined;
+  }, [experimentId]);
   useEffect(() => {
     const abort = new AbortController();
     const q = {
       experimentId,
       filter,
       orderBy: orderBy(sort),
-      columns: chosen ? chosen.map(serverColumn) : undefined,
+      columns: chosen && chosen.length ? chosen.map(serverColumn) : shownColumns.current,
     };
     (async () => {
       const first: RunListPage = await listRuns({ ...q, pageSize: FIRST_PAGE }, abort.signal);
       if (abort.signal.aborted) return;
-      keys.current = { metricKeys: first.metric_keys ?? [], paramKeys: first.param_keys ?? [] };
+      if (first.columns.length) shownColumns.current = first.columns;
       const columns = first.columns.map((c) => uiColumn(c) ?? c);
       let rows = first.runs;
       let cursor = first.next_cursor;
-      setListing({ rows, columns, total: first.total ?? rows.length, ...keys.current, done: !cursor });
+      setListing({ rows, columns, total: first.total ?? rows.length, done: !cursor });
       while (cursor) {
         const page = await listRuns({ ...q, columns: first.columns, pageSize: NEXT_PAGES, cursor }, abort.signal);
         if (abort.signal.aborted) return;
@@ -81,7 +83,7 @@ function useListing(experimentId: string, filter: string, sort: SortKey, chosen:
         setListing((l) => ({ ...l, rows: soFar, done }));
       }
     })().catch((e: unknown) => {
-      if (!abort.signal.aborted) setListing({ ...EMPTY, ...keys.current, done: true, error: errorMessage(e) });
+      if (!abort.signal.aborted) setListing({ ...EMPTY, done: true, error: errorMessage(e) });
     });
     return () => abort.abort();
     // chosenKey stands for `chosen`.
@@ -134,6 +136,7 @@ export function Runs({ experimentId }: { experimentId: string }) {
           listing={listing}
           sort={sort}
           setSort={setSort}
+          chosen={chosen}
           setChosen={setChosen}
         />
       )}
@@ -146,18 +149,34 @@ function RunsTable({
   listing,
   sort,
   setSort,
+  chosen,
   setChosen,
 }: {
   experimentId: string;
   listing: Listing;
   sort: SortKey;
   setSort: (f: (s: SortKey) => SortKey) => void;
+  chosen: string[] | null;
   setChosen: (c: string[]) => void;
 }) {
-  const { rows, columns: shown, metricKeys, paramKeys, total, done } = listing;
+  const { rows, columns: shown, total, done } = listing;
+  // The chooser's keys are every run's (a read of them all on the server): asked for when it
+  // first opens, not before the table shows.
+  const [chooserOpen, setChooserOpen] = useState(false);
+  const [keys, setKeys] = useState<{ metric: string[]; param: string[] } | null>(null);
+  useEffect(() => {
+    if (!chooserOpen || keys) return;
+    const abort = new AbortController();
+    listRuns({ experimentId, filter: '', orderBy: [], pageSize: 1, withKeys: true }, abort.signal).then(
+      (k) => setKeys({ metric: k.metric_keys ?? [], param: k.param_keys ?? [] }),
+      () => {}, // the chooser stays empty; the table says what went wrong with the server
+    );
+    return () => abort.abort();
+  }, [chooserOpen, keys, experimentId]);
+  const metricKeys = keys?.metric ?? [];
+  const paramKeys = keys?.param ?? [];
   const cellIndex = useMemo(() => new Map(shown.map((c, i) => [c, i])), [shown]);
   const [selected, setSelected] = useState<Set<string>>(new Set());
-  const [chooserOpen, setChooserOpen] = useState(false);
 
   const sortBy = (column: string) => () =>
     setSort((s) => ({ column, dir: s.column === column && s.dir === 'desc' ? 'asc' : 'desc' }));
@@ -168,9 +187,10 @@ function RunsTable({
       else n.add(id);
       return n;
     });
+  // The chooser shows the choice at once; the table's columns follow when the server answers.
+  const picked = chosen ?? shown;
   const toggleColumn = (id: string) => {
-    const n = shown.includes(id) ? shown.filter((c) => c !== id) : [...shown, id];
-    setChosen(n);
+    setChosen(picked.includes(id) ? picked.filter((c) => c !== id) : [...picked, id]);
   };
   const sortedAs = (id: string) => (sort.column === id ? sort.dir : undefined);
   const cell = (r: RunRow, id: string) => {
@@ -205,6 +225,7 @@ function RunsTable({
     { id: 'user', header: 'User', width: 90, cell: (r) => r.user_id, onHeaderClick: sortBy('user'), sorted: sortedAs('user') },
   ];
   for (const id of shown) {
+    if (!picked.includes(id)) continue; // unchecked (an empty choice gets the server's default)
     const isMetric = id.startsWith('metric:');
     const k = isMetric ? id.slice(7) : id.slice(6);
     columns.push({
@@ -244,12 +265,12 @@ function RunsTable({
         </button>
       </div>
       {chooserOpen ? (
-        <div className="chooser" data-testid="column-chooser">
+        <div className="chooser" data-testid="column-chooser" data-loaded={keys !== null}>
           <fieldset>
             <legend>Metrics</legend>
             {metricKeys.map((k) => (
               <label key={k}>
-                <input type="checkbox" checked={shown.includes(`metric:${k}`)} onChange={() => toggleColumn(`metric:${k}`)} />{' '}
+                <input type="checkbox" checked={picked.includes(`metric:${k}`)} onChange={() => toggleColumn(`metric:${k}`)} />{' '}
                 {k}
               </label>
             ))}
@@ -258,7 +279,7 @@ function RunsTable({
             <legend>Params</legend>
             {paramKeys.map((k) => (
               <label key={k}>
-                <input type="checkbox" checked={shown.includes(`param:${k}`)} onChange={() => toggleColumn(`param:${k}`)} />{' '}
+                <input type="checkbox" checked={picked.includes(`param:${k}`)} onChange={() => toggleColumn(`param:${k}`)} />{' '}
                 {k}
               </label>
             ))}
