@@ -33,8 +33,12 @@ bool SameValues(const std::vector<store::Value>& a, const std::vector<store::Val
     if (a[i].index() != b[i].index()) return false;
     if (const auto* d = std::get_if<double>(&a[i])) {
       if (*d != std::get<double>(b[i])) return false;
-    } else if (a[i] != b[i]) {
-      return false;
+    } else if (const auto* n = std::get_if<int64_t>(&a[i])) {
+      if (*n != std::get<int64_t>(b[i])) return false;
+    } else if (const auto* t = std::get_if<std::string>(&a[i])) {
+      if (*t != std::get<std::string>(b[i])) return false;
+    } else if (!std::holds_alternative<std::monostate>(a[i])) {
+      return false;  // the decoder never makes a Blob
     }
   }
   return true;
