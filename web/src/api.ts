@@ -51,7 +51,7 @@ function queryString(query?: Query): string {
 export async function call<T>(
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
   path: string,
-  options: { query?: Query; body?: unknown; token?: string } = {},
+  options: { query?: Query; body?: unknown; token?: string; signal?: AbortSignal } = {},
 ): Promise<T> {
   const token = options.token ?? getToken();
   const headers: Record<string, string> = { Accept: 'application/json' };
@@ -64,8 +64,10 @@ export async function call<T>(
       headers,
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
       credentials: 'omit',
+      signal: options.signal,
     });
   } catch (e) {
+    if (options.signal?.aborted) throw e;
     throw new ApiError(0, `cannot reach the Trainyard server (${String(e)}); is it running?`);
   }
   const text = await response.text();
@@ -242,4 +244,118 @@ export function downsample(
 export function metricNumber(v: number | string): number | null {
   if (typeof v === 'number') return v;
   return null; // "NaN", "Infinity", "-Infinity": gaps in a chart
+}
+
+// ------------------------------------------------------------------ the runs listing
+
+// One page of /runs/list: a run's info and one cell per column (null: the run has none).
+export interface RunRow {
+  run_id: string;
+  run_name: string;
+  status: string;
+  user_id: string;
+  start_time?: number;
+  end_time?: number;
+  cells: (number | string | null)[];
+}
+
+export interface RunListPage {
+  columns: string[]; // "metrics.acc", "params.lr", "tags.`a b`"
+  runs: RunRow[];
+  next_cursor?: string;
+  total?: number; // the first page only
+  // With withKeys: every key of the experiment's runs (costs a read of them all).
+  metric_keys?: string[];
+  param_keys?: string[];
+  keys_truncated?: boolean;
+}
+
+export interface ListRunsQuery {
+  experimentId: string;
+  filter: string;
+  orderBy: string[];
+  columns?: string[];
+  pageSize: number;
+  cursor?: string;
+  withKeys?: boolean;
+}
+
+// The runs of an experiment matching `filter` (MLflow's grammar), sorted by the server in
+// MLflow's order_by semantics, with only the given columns; keyset pages (`cursor`).
+export function listRuns(q: ListRunsQuery, signal?: AbortSignal): Promise<RunListPage> {
+  return call<RunListPage>('GET', `${TRAINYARD}/runs/list`, {
+    query: {
+      experiment_id: q.experimentId,
+      filter: q.filter || undefined,
+      order_by: q.orderBy,
+      columns: q.columns,
+      page_size: q.pageSize,
+      cursor: q.cursor,
+      with_keys: q.withKeys || undefined,
+    },
+    signal,
+  });
+}
+
+// ------------------------------------------------------------------ server-sent events
+
+export interface SseEvent {
+  event: string; // "message" when the server names none
+  data: string;
+  id?: string;
+}
+
+// Reads a text/event-stream response with fetch (EventSource cannot send the Authorization
+// header), handing each event to `onEvent` as it arrives; resolves when the server ends the
+// stream. `lastEventId` resumes where a previous connection stopped.
+export async function streamEvents(
+  path: string,
+  query: Query,
+  onEvent: (e: SseEvent) => void,
+  signal: AbortSignal,
+  lastEventId?: string,
+): Promise<void> {
+  const token = getToken();
+  const headers: Record<string, string> = { Accept: 'text/event-stream' };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (lastEventId) headers['Last-Event-ID'] = lastEventId;
+  const response = await fetch(path + queryString(query), { headers, credentials: 'omit', signal });
+  if (!response.ok || !response.body) {
+    const text = await response.text();
+    let message = text || response.statusText;
+    try {
+      message = (JSON.parse(text) as { message?: string }).message ?? message;
+    } catch {
+      /* not JSON: the text is the message */
+    }
+    if (response.status === 401) unauthorized(message);
+    throw new ApiError(response.status, message);
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    // Events end with a blank line; fields are "name: value" lines; ":" starts a comment.
+    let blank: RegExpExecArray | null;
+    while ((blank = /\r?\n\r?\n/.exec(buffer)) !== null) {
+      const block = buffer.slice(0, blank.index);
+      buffer = buffer.slice(blank.index + blank[0].length);
+      const e: SseEvent = { event: 'message', data: '' };
+      const data: string[] = [];
+      for (const line of block.split(/\r?\n/)) {
+        if (line === '' || line.startsWith(':')) continue;
+        const colon = line.indexOf(':');
+        const name = colon < 0 ? line : line.slice(0, colon);
+        const v = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+        if (name === 'event') e.event = v;
+        else if (name === 'data') data.push(v);
+        else if (name === 'id') e.id = v;
+      }
+      if (data.length === 0 && e.event === 'message') continue;
+      e.data = data.join('\n');
+      onEvent(e);
+    }
+  }
 }

@@ -6,7 +6,7 @@
 // {cdp, url, token, screenshot_dir, ...scenario data}. Exits non-zero with the failure (and
 // a screenshot in screenshot_dir) when the UI does not show what it should.
 import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 const config = JSON.parse(process.env.TRAINYARD_UI_TEST ?? '{}');
@@ -338,6 +338,26 @@ const scenarios = {
     const move = page.getByRole('button', { name: 'Move alias' });
     await until(async () => (await move.isDisabled()) && (await move.getAttribute('title'))?.includes('EDIT'),
       'Move alias disabled, naming EDIT');
+    },
+
+  // A running job's log followed live over server-sent events: a line written after the page
+  // opened appears without a reload, and the view says when the attempt is over.
+  async follow_log(page, responses) {
+    await signIn(page);
+    await page.goto(`${base}/#/jobs/${config.follow_job_id}`);
+    await until(async () => (await text(page.getByTestId('log-text'))).includes('follow-line-1'),
+      "the running job's first line", 30000);
+    const stream = page.getByTestId('log-stream');
+    check((await stream.getAttribute('data-state')) === 'live', 'the log is followed live');
+    check(!(await text(page.getByTestId('log-text'))).includes('follow-line-2'), 'the second line is not written yet');
+    // Let the job go on: it writes its second line and ends.
+    writeFileSync(config.follow_go_file, 'go');
+    await until(async () => (await text(page.getByTestId('log-text'))).includes('follow-line-2'),
+      'the line written while the page was open', 30000);
+    await until(async () => (await stream.getAttribute('data-state')) === 'ended', 'the stream ended with the job', 30000);
+    const urls = responses.map((r) => r.url());
+    check(urls.some((u) => u.includes('/logs/stream')), 'the log came over /logs/stream');
+    check(!urls.some((u) => /\/logs\?/.test(u)), `no polling of /logs: ${urls.filter((u) => u.includes('/logs')).join(' ')}`);
   },
 };
 

@@ -92,6 +92,7 @@ class Api {
   void PublicRawRoute(http::Method method, const std::string& path, http::Handler handler);
 
   identity::IdentityService& identity() { return identity_; }
+  Clock& clock() { return clock_; }
 
   // For http::ServerOptions::check_header: judges a request by its header alone.
   http::HeaderVerdict CheckHeader(const http::Request& request, bool may_block);

@@ -1,6 +1,8 @@
 #include "trainyard/api/jobs_api.h"
 
+#include "trainyard/api/job_log_stream.h"
 #include "trainyard/common/paths.h"
+#include "trainyard/common/strings.h"
 #include "trainyard/jobs/job_spec.h"
 
 namespace trainyard::api {
@@ -11,6 +13,15 @@ using http::Method;
 // Jobs per page when a request names no max_results.
 constexpr int64_t kDefaultJobsPerPage = 200;
 constexpr int64_t kMaxLogChunk = 4 << 20;
+// Log streams open at once (each holds a connection and one event's memory, no thread).
+constexpr int kMaxLogStreams = 256;
+
+// The values of the secrets a job's spec references, to redact from its logs; 403 unless
+// `who` may see the job's logs.
+Result<std::vector<std::string>> LogSecrets(jobs::JobService& jobs, jobs::ProjectService& projects,
+                                            jobs::SecretService& secrets,
+                                            const identity::Principal& who,
+                                            const std::string& job_id);
 
 json::value AttemptToJson(const jobs::AttemptInfo& a) {
   json::array nodes;
@@ -45,6 +56,25 @@ Result<bool> MaySeeDetails(jobs::ProjectService& projects, const identity::Princ
                            const jobs::JobInfo& j) {
   if (who.is_admin || who.user == j.owner) return true;
   return projects.IsMember(who.user, j.spec.project);
+}
+
+Result<std::vector<std::string>> LogSecrets(jobs::JobService& jobs, jobs::ProjectService& projects,
+                                            jobs::SecretService& secrets,
+                                            const identity::Principal& who,
+                                            const std::string& job_id) {
+  TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(job_id));
+  TY_ASSIGN_OR_RETURN(bool details, MaySeeDetails(projects, who, job));
+  if (!details) {
+    return Status::PermissionDenied(
+        "the logs of job " + job.job_id + " are visible to its owner (" + job.owner +
+        "), the members of project '" + job.spec.project + "' and admins");
+  }
+  std::vector<std::string> values;
+  for (const auto& [var, name] : job.spec.secrets) {
+    auto value = secrets.Resolve(job.owner, name);
+    if (value.ok() && !value->empty()) values.push_back(std::move(*value));
+  }
+  return values;
 }
 
 json::value JobToJson(const jobs::JobInfo& j, bool with_attempts, bool show_env = true) {
@@ -334,24 +364,61 @@ void RegisterJobRoutes(Api& api, jobs::JobService& jobs, jobs::ProjectService& p
                             {"state", jobs::JobStateName(job.state)},
                             {"attempts", job.attempts}};
       });
+  // A rank's log as server-sent events, followed until the attempt is over (job_log_stream.h).
+  auto open_streams = std::make_shared<std::atomic<int>>(0);
+  api.RawRoute(Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}/logs/stream",
+               [&jobs, &projects, &secrets, &api, open_streams](Call& c) -> Result<http::Response> {
+                 const std::string& id = c.request.path_params.at("job_id");
+                 TY_ASSIGN_OR_RETURN(auto secret_values,
+                                     LogSecrets(jobs, projects, secrets, c.principal, id));
+                 TY_ASSIGN_OR_RETURN(int attempt, IntField(c.body, "attempt", 0, 1000000, 0));
+                 TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 1000000, 0));
+                 TY_ASSIGN_OR_RETURN(auto offset, OptionalInt64(c.body, "offset"));
+                 std::string last_event_id = c.request.Header("last-event-id");
+                 if (!last_event_id.empty()) {
+                   auto parsed = ParseInt64(last_event_id);
+                   if (!parsed || *parsed < 0) {
+                     return Status::InvalidArgument(
+                         "Last-Event-ID must be the id of an event of this stream (a byte offset, "
+                         "got '" +
+                         Abbreviate(last_event_id) + "')");
+                   }
+                   offset = *parsed;
+                 }
+                 if (offset && *offset < 0) return Status::InvalidArgument("offset must be >= 0");
+                 TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(id));
+                 if (attempt == 0) attempt = job.attempts;
+                 TY_ASSIGN_OR_RETURN(std::string path, jobs.LogPath(id, attempt, rank));
+                 if (open_streams->fetch_add(1) >= kMaxLogStreams) {
+                   open_streams->fetch_sub(1);
+                   return Status::Unavailable("the server follows " +
+                                              std::to_string(kMaxLogStreams) +
+                                              " logs already; close a log view and retry");
+                 }
+                 JobLogStreamOptions options;
+                 options.path = std::move(path);
+                 options.offset = offset.value_or(0);
+                 options.secrets = std::move(secret_values);
+                 auto state = [&jobs, id, attempt]() -> Result<LogFollowState> {
+                   TY_ASSIGN_OR_RETURN(auto j, jobs.GetJob(id));
+                   return LogFollowState{jobs::IsTerminal(j.state) || j.attempts > attempt,
+                                         std::string(jobs::JobStateName(j.state)), j.attempts};
+                 };
+                 http::Response r;
+                 r.content_type = "text/event-stream";
+                 r.headers.emplace_back("cache-control", "no-cache");
+                 r.headers.emplace_back("x-accel-buffering", "no");
+                 r.headers.emplace_back("X-Trainyard-Attempt", std::to_string(attempt));
+                 r.stream = std::make_shared<JobLogStream>(std::move(options), api.clock(),
+                                                           std::move(state), open_streams);
+                 return r;
+               });
   // Plain-text log bytes from `offset`; the next offset is in X-Trainyard-Next-Offset.
   api.RawRoute(
       Method::kGet, kTrainyardPrefixes, "/jobs/{job_id}/logs",
       [&jobs, &projects, &secrets](Call& c) -> Result<http::Response> {
-        std::vector<std::string> secret_values;
-        {
-          TY_ASSIGN_OR_RETURN(auto job, jobs.GetJob(c.request.path_params.at("job_id")));
-          TY_ASSIGN_OR_RETURN(bool details, MaySeeDetails(projects, c.principal, job));
-          if (!details) {
-            return Status::PermissionDenied(
-                "the logs of job " + job.job_id + " are visible to its owner (" + job.owner +
-                "), the members of project '" + job.spec.project + "' and admins");
-          }
-          for (const auto& [var, name] : job.spec.secrets) {
-            auto value = secrets.Resolve(job.owner, name);
-            if (value.ok() && !value->empty()) secret_values.push_back(std::move(*value));
-          }
-        }
+        TY_ASSIGN_OR_RETURN(auto secret_values, LogSecrets(jobs, projects, secrets, c.principal,
+                                                           c.request.path_params.at("job_id")));
         TY_ASSIGN_OR_RETURN(int attempt, IntField(c.body, "attempt", 0, 1000000, 0));
         TY_ASSIGN_OR_RETURN(int rank, IntField(c.body, "rank", 0, 1000000, 0));
         TY_ASSIGN_OR_RETURN(auto offset, OptionalInt64(c.body, "offset"));

@@ -362,6 +362,66 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                  if (!page.next_page_token.empty()) out["next_page_token"] = page.next_page_token;
                  return out;
                });
+    // The web UI's runs table: runs/search's filter and order, only the shown columns, keyset
+    // pages. Open to every authenticated caller, as runs/search is.
+    api_.Route(Method::kGet, kTrainyardPrefixes, "/runs/list",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 tracking::ListRunsRequest req;
+                 TY_ASSIGN_OR_RETURN(req.experiment_id, RequiredString(c.body, "experiment_id"));
+                 TY_ASSIGN_OR_RETURN(auto filter, OptionalString(c.body, "filter"));
+                 req.filter = filter.value_or("");
+                 TY_ASSIGN_OR_RETURN(req.view_type, ViewTypeField(c.body, "run_view_type"));
+                 TY_ASSIGN_OR_RETURN(req.order_by, StringList(c.body, "order_by"));
+                 TY_ASSIGN_OR_RETURN(req.columns, StringList(c.body, "columns"));
+                 TY_ASSIGN_OR_RETURN(auto page_size, OptionalInt64(c.body, "page_size"));
+                 req.page_size = page_size.value_or(req.page_size);
+                 TY_ASSIGN_OR_RETURN(auto cursor, OptionalString(c.body, "cursor"));
+                 req.cursor = cursor.value_or("");
+                 TY_ASSIGN_OR_RETURN(auto with_keys, OptionalBool(c.body, "with_keys"));
+                 req.with_keys = with_keys.value_or(false);
+                 TY_ASSIGN_OR_RETURN(auto page, tracking_.ListRuns(req));
+                 return RunListPageToJson(page);
+               });
+  }
+
+  static json::value RunListPageToJson(const tracking::RunListPage& page) {
+    json::array rows;
+    rows.reserve(page.rows.size());
+    for (const auto& r : page.rows) {
+      json::array cells;
+      cells.reserve(r.cells.size());
+      for (const auto& v : r.cells) {
+        if (const auto* d = std::get_if<double>(&v)) {
+          cells.emplace_back(DoubleToJson(*d));
+        } else if (const auto* t = std::get_if<std::string>(&v)) {
+          cells.emplace_back(*t);
+        } else {
+          cells.emplace_back(nullptr);
+        }
+      }
+      json::object row{{"run_id", r.info.run_id},
+                       {"run_name", r.info.run_name},
+                       {"status", r.info.status},
+                       {"user_id", r.info.user_id},
+                       {"cells", std::move(cells)}};
+      if (r.info.start_time) row["start_time"] = *r.info.start_time;
+      if (r.info.end_time) row["end_time"] = *r.info.end_time;
+      rows.emplace_back(std::move(row));
+    }
+    json::array columns;
+    for (const auto& c : page.columns) columns.emplace_back(c);
+    json::object out{{"columns", std::move(columns)}, {"runs", std::move(rows)}};
+    if (!page.next_cursor.empty()) out["next_cursor"] = page.next_cursor;
+    if (page.total) out["total"] = *page.total;
+    if (page.metric_keys && page.param_keys) {
+      json::array metric_keys, param_keys;
+      for (const auto& k : *page.metric_keys) metric_keys.emplace_back(k);
+      for (const auto& k : *page.param_keys) param_keys.emplace_back(k);
+      out["metric_keys"] = std::move(metric_keys);
+      out["param_keys"] = std::move(param_keys);
+      out["keys_truncated"] = page.keys_truncated;
+    }
+    return out;
   }
 
   // {"metrics":[...]} of a whole history as zero-copy body pieces. The history is cut

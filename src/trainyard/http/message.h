@@ -2,6 +2,7 @@
 // Request and return a Response; they never see Beast or Asio.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -41,6 +42,11 @@ struct Request {
 // one of its worker threads, where it may block until the next chunk is ready, and writes each
 // chunk as it comes (chunked transfer encoding). When the client is gone (a write fails) it
 // calls Cancel, and Next is not called again. Next and Cancel may run on different threads.
+//
+// A stream that waits for long (a log followed until its job ends) should not block in Next,
+// which holds a worker thread: it returns an empty chunk with true when it has nothing yet,
+// and gives a PollInterval, after which the server calls Next again from a timer, holding no
+// thread meanwhile.
 class BodyStream {
  public:
   virtual ~BodyStream() = default;
@@ -48,6 +54,8 @@ class BodyStream {
   // still sent, before the end).
   virtual bool Next(std::string* chunk) = 0;
   virtual void Cancel() = 0;
+  // How long to wait before calling Next again after it gave an empty chunk (0: at once).
+  virtual std::chrono::milliseconds PollInterval() const { return std::chrono::milliseconds(0); }
 };
 
 struct Response {

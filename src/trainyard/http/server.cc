@@ -626,7 +626,19 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session> {
                                                        end);
                                    });
         }
-        if (chunk->empty()) return self->PumpStream(body, close);
+        if (chunk->empty()) {
+          auto wait = body->PollInterval();
+          if (wait.count() <= 0) return self->PumpStream(body, close);
+          // Nothing yet: ask again after the interval, holding no worker thread meanwhile.
+          auto timer = std::make_shared<asio::steady_timer>(self->stream_.get_executor(), wait);
+          return timer->async_wait([self, body, close, timer](beast::error_code ec) {
+            if (ec) {
+              body->Cancel();
+              return self->ShutdownSend();
+            }
+            self->PumpStream(body, close);
+          });
+        }
         asio::async_write(self->stream_, bhttp::make_chunk(asio::buffer(*chunk)),
                           [self, body, close, chunk](beast::error_code ec, size_t) {
                             if (ec) {

@@ -1119,19 +1119,34 @@ Status OrderByError(const OrderBy& o, std::string_view message) {
                                  std::string(message));
 }
 
-// An ORDER BY list being built: its SQL and the parameters it binds.
+// An ORDER BY list being built: its terms (each an expression, its direction and the
+// parameters it binds), joined into SQL by Fragment().
 struct OrderSql {
-  SqlFragment out;
+  std::vector<OrderTerm> terms;
+  std::vector<bool> explicit_direction;  // whether the SQL spells the term's ASC
 
-  void Add(std::string_view piece) {
-    if (!out.sql.empty()) out.sql += ", ";
-    out.sql += piece;
+  // `key`, if given, is the one `?` in `expr`.
+  void Add(std::string expr, std::optional<bool> ascending, const std::string* key = nullptr) {
+    OrderTerm t{std::move(expr), {}, ascending.value_or(true)};
+    if (key != nullptr) t.params.emplace_back(*key);
+    terms.push_back(std::move(t));
+    explicit_direction.push_back(ascending.has_value());
   }
   // Missing values sort last in both directions: "CASE WHEN x IS NULL THEN 1 ELSE 0 END, x DIR".
   void AddAttribute(const AttributeSpec& a, bool ascending) {
     std::string column(a.column);
-    if (a.nullable) Add("CASE WHEN " + column + " IS NULL THEN 1 ELSE 0 END");
-    Add(column + (ascending ? " ASC" : " DESC"));
+    if (a.nullable) Add("CASE WHEN " + column + " IS NULL THEN 1 ELSE 0 END", std::nullopt);
+    Add(column, ascending);
+  }
+  SqlFragment Fragment() const {
+    SqlFragment out;
+    for (size_t i = 0; i < terms.size(); ++i) {
+      if (i) out.sql += ", ";
+      out.sql += terms[i].sql;
+      if (explicit_direction[i]) out.sql += terms[i].ascending ? " ASC" : " DESC";
+      out.params.insert(out.params.end(), terms[i].params.begin(), terms[i].params.end());
+    }
+    return out;
   }
 };
 
@@ -1143,29 +1158,27 @@ Status AddKeyValueOrder(const SearchSpec& spec, const OrderBy& o, OrderSql& orde
                                std::string(EntityTypeName(o.type)));
   }
   std::string value = "(SELECT kv.value FROM " + std::string(source) + " AND kv.key = ?)";
-  order.Add("CASE WHEN " + value + " IS NULL THEN 1 ELSE 0 END");
-  order.Add(value + (o.ascending ? " ASC" : " DESC"));
-  order.out.params.emplace_back(o.key);
-  order.out.params.emplace_back(o.key);
+  order.Add("CASE WHEN " + value + " IS NULL THEN 1 ELSE 0 END", std::nullopt, &o.key);
+  order.Add(value, o.ascending, &o.key);
   return Status::Ok();
 }
 
 // metrics.x: values first, then NaN, then runs without the metric (as MLflow does).
 Status AddMetricOrder(const SearchSpec& spec, const OrderBy& o, OrderSql& order) {
-  std::string dir = o.ascending ? " ASC" : " DESC";
   if (spec.metrics == MetricSource::kRunLatest) {
     std::string from = " FROM latest_metrics m WHERE m.run_uuid = runs.run_uuid AND m.key = ?)";
-    order.Add("COALESCE((SELECT CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END" + from + ", 2)");
-    order.Add("(SELECT CASE WHEN m.is_nan = 0 THEN m.value END" + from + dir);
+    order.Add("COALESCE((SELECT CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END" + from + ", 2)",
+              std::nullopt, &o.key);
+    order.Add("(SELECT CASE WHEN m.is_nan = 0 THEN m.value END" + from, o.ascending, &o.key);
   } else if (spec.metrics == MetricSource::kLoggedModelLatest) {
-    order.Add("COALESCE(" + LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END") +
-              ", 2)");
-    order.Add(LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN m.value END") + dir);
+    order.Add(
+        "COALESCE(" + LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END") + ", 2)",
+        std::nullopt, &o.key);
+    order.Add(LoggedModelLatestMetric("CASE WHEN m.is_nan = 0 THEN m.value END"), o.ascending,
+              &o.key);
   } else {
     return OrderByError(o, std::string(spec.noun) + " searches have no metrics");
   }
-  order.out.params.emplace_back(o.key);
-  order.out.params.emplace_back(o.key);
   return Status::Ok();
 }
 
@@ -1197,7 +1210,7 @@ Result<std::string> AddOrderClause(const SearchSpec& spec, const OrderBy& o, Ord
   return OrderByError(o, "searches cannot be ordered by datasets");
 }
 
-Result<SqlFragment> CompileOrder(const SearchSpec& spec, const std::vector<OrderBy>& order_by) {
+Result<OrderSql> CompileOrderSql(const SearchSpec& spec, const std::vector<OrderBy>& order_by) {
   if (order_by.size() > kMaxOrderByClauses) {
     return Status::InvalidArgument("invalid order_by: " + std::to_string(order_by.size()) +
                                    " clauses; at most " + std::to_string(kMaxOrderByClauses) +
@@ -1220,7 +1233,12 @@ Result<SqlFragment> CompileOrder(const SearchSpec& spec, const std::vector<Order
     const AttributeSpec* a = FindAttribute(spec, name);
     if (a != nullptr) order.AddAttribute(*a, ascending);
   }
-  return std::move(order.out);
+  return order;
+}
+
+Result<SqlFragment> CompileOrder(const SearchSpec& spec, const std::vector<OrderBy>& order_by) {
+  TY_ASSIGN_OR_RETURN(OrderSql order, CompileOrderSql(spec, order_by));
+  return order.Fragment();
 }
 
 }  // namespace
@@ -1230,6 +1248,10 @@ Result<SqlFragment> CompileRunFilter(const std::vector<Comparison>& filter) {
 }
 Result<SqlFragment> CompileRunOrderBy(const std::vector<OrderBy>& order_by) {
   return CompileOrder(RunSpec(), order_by);
+}
+Result<std::vector<OrderTerm>> CompileRunOrderTerms(const std::vector<OrderBy>& order_by) {
+  TY_ASSIGN_OR_RETURN(OrderSql order, CompileOrderSql(RunSpec(), order_by));
+  return std::move(order.terms);
 }
 Result<SqlFragment> CompileExperimentFilter(const std::vector<Comparison>& filter) {
   return CompileFilter(ExperimentSpec(), filter);

@@ -148,6 +148,19 @@ struct SqlFragment {
 Result<SqlFragment> CompileRunFilter(const std::vector<Comparison>& filter);
 Result<SqlFragment> CompileRunOrderBy(const std::vector<OrderBy>& order_by);
 
+// One expression of a compiled ORDER BY list, for keyset paging (the runs listing): rows come
+// in the lexicographic order of the terms, each ascending or descending; `params` bind the
+// term's `?` placeholders. A term may be NULL only where an earlier term (its "missing" flag)
+// is the same for every row that has NULL there.
+struct OrderTerm {
+  std::string sql;
+  std::vector<store::Value> params;
+  bool ascending = true;
+};
+// The terms CompileRunOrderBy joins, tie-breakers included (the last is runs.run_uuid, so
+// the terms order runs totally).
+Result<std::vector<OrderTerm>> CompileRunOrderTerms(const std::vector<OrderBy>& order_by);
+
 // search_experiments, outer table `experiments`.
 //   attributes: name (string ops), creation_time, last_update_time (numbers), experiment_id
 //     (= != IN NOT IN; given as '12' or 12);

@@ -50,6 +50,50 @@ struct SearchRunsRequest {
   std::string page_token;
 };
 
+// The runs listing behind the web UI's runs table (ListRuns): MLflow's filter and order_by
+// (the same grammar and semantics as SearchRuns), but only the columns asked for, and keyset
+// pages (run_list.h), so every page costs the same and nothing else of a run is loaded.
+struct ListRunsRequest {
+  std::string experiment_id;
+  std::string filter;
+  ViewType view_type = ViewType::kActiveOnly;
+  std::vector<std::string> order_by;  // at most kMaxListOrderBy clauses
+  // "metrics.<k>", "params.<k>" or "tags.<k>"; empty: the first kDefaultListMetrics metric
+  // keys and kDefaultListParams param keys, by name, of the page's runs (cheap; pass the
+  // returned columns with the next pages so that they stay the same).
+  std::vector<std::string> columns;
+  int64_t page_size = 500;
+  std::string cursor;  // "" for the first page, which also carries the count of matching runs
+  // Also list the metric and param keys of all the experiment's runs (for a column chooser:
+  // it reads every run's keys, ~10x the cost of a page of 100 with 10,000 runs).
+  bool with_keys = false;
+};
+
+inline constexpr size_t kMaxListOrderBy = 3;
+inline constexpr size_t kMaxListColumns = 200;
+inline constexpr int64_t kMaxListPageSize = 5000;
+inline constexpr size_t kMaxListKeys = 2000;
+inline constexpr size_t kDefaultListMetrics = 6;
+inline constexpr size_t kDefaultListParams = 4;
+
+// One run of a listing: its info and one cell per requested column (absent: monostate; a
+// metric's latest value as a double, NaN included; params and tags as text).
+struct RunListRow {
+  RunInfo info;
+  std::vector<store::Value> cells;
+};
+
+struct RunListPage {
+  std::vector<std::string> columns;  // canonical: "metrics.acc", "params.lr", "tags.t"
+  std::vector<RunListRow> rows;
+  std::string next_cursor;       // "" after the last page
+  std::optional<int64_t> total;  // runs matching the filter: with the first page (no cursor)
+  // With with_keys: the keys of the experiment's runs in the view, sorted.
+  std::optional<std::vector<std::string>> metric_keys;
+  std::optional<std::vector<std::string>> param_keys;
+  bool keys_truncated = false;  // more than kMaxListKeys of either
+};
+
 struct SearchExperimentsRequest {
   std::string filter;
   ViewType view_type = ViewType::kActiveOnly;
@@ -131,6 +175,7 @@ class TrackingService {
   Status LogOutputs(const identity::Principal& who, const std::string& run_id,
                     const std::vector<ModelOutput>& models);
   Result<Page<Run>> SearchRuns(const SearchRunsRequest& request);
+  Result<RunListPage> ListRuns(const ListRunsRequest& request);
   // Called after every successful LogBatch with the run's id (the jobs service
   // treats logged metrics as a workload's sign of progress). Set once, before
   // serving; the listener must be cheap and must not call back into this service.

@@ -1,7 +1,7 @@
 // The parts of the jobs pages that read more than the job itself: the cluster's nodes, a
 // job's checkpoints and its ranks' logs.
 import { useEffect, useRef, useState } from 'react';
-import { call, callText, TRAINYARD } from '../api';
+import { call, callText, streamEvents, TRAINYARD } from '../api';
 import { Show } from '../components/Status';
 import { href } from '../router';
 import { errorMessage, formatTime, useLoad } from '../util';
@@ -70,46 +70,70 @@ export interface AttemptRef {
   ranks: number;
 }
 
-// A rank's log of one attempt, read from an offset on; following polls for more while the
-// job is active (the API hands out the next offset and the job's state with each chunk).
+// A rank's log of one attempt. Following, it is a stream of server-sent events
+// (/logs/stream) that ends when the attempt is over, resumed from the last event's offset if
+// the connection drops; otherwise the log is read once, from an offset on, chunk by chunk.
 export function LogViewer({ jobId, attempts }: { jobId: string; attempts: AttemptRef[] }) {
   const last = attempts[attempts.length - 1];
   const [attempt, setAttempt] = useState(last?.attempt ?? 1);
   const [rank, setRank] = useState(0);
   const [follow, setFollow] = useState(true);
   const [log, setLog] = useState('');
+  const [streaming, setStreaming] = useState<'live' | 'ended' | 'off'>('off');
   const [error, setError] = useState<string | null>(null);
   const pre = useRef<HTMLPreElement>(null);
   const ranks = attempts.find((a) => a.attempt === attempt)?.ranks ?? 1;
   useEffect(() => {
-    let live = true;
-    let offset = 0;
-    let timer: number | undefined;
+    const abort = new AbortController();
+    const path = `${TRAINYARD}/jobs/${encodeURIComponent(jobId)}`;
     setLog('');
     setError(null);
-    const poll = async () => {
-      try {
-        // Drain what is there, then wait for more while following an active job.
-        for (;;) {
-          const r = await callText(`${TRAINYARD}/jobs/${encodeURIComponent(jobId)}/logs`, { attempt, rank, offset });
-          if (!live) return;
-          offset = Number(r.headers.get('X-Trainyard-Next-Offset') ?? offset);
-          if (r.text) {
-            setLog((l) => (l + r.text).slice(-MAX_LOG_CHARS));
-            continue;
-          }
-          const state = r.headers.get('X-Trainyard-Job-State') ?? '';
-          if (follow && (state === 'RUNNING' || state === 'PENDING')) timer = window.setTimeout(poll, 1000);
-          return;
-        }
-      } catch (e) {
-        if (live) setError(errorMessage(e));
+    const append = (text: string) => setLog((l) => (l + text).slice(-MAX_LOG_CHARS));
+    const readOnce = async () => {
+      let offset = 0;
+      for (;;) {
+        const r = await callText(`${path}/logs`, { attempt, rank, offset });
+        if (abort.signal.aborted) return;
+        offset = Number(r.headers.get('X-Trainyard-Next-Offset') ?? offset);
+        if (!r.text) return;
+        append(r.text);
       }
     };
-    poll();
+    const followStream = async () => {
+      let lastId: string | undefined;
+      let ended = false;
+      setStreaming('live');
+      // A dropped connection resumes from the last event's id (its byte offset).
+      for (let tries = 0; !ended && tries < 5; tries++) {
+        await streamEvents(
+          `${path}/logs/stream`,
+          { attempt, rank },
+          (e) => {
+            if (e.id) lastId = e.id;
+            if (e.event === 'log') {
+              tries = 0;
+              append((JSON.parse(e.data) as { text: string }).text);
+            } else if (e.event === 'end') {
+              ended = true;
+            } else if (e.event === 'error') {
+              throw new Error((JSON.parse(e.data) as { message: string }).message);
+            }
+          },
+          abort.signal,
+          lastId,
+        );
+      }
+      if (!abort.signal.aborted) setStreaming('ended');
+    };
+    (follow ? followStream() : readOnce()).catch((e: unknown) => {
+      if (!abort.signal.aborted) {
+        setError(errorMessage(e));
+        setStreaming('off');
+      }
+    });
     return () => {
-      live = false;
-      window.clearTimeout(timer);
+      abort.abort();
+      setStreaming('off');
     };
   }, [jobId, attempt, rank, follow]);
   useEffect(() => {
@@ -141,6 +165,9 @@ export function LogViewer({ jobId, attempts }: { jobId: string; attempts: Attemp
         <label>
           <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> follow
         </label>
+        <span className="muted" data-testid="log-stream" data-state={streaming}>
+          {streaming === 'live' ? 'following (live)' : streaming === 'ended' ? 'attempt over' : ''}
+        </span>
       </div>
       {error ? <p className="error" role="alert">{error}</p> : null}
       <pre className="log" ref={pre} data-testid="log-text">
