@@ -198,6 +198,8 @@ TEST(EndpointConfigTest, BadRateLimitsNameTheField) {
       HasSubstr("rate_limits[1] repeats the limit for user"));
   EXPECT_THAT(with(R"({"key": "user"})"), HasSubstr("rate_limits"));
   EXPECT_THAT(with(R"([7])"), HasSubstr("rate_limits[0] must be an object"));
+}
+
 TEST(EndpointConfigTest, CaptureTableIsDecodedKeptAndCleared) {
   EndpointConfig c;
   TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 1}],
