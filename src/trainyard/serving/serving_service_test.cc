@@ -184,11 +184,19 @@ TEST_F(ServingServiceTest, ADeadReplicaIsReplacedAndCounted) {
   ASSERT_TRUE(Eventually(
       [&] { return State("e").replicas.size() == 1 && State("e").replicas[0].state == "READY"; }));
   std::string first = launcher_.launched()[0];
+  // The replacement must not pass its health check yet: once it is ready, last_error is
+  // cleared, and reading it would race with the probe.
+  healthy_ = false;
   launcher_.Exit(first, 137, false);
   ASSERT_TRUE(Eventually([&] { return launcher_.launched().size() == 2; }));
   EXPECT_NE(launcher_.launched()[1], first);
   EXPECT_EQ(State("e").entities[0].restarts, 1);
   EXPECT_NE(State("e").entities[0].last_error.find("exited with code 137"), std::string::npos);
+  healthy_ = true;
+  ASSERT_TRUE(Eventually(
+      [&] { return State("e").replicas.size() == 1 && State("e").replicas[0].state == "READY"; }));
+  EXPECT_EQ(State("e").entities[0].last_error, "");  // recovered
+  EXPECT_EQ(State("e").entities[0].restarts, 1);
 }
 
 TEST_F(ServingServiceTest, RequestsGoToTheReplicaWithFewestInFlight) {
