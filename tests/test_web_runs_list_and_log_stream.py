@@ -19,7 +19,7 @@ API = "/api/trainyard/v1"
 MLFLOW = "/api/2.0/mlflow"
 
 
-@pytest.fixture(scope="module", params=["sqlite"])
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def backend(request) -> str:
     return request.param
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -352,12 +353,36 @@ static std::string FindProgram(const std::string& name) {
   return name;
 }
 
+// The sink serving is built with, before the catalog's sink can exist (that one needs the
+// TableService, which needs lineage, which needs serving): it forwards to the sink Set()
+// gives it, which InitLineage sets before the server takes requests; until then a batch
+// fails (counted as dropped, like any failed batch). Owns the target. Thread-safe.
+class DeferredCaptureSink : public serving::CaptureTableSink {
+ public:
+  void Set(std::unique_ptr<serving::CaptureTableSink> target) {
+    owned_ = std::move(target);
+    target_.store(owned_.get(), std::memory_order_release);
+  }
+  Result<int64_t> Append(const std::string& endpoint, const std::string& owner,
+                         const std::string& table, const std::vector<json::object>& rows) override {
+    serving::CaptureTableSink* target = target_.load(std::memory_order_acquire);
+    if (target == nullptr) {
+      return Status::Unavailable("the catalog's tables are not open yet (the server is starting)");
+    }
+    return target->Append(endpoint, owner, table, rows);
+  }
+
+ private:
+  std::unique_ptr<serving::CaptureTableSink> owned_;  // written once, by Set()
+  std::atomic<serving::CaptureTableSink*> target_{nullptr};
+};
+
 Status Server::InitServing() {
   std::string data_dir = fs::absolute(config_.data_dir).string();
   serving::CaptureOptions capture;
   capture.dir = data_dir + "/serving/capture";
   request_index_ = std::make_unique<serving::RequestIndex>(*db_);
-  capture_sink_ = MakeCatalogCaptureSink(*identity_, *catalog_, *tables_, &lineage_->service());
+  capture_sink_ = std::make_unique<DeferredCaptureSink>();
   capture.table_flush_interval = std::chrono::milliseconds(config_.capture_flush_ms);
   capture_ = std::make_unique<serving::CaptureWriter>(capture, &clock_, request_index_.get(),
                                                       capture_sink_.get());
@@ -448,6 +473,7 @@ void Server::InitLineage() {
   };
   tables_ = std::make_unique<catalog::TableService>(*catalog_, &lineage_->service(), clock_,
                                                     table_options);
+  capture_sink_->Set(MakeCatalogCaptureSink(*identity_, *catalog_, *tables_, &lineage_->service()));
 }
 
 std::string Server::UiDirectory(const std::string& configured) {

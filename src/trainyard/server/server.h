@@ -35,6 +35,7 @@ class CheckpointService;
 }
 namespace trainyard::server {
 class LineageWiring;
+class DeferredCaptureSink;
 }  // namespace trainyard::server
 namespace trainyard::serving {
 class CaptureWriter;
@@ -166,7 +167,8 @@ class Server {
   std::unique_ptr<jobs::JobService> jobs_;
   std::unique_ptr<checkpoints::CheckpointService> checkpoints_;
   std::unique_ptr<serving::RequestIndex> request_index_;
-  std::unique_ptr<serving::CaptureTableSink> capture_sink_;
+  // Forwards to the catalog's sink, set in InitLineage (see DeferredCaptureSink).
+  std::unique_ptr<DeferredCaptureSink> capture_sink_;
   std::unique_ptr<serving::CaptureWriter> capture_;
   std::unique_ptr<serving::ReplicaLauncher> replica_launcher_;
   std::unique_ptr<serving::ServingService> serving_;
