@@ -221,9 +221,10 @@ def test_token_create_list_revoke(server):
                         headers={"Authorization": f"Bearer {token}"}).status_code == 200
 
     names, rows = parse_table(cli(server, "token", "list").stdout, "ID")
-    assert names == ["ID", "USER", "STATE", "CREATED", "EXPIRES", "DESCRIPTION"]
+    assert names == ["ID", "USER", "STATE", "CREATED", "EXPIRES", "SCOPE", "DESCRIPTION"]
     row = {r["ID"]: r for r in rows}[token_id]
     assert row["USER"] == "admin" and row["STATE"] == "active"
+    assert row["SCOPE"] == "-"  # a full token (query-only tokens say "query-only")
     assert row["DESCRIPTION"] == "ci token"
     assert row["EXPIRES"]
     assert token not in cli(server, "token", "list").stdout
