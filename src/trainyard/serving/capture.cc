@@ -279,6 +279,14 @@ void CaptureWriter::Loop() {
     std::vector<bool> written;
     written.reserve(batch.size());
     for (const CaptureRecord& r : batch) written.push_back(Write(r));
+    // Counted as soon as the lines are in the file, so that whoever reads the file and then
+    // the counts sees them agree (the index and the table come after).
+    lock.Lock();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      auto& stats = stats_[batch[i].endpoint];
+      ++(written[i] ? stats.captured : stats.dropped);
+    }
+    lock.Unlock();
     if (index_ != nullptr && !batch.empty()) {
       Status s = index_->Add(batch);
       if (!s.ok())
@@ -289,11 +297,7 @@ void CaptureWriter::Loop() {
     }
     FlushBatches(stopping);
     lock.Lock();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      auto& stats = stats_[batch[i].endpoint];
-      ++(written[i] ? stats.captured : stats.dropped);
-      ++done_;
-    }
+    done_ += batch.size();
     flushed_cv_.NotifyAll();
     if (stopping && queue_.empty()) return;
   }
