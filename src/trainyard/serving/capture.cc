@@ -87,18 +87,24 @@ const std::vector<std::pair<std::string, std::string>>& CaptureTableColumns() {
   return columns;
 }
 
+// The fields a capture line and a capture table row share (everything but the payloads and
+// token counts).
+static json::object RecordFields(const CaptureRecord& r) {
+  return json::object{{"endpoint", r.endpoint},
+                      {"served_entity", r.served_entity},
+                      {"model", r.model},
+                      {"model_version", r.model_version},
+                      {"request_id", r.request_id},
+                      {"timestamp_ms", r.timestamp_ms},
+                      {"latency_ms", r.latency_ms},
+                      {"status", r.status},
+                      {"path", r.path},
+                      {"user", r.user}};
+}
+
 json::object CaptureTableRow(const CaptureRecord& r, size_t max_payload_bytes) {
   bool request_truncated = false, response_truncated = false;
-  json::object o{{"endpoint", r.endpoint},
-                 {"served_entity", r.served_entity},
-                 {"model", r.model},
-                 {"model_version", r.model_version},
-                 {"request_id", r.request_id},
-                 {"timestamp_ms", r.timestamp_ms},
-                 {"latency_ms", r.latency_ms},
-                 {"status", r.status},
-                 {"path", r.path},
-                 {"user", r.user}};
+  json::object o = RecordFields(r);
   o["request"] = PayloadText(r.request_body, max_payload_bytes, &request_truncated);
   o["response"] = PayloadText(r.response_body, max_payload_bytes, &response_truncated);
   o["request_truncated"] = request_truncated;
@@ -391,16 +397,7 @@ void CaptureWriter::AppendBatch(const std::string& endpoint, Pending batch) {
 
 bool CaptureWriter::Write(const CaptureRecord& r) {
   bool request_truncated = false, response_truncated = false;
-  json::object o{{"endpoint", r.endpoint},
-                 {"served_entity", r.served_entity},
-                 {"model", r.model},
-                 {"model_version", r.model_version},
-                 {"request_id", r.request_id},
-                 {"timestamp_ms", r.timestamp_ms},
-                 {"latency_ms", r.latency_ms},
-                 {"status", r.status},
-                 {"path", r.path},
-                 {"user", r.user}};
+  json::object o = RecordFields(r);
   o["request"] = Payload(r.request_body, options_.max_payload_bytes, &request_truncated);
   o["response"] = Payload(r.response_body, options_.max_payload_bytes, &response_truncated);
   json::value usage = Usage(r.response_body);
