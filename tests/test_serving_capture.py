@@ -25,6 +25,7 @@ import pytest
 import requests
 
 from conftest import TRAINYARD_BIN, ServerFactory, point_mlflow_at, reset_mlflow_state
+from test_serving import error_of, ok  # the serving tests' response checks
 from jobs_client import JobsClient
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,19 +52,6 @@ with mlflow.start_run():  # MLFLOW_RUN_ID: the job's run
 print("workload done")
 """
 
-
-def ok(r: requests.Response) -> dict:
-    assert r.status_code == 200, f"HTTP {r.status_code}: {r.text[:1000]}"
-    return r.json()
-
-
-def error_of(r: requests.Response, status: int, *fragments: str) -> str:
-    assert r.status_code == status, f"HTTP {r.status_code} (want {status}): {r.text[:500]}"
-    body = r.json()
-    message = body.get("message") or body.get("error", {}).get("message")
-    for fragment in fragments:
-        assert fragment.lower() in message.lower(), f"{fragment!r} not in {message!r}"
-    return message
 
 
 def wait_for(predicate, what: str, timeout: float = TIMEOUT_S, state=None):

@@ -20,25 +20,12 @@ import pytest
 import requests
 
 from conftest import TRAINYARD_BIN, ServerFactory
+from test_serving import error_of, ok  # the serving tests' response checks
 
 TY = "/api/trainyard/v1"
 FAKE_ENGINE = str(Path(__file__).resolve().parent / "workloads" / "fake_serve_model.py")
 READY_TIMEOUT_S = 180
 
-
-def ok(r: requests.Response) -> dict:
-    assert r.status_code == 200, f"HTTP {r.status_code}: {r.text[:1000]}"
-    return r.json()
-
-
-def error_of(r: requests.Response, status: int, *fragments: str) -> str:
-    assert r.status_code == status, f"HTTP {r.status_code} (want {status}): {r.text[:500]}"
-    body = r.json()
-    message = body.get("message") or body.get("error", {}).get("message")
-    assert message, body
-    for fragment in fragments:
-        assert fragment.lower() in message.lower(), f"{fragment!r} not in {message!r}"
-    return message
 
 
 @pytest.fixture(scope="module")
