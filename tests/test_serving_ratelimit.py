@@ -17,7 +17,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import requests
 
 from conftest import TRAINYARD_BIN, ServerFactory
 from test_serving import error_of, ok  # the serving tests' response checks
