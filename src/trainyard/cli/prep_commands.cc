@@ -92,16 +92,24 @@ void LogToRun(const prep::PipelineReport& report, const std::string& json_text,
   }
 }
 
+Result<prep::PipelineReport> RunOnSpark(const PrepOptions& o, const prep::ServerEndpoint& server,
+                                        const std::string& run_id) {
+  PrepSparkOptions spark;
+  spark.spec = o.spec;
+  spark.master = o.master.empty() ? "local[*]" : o.master;
+  spark.url = server.url;
+  spark.token = server.token;
+  spark.run_id = run_id;
+  spark.flush_rows = o.flush_rows;
+  return RunPrepOnSpark(spark);
+}
+
 int RunPrep(Client& client, const PrepOptions& o) {
-  if (o.engine == "spark")
-    return RunPrepOnSpark({o.spec, o.master.empty() ? "local[*]" : o.master, o.report});
-  if (!o.master.empty()) {
+  if (o.engine != "spark" && !o.master.empty()) {
     return Fail(
         Status::InvalidArgument("--master is for --engine spark (the native engine runs "
                                 "here, with --threads)"));
   }
-  auto spec = prep::LoadPipelineSpec(o.spec);
-  if (!spec.ok()) return Fail(spec.status());
   prep::PipelineOptions options;
   options.threads = o.threads;
   options.flush_rows = o.flush_rows;
@@ -119,11 +127,18 @@ int RunPrep(Client& client, const PrepOptions& o) {
   }
   options.server.token = client.token();
   options.run_id = Env("MLFLOW_RUN_ID");
-  auto progress = std::make_shared<Progress>();
-  options.progress = [progress](int pass, int64_t rows) { progress->Update(pass, rows); };
-  auto report = prep::RunPipeline(*spec, options);
-  progress.reset();
-  options.progress = nullptr;
+  Result<prep::PipelineReport> report = Status::Internal("not run");
+  if (o.engine == "spark") {
+    report = RunOnSpark(o, options.server, options.run_id);
+  } else {
+    auto spec = prep::LoadPipelineSpec(o.spec);
+    if (!spec.ok()) return Fail(spec.status());
+    auto progress = std::make_shared<Progress>();
+    options.progress = [progress](int pass, int64_t rows) { progress->Update(pass, rows); };
+    report = prep::RunPipeline(*spec, options);
+    progress.reset();
+    options.progress = nullptr;
+  }
   if (!report.ok()) return Fail(report.status());
   std::string json_text = json::serialize(prep::ReportToJson(*report));
   if (!o.report.empty()) {
@@ -173,7 +188,10 @@ std::string FormatPrepReport(const prep::PipelineReport& report) {
       << report.pipeline << " (version " << report.version.substr(0, 12)
       << "): " << Count(report.rows_in) << " rows from " << report.source << ", "
       << Count(report.rows_out) << " kept, " << Count(report.rows_dropped) << " dropped in "
-      << seconds << " s on " << report.threads << " threads\n";
+      << seconds << " s on "
+      << (report.master.empty() ? std::to_string(report.threads) + " threads"
+                                : "Spark (" + report.master + ")")
+      << "\n";
   return out.str();
 }
 

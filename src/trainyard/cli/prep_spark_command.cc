@@ -7,11 +7,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <vector>
 
 #include "trainyard/cli/client.h"
+#include "trainyard/common/json.h"
+#include "trainyard/prep/column_lineage.h"
+#include "trainyard/prep/pipeline.h"
 #include "trainyard/prep/pipeline_spec.h"
+#include "trainyard/prep/spark_bridge.h"
 
 namespace trainyard::cli {
 namespace {
@@ -26,86 +32,146 @@ fs::path RepoRoot() {
   return self.parent_path().parent_path();
 }
 
-// What the Spark engine does not run yet, found before a JVM starts.
-Status CheckSupported(const prep::PipelineSpec& spec) {
-  const std::string native = "; run it with the native engine (without --engine spark)";
-  if (!spec.source.table.empty()) {
-    return Status::InvalidArgument(
-        "source.table: the Spark engine reads local files (source.files) only for now; export "
-        "the table with 'trainyard tables export', or" +
-        native.substr(1));
-  }
-  for (size_t i = 0; i < spec.steps.size(); ++i) {
-    const prep::Step& step = spec.steps[i];
-    std::string field = "steps[" + std::to_string(i) + "]";
-    if (step.kind == prep::StepKind::kTokenize) {
-      return Status::InvalidArgument(field + ".tokenize: the Spark engine does not tokenize yet" +
-                                     native);
+// A fresh directory for the staged source, outputs and report, removed when done.
+class StagingDir {
+ public:
+  static Result<StagingDir> Create() {
+    std::string base = EnvOr("TRAINYARD_PREP_STAGING", fs::temp_directory_path().string());
+    std::string pattern = base + "/trainyard-prep-spark-XXXXXX";
+    if (!mkdtemp(pattern.data())) {
+      return Status::IOError("cannot create a staging directory in " + base + " (" +
+                             std::strerror(errno) + "); set TRAINYARD_PREP_STAGING to a " +
+                             "writable directory");
     }
-    if (step.kind == prep::StepKind::kFilter &&
-        (step.filter.min_tokens || step.filter.max_tokens)) {
-      return Status::InvalidArgument(field +
-                                     ".filter: token-count filters need the tokenizer, which the "
-                                     "Spark engine does not load yet" +
-                                     native);
-    }
+    return StagingDir(pattern);
   }
-  for (const auto& o : spec.outputs) {
-    if (!o.table.empty()) {
-      return Status::InvalidArgument("outputs." + o.name +
-                                     ": the Spark engine writes local Delta directories "
-                                     "({path: DIR}) only for now" +
-                                     native);
-    }
+  StagingDir(StagingDir&& other) noexcept : path_(std::move(other.path_)) { other.path_.clear(); }
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+  ~StagingDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
   }
-  return Status::Ok();
-}
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
 
-}  // namespace
+ private:
+  explicit StagingDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
 
-int RunPrepOnSpark(const PrepSparkOptions& options) {
-  auto spec = prep::LoadPipelineSpec(options.spec);
-  if (!spec.ok()) return Fail(spec.status());
-  if (Status s = CheckSupported(*spec); !s.ok()) {
-    return Fail(Status::InvalidArgument(options.spec + ": " + s.message()));
-  }
-  const fs::path root = RepoRoot();
-  const std::string script =
-      EnvOr("TRAINYARD_PREP_SPARK", (root / "src/trainyard/prep/spark/prep_spark.py").string());
-  std::error_code ec;
-  if (!fs::is_regular_file(script, ec)) {
-    return Fail(Status::NotFound("the Spark engine's program " + script +
-                                 " does not exist; set TRAINYARD_PREP_SPARK to "
-                                 "src/trainyard/prep/spark/prep_spark.py of a Trainyard checkout"));
-  }
-  std::string python = (root / ".venv/bin/python").string();
-  if (!fs::exists(python, ec)) python = "python3";
-  python = EnvOr("TRAINYARD_PYTHON", python);
-
-  std::vector<std::string> args = {python, script, options.spec, "--master", options.master};
-  if (!options.report.empty()) {
-    args.push_back("--report");
-    args.push_back(options.report);
-  }
+// Runs the Spark program; its exit code.
+Result<int> RunSparkProgram(const std::vector<std::string>& args) {
+  std::vector<std::string> copy = args;
   std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
+  for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::cout.flush();
   pid_t pid = fork();
-  if (pid < 0) return Fail(Status::Internal(std::string("fork: ") + std::strerror(errno)));
+  if (pid < 0) return Status::Internal(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     execvp(argv[0], argv.data());
-    std::cerr << "error: cannot run " << python << " (" << std::strerror(errno)
+    std::cerr << "error: cannot run " << args[0] << " (" << std::strerror(errno)
               << "); set TRAINYARD_PYTHON to a Python with pyspark and delta-spark\n";
     _exit(127);
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return Fail(Status::Internal(std::string("waitpid: ") + strerror(errno)));
+    if (errno != EINTR) return Status::Internal(std::string("waitpid: ") + strerror(errno));
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
-  std::cerr << "error: the Spark engine was killed by signal " << WTERMSIG(status) << "\n";
-  return 128 + WTERMSIG(status);
+  return Status::Internal("the Spark engine was killed by signal " +
+                          std::to_string(WTERMSIG(status)));
+}
+
+Result<json::object> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return Status::IOError("the Spark engine wrote no report (" + path + ")");
+  return ParseJsonObject(text.str());
+}
+
+}  // namespace
+
+Result<prep::PipelineReport> RunPrepOnSpark(const PrepSparkOptions& options) {
+  const prep::ServerEndpoint server{options.url, options.token};
+  TY_ASSIGN_OR_RETURN(prep::PipelineSpec spec, prep::LoadPipelineSpec(options.spec));
+  const fs::path root = RepoRoot();
+  const std::string script =
+      EnvOr("TRAINYARD_PREP_SPARK", (root / "src/trainyard/prep/spark/prep_spark.py").string());
+  std::error_code ec;
+  if (!fs::is_regular_file(script, ec)) {
+    return Status::NotFound("the Spark engine's program " + script +
+                            " does not exist; set TRAINYARD_PREP_SPARK to "
+                            "src/trainyard/prep/spark/prep_spark.py of a Trainyard checkout");
+  }
+  std::string python = (root / ".venv/bin/python").string();
+  if (!fs::exists(python, ec)) python = "python3";
+  python = EnvOr("TRAINYARD_PYTHON", python);
+
+  TY_ASSIGN_OR_RETURN(StagingDir staging, StagingDir::Create());
+  json::object staged_json;
+  std::optional<prep::StagedSource> staged;
+  if (!spec.source.table.empty()) {
+    TY_ASSIGN_OR_RETURN(staged,
+                        prep::StageTableSource(server, spec.source.table, spec.source.version,
+                                               options.run_id, staging / "source.parquet"));
+    staged_json["source"] = json::object{{"parquet", staging / "source.parquet"},
+                                         {"name", staged->doc_source},
+                                         {"version", staged->version},
+                                         {"ordinal_column", prep::kStagedOrdinalColumn}};
+  }
+  json::object staged_outputs;
+  for (const auto& o : spec.outputs) {
+    if (!o.table.empty()) staged_outputs[o.name] = staging / ("output-" + o.name);
+  }
+  staged_json["outputs"] = std::move(staged_outputs);
+  {
+    std::ofstream out(staging / "staging.json", std::ios::binary);
+    out << json::serialize(staged_json);
+    if (!out.flush()) return Status::IOError("cannot write " + staging / "staging.json");
+  }
+
+  const std::string report_path = staging / "report.json";
+  TY_ASSIGN_OR_RETURN(
+      int code,
+      RunSparkProgram({python, script, options.spec, "--master", options.master, "--report",
+                       report_path, "--staging", staging / "staging.json", "--quiet"}));
+  if (code != 0) {
+    return Status::Internal("the Spark engine failed (exit " + std::to_string(code) +
+                            "); its error is above");
+  }
+  TY_ASSIGN_OR_RETURN(json::object report_json, ReadJsonFile(report_path));
+  auto report = prep::ReportFromJson(report_json, spec);
+  if (!report.ok()) {
+    return Status::Internal("the Spark engine's report: " + report.status().message());
+  }
+  if (auto m = OptionalString(report_json, "master"); m.ok() && *m) report->master = **m;
+
+  // Outputs Spark staged go to their catalog tables, as the native engine writes them.
+  for (auto& out : report->outputs) {
+    const prep::OutputSpec* target = spec.Output(out.name);
+    if (!target || target->table.empty()) continue;
+    std::string lineage;
+    if (staged && !options.run_id.empty()) {
+      lineage = prep::ColumnLineageJson(spec.source.table, staged->version,
+                                        out.name == "dropped"
+                                            ? prep::DroppedOutputColumns(spec)
+                                            : prep::DeriveOutputColumns(spec, staged->columns));
+    }
+    TY_ASSIGN_OR_RETURN(
+        prep::OutputResult written,
+        prep::ImportStagedOutput(server, staging / ("output-" + out.name), target->table,
+                                 options.run_id, options.flush_rows, lineage));
+    if (written.rows != out.rows) {
+      return Status::Internal("outputs." + out.name + ": Spark counted " +
+                              std::to_string(out.rows) + " rows and staged " +
+                              std::to_string(written.rows));
+    }
+    out.target = target->table;
+    out.version = written.version;
+  }
+  return std::move(*report);
 }
 
 }  // namespace trainyard::cli

@@ -1226,6 +1226,11 @@ json::object ReportToJson(const PipelineReport& report) {
                  {"steps", std::move(steps)},   {"outputs", std::move(outputs)},
                  {"seconds", report.seconds},   {"threads", report.threads}};
   if (report.source_version) o["source_version"] = *report.source_version;
+  if (!report.master.empty()) {
+    o["engine"] = "spark";
+    o["master"] = report.master;
+    o.erase("threads");
+  }
   return o;
 }
 

@@ -82,6 +82,7 @@ struct PipelineReport {
   std::vector<OutputReport> outputs;
   double seconds = 0;
   int threads = 1;
+  std::string master;  // the Spark engine's master ("local[2]"); "" for the native engine
 };
 
 Result<PipelineReport> RunPipeline(const PipelineSpec& spec, const PipelineOptions& options);

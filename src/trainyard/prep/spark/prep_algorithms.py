@@ -217,6 +217,21 @@ def doc_id(source: str, key: str) -> str:
 
 # ---- chat templates (model/chat_template.cc) --------------------------------------------------
 
+_TOKENIZERS: dict = {}
+
+
+def load_tokenizer(tokenizer_json: str):
+    """A Hugging Face `tokenizers` Tokenizer for a tokenizer.json's text, one per process (the
+    native engine's model/tokenizer.h implements the same file format, and tests check both
+    give the same ids)."""
+    key = hashlib.sha256(tokenizer_json.encode("utf-8")).hexdigest()
+    tok = _TOKENIZERS.get(key)
+    if tok is None:
+        from tokenizers import Tokenizer
+        tok = _TOKENIZERS[key] = Tokenizer.from_str(tokenizer_json)
+    return tok
+
+
 def render_template(fmt: str, system: str, prompt: str, response: str | None) -> str:
     if fmt == "mistral":
         out = "[INST] " + (system + "\n\n" if system else "") + prompt + " [/INST]"

@@ -11,13 +11,20 @@ iterated min-label joins; redaction, templates and the split are UDFs over the s
 algorithms (prep_algorithms.py). Outputs are Delta tables written by delta-spark.
 
 Every deterministic result equals the native engine's (src/trainyard/prep/pipeline.cc):
-doc ids, filters, exact and near dedup, redaction, template and split, and the dropped table's
-(doc_id, step, reason). Not supported here yet: `tokenize` steps and token-count filters, and
-catalog tables (sources and outputs are local files and Delta directories).
+doc ids, filters, exact and near dedup, redaction, template, tokens (Hugging Face `tokenizers`
+on the same tokenizer.json) and split, and the dropped table's (doc_id, step, reason).
+
+Catalog tables are the CLI's part (cli/prep_spark_command.cc, --staging): it reads a source
+table at one version through the server's rows API (the native engine's reader: the same row
+order, row filters and column masks applied) into a Parquet file with each row's ordinal, and
+imports the outputs this program writes as Parquet into catalog tables through the tables
+import API, with lineage. Run directly, this program reads local files and writes local Delta
+directories only.
 
 Usage (what `trainyard prep SPEC --engine spark` runs):
     python prep_spark.py SPEC.yaml [--master local[*]] [--report report.json]
-Library use (tests): run_pipeline(spark, spec_path) -> report dict.
+                         [--staging staging.json] [--quiet]
+Library use (tests): run_pipeline(spark, spec_path, staging=None) -> report dict.
 """
 
 from __future__ import annotations
@@ -79,23 +86,28 @@ def load_spec(path: str) -> dict:
     return spec
 
 
-def check_supported(spec: dict) -> None:
-    """What this engine does not run yet, found before a JVM starts (the CLI checks the same)."""
-    native = "; run it with the native engine (trainyard prep without --engine spark)"
-    if "table" in spec["source"]:
-        raise SpecError("source.table: the Spark engine reads local files (source.files) only "
-                        "for now; export the table with 'trainyard tables export', or" + native[1:])
-    for step in spec["steps"]:
-        where = f"steps[{step['index']}].{step['kind']}"
-        if step["kind"] == "tokenize":
-            raise SpecError(f"{where}: the Spark engine does not tokenize yet" + native)
-        if step["kind"] == "filter" and ("min_tokens" in step or "max_tokens" in step):
-            raise SpecError(f"{where}: token-count filters need the tokenizer, which the Spark "
-                            "engine does not load yet" + native)
+def check_supported(spec: dict, staging: dict | None = None) -> None:
+    """Catalog tables need the CLI's staging (it talks to the server); found before a JVM
+    starts."""
+    staging = staging or {}
+    via_cli = ("; run it with 'trainyard prep SPEC --engine spark', which reads and writes "
+               "catalog tables through the server")
+    if "table" in spec["source"] and "source" not in staging:
+        raise SpecError("source.table: this program reads local files only" + via_cli)
     for name, target in spec["outputs"].items():
-        if "table" in target:
-            raise SpecError(f"outputs.{name}: the Spark engine writes local Delta directories "
-                            "({path: DIR}) only for now" + native)
+        if "table" in target and name not in staging.get("outputs", {}):
+            raise SpecError(f"outputs.{name}: this program writes local Delta directories "
+                            "only" + via_cli)
+    for step in spec["steps"]:
+        if step["kind"] == "tokenize" or (step["kind"] == "filter" and (
+                "min_tokens" in step or "max_tokens" in step)):
+            try:
+                import tokenizers  # noqa: F401
+            except ImportError:
+                raise SpecError(f"steps[{step['index']}].{step['kind']}: tokenizing on Spark "
+                                "needs the Python package tokenizers (0.19.1, "
+                                "scripts/install-deps installs it)") from None
+            _tokenizer_json(spec, step, f"steps[{step['index']}].{step['kind']}")
 
 
 def _join(base: str, path: str) -> str:
@@ -120,6 +132,8 @@ def start_session(master: str = "local[*]"):
     builder = (SparkSession.builder.master(master).appName("trainyard-prep")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC")
+               # Staged catalog outputs: microsecond timestamps, as Arrow and Delta write them.
+               .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
                .config("spark.jars.ivy", ivy)
                .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
                .config("spark.sql.catalog.spark_catalog",
@@ -145,11 +159,25 @@ def start_session(master: str = "local[*]"):
 
 # ---- the engine -------------------------------------------------------------------------------
 
+def _tokenizer_json(spec: dict, step: dict, field: str) -> str:
+    """The tokenizer.json's text, read on the driver (workers need not see the file)."""
+    path = _join(spec["base_dir"], step["tokenizer"])
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        from tokenizers import Tokenizer
+        Tokenizer.from_str(text)
+    except Exception as e:  # tokenizers raises plain Exceptions for a bad file
+        raise SpecError(f"{field}.tokenizer: cannot load {step['tokenizer']}: {e}") from None
+    return text
+
+
 class SparkPipeline:
-    def __init__(self, spark, spec: dict):
+    def __init__(self, spark, spec: dict, staging: dict | None = None):
         from pyspark.sql import functions as F  # noqa: F401
 
-        check_supported(spec)
+        self.staging = staging or {}
+        check_supported(spec, self.staging)
         self.spark = spark
         self.spec = spec
         self.steps = spec["steps"]
@@ -164,9 +192,7 @@ class SparkPipeline:
 
         source = self.spec["source"]
         if "table" in source:
-            raise SpecError("source.table: the Spark engine reads local files only for now; "
-                            "export the table (trainyard tables export) or run the native "
-                            "engine")
+            return self._with_doc_ids(*self.read_staged_table())
         frames = []
         offset = 0
         columns = None
@@ -209,6 +235,31 @@ class SparkPipeline:
         df = frames[0]
         for other in frames[1:]:
             df = df.unionByName(other)
+        self.description = ", ".join(source["files"])
+        self.source_version = None
+        return self._with_doc_ids(df, columns, schema)
+
+    def read_staged_table(self):
+        """The catalog table the CLI staged: one Parquet file in the rows API's order, with
+        each row's ordinal in the table version (so doc ids are the native engine's)."""
+        from pyspark.sql import functions as F
+
+        staged = self.staging["source"]
+        ordinal = staged["ordinal_column"]
+        df = self.spark.read.parquet(staged["parquet"])
+        columns = [c for c in df.columns if c != ordinal]
+        schema = df.select(*columns).schema
+        df = (df.withColumnRenamed(ordinal, "_ord")
+              .withColumn("_src", F.lit(staged["name"]))
+              .withColumn("_gidx", F.col("_ord")))
+        self.description = staged["name"]
+        self.source_version = int(staged["version"])
+        return df, columns, schema
+
+    def _with_doc_ids(self, df, columns, schema):
+        from pyspark.sql import functions as F
+
+        source = self.spec["source"]
         if "doc_id" in columns:
             raise SpecError("the source has a column doc_id, which prep adds to every row; "
                             "rename it")
@@ -228,7 +279,6 @@ class SparkPipeline:
               .withColumn("_drop", F.lit(None).cast("int"))
               .withColumn("_reason", F.lit(None).cast("string"))
               .withColumn("_dup_of", F.lit(None).cast("string")))
-        self.description = ", ".join(source["files"])
         return df
 
     # -- helpers --
@@ -259,17 +309,32 @@ class SparkPipeline:
         from pyspark.sql import functions as F
         from pyspark.sql.types import DoubleType
 
-        if "min_tokens" in step or "max_tokens" in step:
-            raise SpecError(f"steps[{step['index']}].filter: token-count filters need a "
-                            "tokenizer the Spark engine does not load yet; run the native engine")
         text = self._text(df, step["column"]) if any(
-            k in step for k in ("min_chars", "max_chars", "drop_regex", "keep_regex",
-                                "max_repetition", "language")) else None
+            k in step for k in ("min_chars", "max_chars", "min_tokens", "max_tokens",
+                                "drop_regex", "keep_regex", "max_repetition", "language")) \
+            else None
         conds = []
         if "min_chars" in step:
             conds.append((F.length(text) < step["min_chars"], "min_chars"))
         if "max_chars" in step:
             conds.append((F.length(text) > step["max_chars"], "max_chars"))
+        if "min_tokens" in step or "max_tokens" in step:
+            from pyspark.sql.types import LongType
+            tok_json = _tokenizer_json(self.spec, step, f"steps[{step['index']}].filter")
+
+            @F.pandas_udf(LongType())
+            def count_tokens(s):
+                import pandas as pd
+                import prep_algorithms as a
+                tok = a.load_tokenizer(tok_json)
+                encoded = tok.encode_batch([t if isinstance(t, str) else "" for t in s],
+                                           add_special_tokens=False)
+                return pd.Series([len(e.ids) for e in encoded], dtype="int64")
+            n_tokens = count_tokens(text)
+            if "min_tokens" in step:
+                conds.append((n_tokens < step["min_tokens"], "min_tokens"))
+            if "max_tokens" in step:
+                conds.append((n_tokens > step["max_tokens"], "max_tokens"))
         if "drop_regex" in step:
             conds.append((text.rlike(step["drop_regex"]), "drop_regex"))
         if "keep_regex" in step:
@@ -468,6 +533,34 @@ class SparkPipeline:
             value = F.when(self._alive(), value)
         return df.withColumn(output, value)
 
+    def tokenize_step(self, df, step):
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import ArrayType, IntegerType
+
+        column = step["column"]
+        if column not in df.columns:
+            raise SpecError(f'steps[{step["index"]}].tokenize.column: the source has no column '
+                            f'"{column}" (columns: {", ".join(self.source_columns)})')
+        output = step.get("output_column", "input_ids")
+        if output in df.columns or output == "doc_id" or output in self.token_columns:
+            raise SpecError(f'steps[{step["index"]}].tokenize.output_column: a column "{output}" '
+                            "exists already; choose another name")
+        tok_json = _tokenizer_json(self.spec, step, f"steps[{step['index']}].tokenize")
+        special = bool(step.get("add_special_tokens", True))
+
+        @F.pandas_udf(ArrayType(IntegerType()))
+        def encode(s):
+            import pandas as pd
+            import prep_algorithms as a
+            tok = a.load_tokenizer(tok_json)
+            texts = [t if isinstance(t, str) else "" for t in s]  # nulls: NaN or None
+            encoded = tok.encode_batch(texts, add_special_tokens=special)
+            return pd.Series([e.ids for e in encoded])
+
+        df = self._drop_where(df, step, F.when(F.col(column).isNull(), F.lit("missing_text")))
+        self.token_columns.append(output)
+        return df.withColumn(output, F.when(self._alive(), encode(F.col(column))))
+
     def split_step(self, df, step):
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType
@@ -499,13 +592,15 @@ class SparkPipeline:
 
         began = time.monotonic()
         self.new_columns: list[str] = []
+        self.token_columns: list[str] = []
         self.split_names = None
         df = self.read_source()
         for step in self.steps:
             kind = step["kind"]
             handler = {"filter": self.filter_step, "dedup_exact": self.dedup_exact_step,
                        "dedup_near": self.dedup_near_step, "redact_pii": self.redact_step,
-                       "template": self.template_step, "split": self.split_step}[kind]
+                       "template": self.template_step, "tokenize": self.tokenize_step,
+                       "split": self.split_step}[kind]
             df = handler(df, step)
         df = df.localCheckpoint()
 
@@ -538,7 +633,7 @@ class SparkPipeline:
             steps_report.append(entry)
 
         kept = df.where(F.col("_drop").isNull())
-        columns = ["doc_id", *self.source_columns, *self.new_columns]
+        columns = ["doc_id", *self.source_columns, *self.new_columns, *self.token_columns]
         outputs = []
         props = {"trainyard.prep.pipeline": self.spec["name"],
                  "trainyard.prep.version": self.spec["version"]}
@@ -560,21 +655,26 @@ class SparkPipeline:
         for entry, step in zip(steps_report, self.steps):
             if step["kind"] == "split":
                 entry["splits"] = split_rows
-        return {"pipeline": self.spec["name"], "version": self.spec["version"],
-                "source": self.description, "engine": "spark",
-                "master": self.spark.sparkContext.master, "rows_in": self.rows_in,
-                "rows_out": alive, "rows_dropped": self.rows_in - alive,
-                "steps": steps_report, "outputs": outputs,
-                "seconds": time.monotonic() - began}
+        report = {"pipeline": self.spec["name"], "version": self.spec["version"],
+                  "source": self.description, "engine": "spark",
+                  "master": self.spark.sparkContext.master, "rows_in": self.rows_in,
+                  "rows_out": alive, "rows_dropped": self.rows_in - alive,
+                  "steps": steps_report, "outputs": outputs,
+                  "seconds": time.monotonic() - began}
+        if self.source_version is not None:
+            report["source_version"] = self.source_version
+        return report
 
     def write(self, name: str, df, props: dict, rows: int) -> dict:
         target = self.spec["outputs"].get(name)
         if target is None:
             raise SpecError(f"outputs.{name} is required")
         if "table" in target:
-            raise SpecError(f"outputs.{name}: the Spark engine writes local Delta directories "
-                            "({path: DIR}) only for now; import them with trainyard tables "
-                            "import, or run the native engine for catalog outputs")
+            # Parquet for the CLI to import into the catalog table (one file, in order); the
+            # table's version is the import's, which the CLI fills in.
+            staged = self.staging["outputs"][name]
+            df.coalesce(1).write.mode("overwrite").parquet(staged)
+            return {"name": name, "target": target["table"], "rows": rows}
         path = _join(self.spec["base_dir"], target["path"])
         df = df.coalesce(1)
         (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
@@ -589,8 +689,8 @@ class SparkPipeline:
         return {"name": name, "target": target["path"], "rows": rows, "version": int(version)}
 
 
-def run_pipeline(spark, spec_path: str) -> dict:
-    return SparkPipeline(spark, load_spec(spec_path)).run()
+def run_pipeline(spark, spec_path: str, staging: dict | None = None) -> dict:
+    return SparkPipeline(spark, load_spec(spec_path), staging).run()
 
 
 def print_report(report: dict) -> None:
@@ -611,7 +711,8 @@ def print_report(report: dict) -> None:
     for row in table:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
     for o in report["outputs"]:
-        print(f"  -> {o['name']}: {o['rows']:,} rows in {o['target']} (version {o['version']})")
+        version = f" (version {o['version']})" if "version" in o else ""
+        print(f"  -> {o['name']}: {o['rows']:,} rows in {o['target']}{version}")
 
 
 def main(argv=None) -> int:
@@ -620,22 +721,30 @@ def main(argv=None) -> int:
     p.add_argument("spec")
     p.add_argument("--master", default="local[*]")
     p.add_argument("--report", default="")
+    p.add_argument("--staging", default="",
+                   help="JSON from the CLI: the staged catalog source and outputs")
+    p.add_argument("--quiet", action="store_true", help="no report on stdout (the CLI prints it)")
     args = p.parse_args(argv)
     try:
         spec = load_spec(args.spec)
-        check_supported(spec)
-    except (OSError, yaml.YAMLError, KeyError, SpecError) as e:
+        staging = None
+        if args.staging:
+            with open(args.staging, encoding="utf-8") as f:
+                staging = json.load(f)
+        check_supported(spec, staging)
+    except (OSError, ValueError, yaml.YAMLError, KeyError, SpecError) as e:
         print(f"trainyard prep: {args.spec}: {e}", file=sys.stderr)
         return 2
     spark = start_session(args.master)
     try:
-        report = SparkPipeline(spark, spec).run()
+        report = SparkPipeline(spark, spec, staging).run()
     except SpecError as e:
         print(f"trainyard prep: {args.spec}: {e}", file=sys.stderr)
         return 2
     finally:
         spark.stop()
-    print_report(report)
+    if not args.quiet:
+        print_report(report)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
