@@ -14,12 +14,18 @@ import os
 import random
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
+import requests
 from deltalake import DeltaTable
 
 from conftest import REPO, TRAINYARD_BIN
+from test_cli import cli
+from test_prep import (api_rows, auth, backend, columns, describe,  # noqa: F401 (fixture)
+                       make_schema)
+from test_prep import tickets as numbered_tickets
 
 sys.path.insert(0, str(REPO / "src" / "trainyard" / "prep" / "spark"))
 import prep_algorithms as alg  # noqa: E402
@@ -274,6 +280,128 @@ def test_cli_runs_the_spark_engine(tmp_path):
     assert reports["spark"]["rows_dropped"] == 2  # "hi" and the exact duplicate
     assert DeltaTable(str(tmp_path / "spark" / "out" / "train")).schema().fields[1].type == \
         DeltaTable(str(tmp_path / "native" / "out" / "train")).schema().fields[1].type
+
+
+CATALOG_SPEC = """\
+name: catalog-parity
+source:
+  table: {source}
+  version: {version}
+steps:
+  - filter: {{min_chars: 20}}
+  - filter: {{min_tokens: 20, tokenizer: {tokenizer}}}
+  - dedup_exact: {{}}
+  - redact_pii: {{kinds: [email]}}
+  - tokenize: {{tokenizer: {tokenizer}}}
+  - split: {{ratios: {{train: 0.8, val: 0.2}}, seed: 42, group_by: customer}}
+outputs:
+  train: {schema}.{engine}_train
+  val: {schema}.{engine}_val
+  dropped: {schema}.{engine}_dropped
+"""
+
+
+def test_catalog_tables_on_spark_as_a_job_equal_the_native_engine(server, tmp_path):
+    """A catalog table at a pinned version (two commits, so several files, and a third commit
+    after the pin that must not be read) through both engines' CLIs as a job would run them
+    (TRAINYARD_URL/TOKEN, MLFLOW_RUN_ID): the same rows and doc ids (ordinals: no id_column)
+    in catalog outputs, the same token ids, the report logged to each run, and lineage
+    source@version -> run -> outputs with the same column lineage."""
+    schema = make_schema(server)
+    source = f"{schema}.tickets"
+    rows = numbered_tickets(50)
+    rows += [{"id": 100 + i, "customer": f"c{i}", "text": f"Thanks, all good now {i}!"}
+             for i in range(4)]  # long enough in characters, too few tokens
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("".join(json.dumps(r) + "\n" for r in rows[:30]))
+    second.write_text("".join(json.dumps(r) + "\n" for r in rows[30:]))
+    cli(server, "tables", "import", source, str(first))
+    cli(server, "tables", "import", source, str(second), "--mode", "append")
+    pinned = describe(server, source)["version"]
+    cli(server, "tables", "import", source, str(first), "--mode", "append")  # not read
+
+    h = auth(server.token)
+    exp = requests.post(server.api("/api/2.0/mlflow/experiments/create"),
+                        json={"name": f"spark-{uuid.uuid4().hex[:8]}"}, headers=h, timeout=30)
+    assert exp.status_code == 200, exp.text
+    reports, runs = {}, {}
+    for engine in ("native", "spark"):
+        run = requests.post(server.api("/api/2.0/mlflow/runs/create"),
+                            json={"experiment_id": exp.json()["experiment_id"]}, headers=h,
+                            timeout=30)
+        runs[engine] = run.json()["run"]["info"]["run_id"]
+        spec = tmp_path / f"{engine}.yaml"
+        spec.write_text(CATALOG_SPEC.format(source=source, version=pinned, schema=schema,
+                                            engine=engine, tokenizer=TOKENIZER))
+        cmd = [str(TRAINYARD_BIN), "prep", str(spec), "--report", str(tmp_path / f"{engine}.json")]
+        if engine == "spark":
+            cmd += ["--engine", "spark", "--master", "local[2]"]
+        env = {**os.environ, "TRAINYARD_PYTHON": sys.executable, "TRAINYARD_URL": server.url,
+               "TRAINYARD_TOKEN": server.token, "MLFLOW_RUN_ID": runs[engine]}
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "warning" not in r.stderr, r.stderr
+        reports[engine] = json.loads((tmp_path / f"{engine}.json").read_text())
+    assert "on Spark (local[2])" in r.stdout and f"{schema}.spark_train" in r.stdout, r.stdout
+
+    native, spark = reports["native"], reports["spark"]
+    assert native["source"] == spark["source"] == f"{source}@{pinned}"
+    assert native["source_version"] == spark["source_version"] == pinned
+    assert native["rows_in"] == spark["rows_in"] == len(rows)
+    for a, b in zip(native["steps"], spark["steps"], strict=True):
+        assert a == b, a["step"]
+    assert spark["steps"][1]["dropped"]["min_tokens"]["rows"] == 4
+    for name in ("train", "val", "dropped"):
+        a = sorted(api_rows(server, f"{schema}.native_{name}"), key=lambda x: x["doc_id"])
+        b = sorted(api_rows(server, f"{schema}.spark_{name}"), key=lambda x: x["doc_id"])
+        assert a and a == b, name
+        na = DeltaTable(describe(server, f"{schema}.native_{name}")["storage_location"])
+        sa = DeltaTable(describe(server, f"{schema}.spark_{name}")["storage_location"])
+        assert [(f.name, str(f.type)) for f in na.schema().fields] == \
+            [(f.name, str(f.type)) for f in sa.schema().fields], name
+    # Doc ids are ordinals in the pinned version's row order; token ids are tokenizer.json's.
+    kept = api_rows(server, f"{schema}.spark_train") + api_rows(server, f"{schema}.spark_val")
+    assert alg.doc_id(f"{source}@{pinned}", "0") in {r["doc_id"] for r in kept}
+    tok = alg.load_tokenizer(TOKENIZER.read_text())
+    assert all(r["input_ids"] == tok.encode(r["text"]).ids for r in kept)
+    assert {o["name"]: o["rows"] for o in spark["outputs"]} == \
+        {o["name"]: o["rows"] for o in native["outputs"]}
+
+    run = runs["spark"]
+    got = requests.get(server.api("/api/2.0/mlflow/runs/get"), params={"run_id": run},
+                       headers=h, timeout=30).json()["run"]["data"]
+    metrics = {m["key"]: m["value"] for m in got["metrics"]}
+    tags = {t["key"]: t["value"] for t in got["tags"]}
+    assert metrics["prep.rows_in"] == len(rows)
+    assert metrics["prep.1_filter.dropped.min_tokens"] == 4
+    assert metrics["prep.2_dedup_exact.rows_out"] == spark["steps"][2]["rows_out"]
+    assert tags["trainyard.prep.version"] == spark["version"]
+    listed = requests.get(server.api("/api/2.0/mlflow/artifacts/list"),
+                          params={"run_id": run, "path": "prep"}, headers=h, timeout=30)
+    assert [f["path"] for f in listed.json()["files"]] == ["prep/report.json"], listed.text
+    lineage = requests.get(server.api("/api/trainyard/v1/lineage"),
+                           params={"object": f"run:{run}", "direction": "both", "depth": 1},
+                           headers=h, timeout=30)
+    text = json.dumps(lineage.json())
+    assert f"table:{source}@{pinned}" in text and f"table:{schema}.spark_train@" in text, text
+    outputs = {o["name"]: o for o in spark["outputs"]}
+    native_outputs = {o["name"]: o for o in native["outputs"]}
+    for name in ("train", "dropped"):
+        mine = columns(server, table=f"{schema}.spark_{name}", version=outputs[name]["version"])
+        theirs = columns(server, table=f"{schema}.native_{name}",
+                         version=native_outputs[name]["version"])
+        assert [(c["column"], c["source_columns"], c["transform"], c["source"])
+                for c in mine["columns"]] == \
+            [(c["column"], c["source_columns"], c["transform"], c["source"])
+             for c in theirs["columns"]], name
+        assert all(c["run_id"] == run for c in mine["columns"])
+
+    # A rerun (after a kill, say) overwrites the outputs on its first commit: no duplicates.
+    before = sorted(api_rows(server, f"{schema}.spark_train"), key=lambda x: x["doc_id"])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(api_rows(server, f"{schema}.spark_train"), key=lambda x: x["doc_id"]) == before
+    assert describe(server, f"{schema}.spark_train")["version"] > outputs["train"]["version"]
 
 
 def test_spark_engine_refuses_what_it_cannot_run_before_starting_spark(tmp_path):
