@@ -146,7 +146,6 @@ Result<prep::PipelineReport> RunPrepOnSpark(const PrepSparkOptions& options) {
   if (!report.ok()) {
     return Status::Internal("the Spark engine's report: " + report.status().message());
   }
-  if (auto m = OptionalString(report_json, "master"); m.ok() && *m) report->master = **m;
 
   // Outputs Spark staged go to their catalog tables, as the native engine writes them.
   for (auto& out : report->outputs) {

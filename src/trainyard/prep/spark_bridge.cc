@@ -156,6 +156,8 @@ Result<PipelineReport> ReportFromJson(const json::object& o, const PipelineSpec&
   TY_ASSIGN_OR_RETURN(report.rows_in, RequiredInt64(o, "rows_in"));
   TY_ASSIGN_OR_RETURN(report.rows_out, RequiredInt64(o, "rows_out"));
   TY_ASSIGN_OR_RETURN(report.rows_dropped, RequiredInt64(o, "rows_dropped"));
+  TY_ASSIGN_OR_RETURN(auto master, OptionalString(o, "master"));
+  report.master = master.value_or("");
   TY_ASSIGN_OR_RETURN(auto seconds, OptionalDouble(o, "seconds"));
   report.seconds = seconds.value_or(0);
   TY_ASSIGN_OR_RETURN(const json::array* steps, OptionalArray(o, "steps"));
