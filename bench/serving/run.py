@@ -394,7 +394,10 @@ try:
         port = free_port()
         return Server("llama.cpp", [str(py), "-m", "llama_cpp.server", "--model", str(gguf),
                                     "--model_alias", "bench", "--port", str(port),
-                                    "--n_threads", str(threads), "--n_ctx", "1024"],
+                                    "--n_threads", str(threads), "--n_ctx", "1024",
+                                    # Its default cuts a running stream short when another
+                                    # request arrives; queue them instead, as a server would.
+                                    "--interrupt_requests", "false"],
                       port, ready_path="/v1/models")
 
     def start_vllm() -> Server:
