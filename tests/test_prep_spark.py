@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -231,6 +232,24 @@ def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
     assert [r["duplicate_of"] for r in dropped if r["reason"] == "duplicate"] == [first_id]
     assert all(r["duplicate_of"] is None for r in dropped if "duplicate" not in r["reason"])
     assert ids["dropped"]
+
+
+def test_duplicate_ids_fail_the_same_way_on_both_engines(spark, tmp_path):
+    """Two rows with one source.id_column value are an error naming the value and both rows
+    (1-based, in file order), before anything is written, on either engine."""
+    rows = [{"id": f"t-{i}", "text": f"ticket {i}"} for i in range(6)]
+    rows.append({"id": "t-2", "text": "again"})
+    (tmp_path / "dup.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "pipeline.yaml"
+    spec.write_text("name: dup\nsource: {files: [dup.jsonl], id_column: id}\nsteps:\n"
+                    "  - filter: {min_chars: 1}\noutputs: {rows: {path: out}}\n")
+    expected = 'dup.jsonl rows 3 and 7 have the same source.id_column "id" value "t-2"'
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--threads", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and expected in r.stderr, r.stdout + r.stderr
+    with pytest.raises(prep_spark.SpecError, match=re.escape(expected)):
+        prep_spark.run_pipeline(spark, str(spec))
+    assert not (tmp_path / "out").exists()
 
 
 def test_cli_runs_the_spark_engine(tmp_path):

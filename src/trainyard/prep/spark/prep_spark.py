@@ -228,8 +228,31 @@ class SparkPipeline:
               .withColumn("_drop", F.lit(None).cast("int"))
               .withColumn("_reason", F.lit(None).cast("string"))
               .withColumn("_dup_of", F.lit(None).cast("string")))
+        if id_column:
+            self._check_unique_ids(df, id_column)
         self.description = ", ".join(source["files"])
         return df
+
+    @staticmethod
+    def _check_unique_ids(df, id_column):
+        """Fails as the native engine does: on the first row (in source order) whose id an
+        earlier row of the same file has, naming both rows (1-based) and the value."""
+        from pyspark.sql import functions as F
+        dup = (df.groupBy("_src", "doc_id")
+               .agg(F.count(F.lit(1)).alias("n"),
+                    F.sort_array(F.collect_list(F.struct("_gidx", "_ord"))).alias("rows"),
+                    F.first(F.col(id_column)).alias("value"))
+               .filter(F.col("n") > 1)
+               .orderBy(F.col("rows")[1]["_gidx"])
+               .first())
+        if dup is None:
+            return
+        first, second = dup["rows"][0]["_ord"] + 1, dup["rows"][1]["_ord"] + 1
+        value = json.dumps(dup["value"], ensure_ascii=False)
+        raise SpecError(f'{dup["_src"]} rows {first} and {second} have the same '
+                        f'source.id_column "{id_column}" value {value}; ids must be unique '
+                        "within a source (drop or fix the duplicate rows, or drop id_column to "
+                        "use each row's position as its id)")
 
     # -- helpers --
 
