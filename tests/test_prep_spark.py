@@ -140,8 +140,14 @@ def compare(tmp: Path, native: dict, spark: dict) -> dict:
         sa = DeltaTable(str(tmp / "spark" / "out" / name))
         assert [(f.name, str(f.type)) for f in na.schema().fields] == \
             [(f.name, str(f.type)) for f in sa.schema().fields], name
-        # The pipeline's name and version (the spec's SHA-256) as table properties.
+        # The pipeline's name and version (the spec's SHA-256) as table properties, and on
+        # every commit as its userMetadata.
         assert na.metadata().configuration == sa.metadata().configuration, name
+        meta = json.dumps({"trainyard.prep.pipeline": native["pipeline"],
+                           "trainyard.prep.version": native["version"]}, separators=(",", ":"))
+        for t in (na, sa):
+            assert [h.get("userMetadata") for h in t.history()] == \
+                [meta] * len(t.history()), name
     assert native["version"] == spark["version"]
     for s_native, s_spark in zip(native["steps"], spark["steps"], strict=True):
         for key in ("step", "kind", "rows_in", "rows_out", "rows_dropped", "dropped",

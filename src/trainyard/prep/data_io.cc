@@ -238,11 +238,12 @@ class LocalWriter : public BufferedWriter {
  public:
   LocalWriter(std::string dir, std::shared_ptr<arrow::Schema> schema,
               std::map<std::string, std::string> properties, int64_t flush_rows,
-              std::unique_ptr<blob::BlobStore> store)
+              std::unique_ptr<blob::BlobStore> store, std::string commit_metadata)
       : BufferedWriter(std::move(schema), flush_rows),
         dir_(std::move(dir)),
         properties_(std::move(properties)),
-        store_(std::move(store)) {}
+        store_(std::move(store)),
+        commit_metadata_(std::move(commit_metadata)) {}
 
   std::string Describe() const override { return dir_; }
 
@@ -251,6 +252,7 @@ class LocalWriter : public BufferedWriter {
     if (!table_) {
       tables::TableOptions options;
       options.name = dir_;
+      options.commit_user_metadata = commit_metadata_;
       auto opened = tables::DeltaTable::Open(*store_, "", clock_, options);
       if (opened.ok()) {
         table_ = std::move(*opened);
@@ -276,6 +278,7 @@ class LocalWriter : public BufferedWriter {
   std::string dir_;
   std::map<std::string, std::string> properties_;
   std::unique_ptr<blob::BlobStore> store_;
+  std::string commit_metadata_;
   SystemClock clock_;
   std::unique_ptr<tables::DeltaTable> table_;
 };
@@ -283,12 +286,14 @@ class LocalWriter : public BufferedWriter {
 class CatalogWriter : public BufferedWriter {
  public:
   CatalogWriter(ServerEndpoint server, std::string table, std::shared_ptr<arrow::Schema> schema,
-                std::string run_id, int64_t flush_rows, std::string column_lineage)
+                std::string run_id, int64_t flush_rows, std::string column_lineage,
+                std::string commit_metadata)
       : BufferedWriter(std::move(schema), flush_rows),
         server_(std::move(server)),
         table_(std::move(table)),
         run_id_(std::move(run_id)),
-        column_lineage_(std::move(column_lineage)) {}
+        column_lineage_(std::move(column_lineage)),
+        commit_metadata_(std::move(commit_metadata)) {}
 
   std::string Describe() const override { return table_; }
 
@@ -307,6 +312,7 @@ class CatalogWriter : public BufferedWriter {
                        "&source_name=prep";
     if (!run_id_.empty()) path += "&run_id=" + UrlEncode(run_id_);
     if (!column_lineage_.empty()) path += "&column_lineage=" + UrlEncode(column_lineage_);
+    if (!commit_metadata_.empty()) path += "&user_metadata=" + UrlEncode(commit_metadata_);
     auto r = CallServer(server_, "POST", path, body, "application/vnd.apache.parquet",
                         "writing " + table_);
     if (!r.ok()) return Explain(r.status(), table_, true);
@@ -324,6 +330,7 @@ class CatalogWriter : public BufferedWriter {
   std::string table_;
   std::string run_id_;
   std::string column_lineage_;
+  std::string commit_metadata_;
 };
 
 }  // namespace
@@ -354,22 +361,25 @@ Result<std::unique_ptr<BatchSource>> OpenTableSource(const ServerEndpoint& serve
 Result<std::unique_ptr<OutputWriter>> OpenLocalOutput(const std::string& dir,
                                                       std::shared_ptr<arrow::Schema> schema,
                                                       std::map<std::string, std::string> properties,
-                                                      int64_t flush_rows) {
+                                                      int64_t flush_rows,
+                                                      std::string commit_metadata) {
   auto store = blob::OpenBlobStore(dir);
   if (!store.ok()) {
     return Status(store.status().code(), "output " + dir + ": " + store.status().message());
   }
-  return std::unique_ptr<OutputWriter>(std::make_unique<LocalWriter>(
-      dir, std::move(schema), std::move(properties), flush_rows, std::move(*store)));
+  return std::unique_ptr<OutputWriter>(
+      std::make_unique<LocalWriter>(dir, std::move(schema), std::move(properties), flush_rows,
+                                    std::move(*store), std::move(commit_metadata)));
 }
 
 std::unique_ptr<OutputWriter> OpenCatalogOutput(const ServerEndpoint& server,
                                                 const std::string& table,
                                                 std::shared_ptr<arrow::Schema> schema,
                                                 const std::string& run_id, int64_t flush_rows,
-                                                std::string column_lineage) {
+                                                std::string column_lineage,
+                                                std::string commit_metadata) {
   return std::make_unique<CatalogWriter>(server, table, std::move(schema), run_id, flush_rows,
-                                         std::move(column_lineage));
+                                         std::move(column_lineage), std::move(commit_metadata));
 }
 
 }  // namespace trainyard::prep

@@ -72,18 +72,22 @@ class OutputWriter {
 };
 
 // A local Delta table at `dir` (created when absent, with `properties`).
+// `commit_metadata` ("" = none) is every commit's Delta commitInfo.userMetadata.
 Result<std::unique_ptr<OutputWriter>> OpenLocalOutput(const std::string& dir,
                                                       std::shared_ptr<arrow::Schema> schema,
                                                       std::map<std::string, std::string> properties,
-                                                      int64_t flush_rows);
+                                                      int64_t flush_rows,
+                                                      std::string commit_metadata = "");
 
 // A catalog table through the server (created by the first import when absent).
 // `column_lineage` (the import API's JSON, "" = none) goes with every commit, so each
-// version written has its columns' lineage.
+// version written has its columns' lineage; `commit_metadata` ("" = none) too, as the
+// import API's user_metadata (the commit's Delta commitInfo.userMetadata).
 std::unique_ptr<OutputWriter> OpenCatalogOutput(const ServerEndpoint& server,
                                                 const std::string& table,
                                                 std::shared_ptr<arrow::Schema> schema,
                                                 const std::string& run_id, int64_t flush_rows,
-                                                std::string column_lineage = "");
+                                                std::string column_lineage = "",
+                                                std::string commit_metadata = "");
 
 }  // namespace trainyard::prep

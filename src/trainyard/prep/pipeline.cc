@@ -44,6 +44,14 @@ int64_t CountCodePoints(std::string_view s) {
   return n;
 }
 
+// Output commits' userMetadata: the properties as compact JSON, keys sorted (a std::map's
+// order), so it equals Python's json.dumps(props, sort_keys=True, separators=(",", ":")).
+std::string CommitMetadata(const std::map<std::string, std::string>& properties) {
+  json::object o;
+  for (const auto& [k, v] : properties) o[k] = v;
+  return json::serialize(o);
+}
+
 bool IsStringType(const arrow::DataType& t) {
   return t.id() == arrow::Type::STRING || t.id() == arrow::Type::LARGE_STRING;
 }
@@ -896,6 +904,9 @@ class Engine {
     output_schema_ = OutputSchema();
     std::map<std::string, std::string> properties = {{"trainyard.prep.pipeline", spec_.name},
                                                      {"trainyard.prep.version", spec_.version}};
+    // Every commit of every output names the pipeline and its version (the Spark engine
+    // writes the same string).
+    std::string commit_metadata = CommitMetadata(properties);
     if (split_step_ >= 0) {
       for (const auto& [name, ratio] : steps_[split_step_].split.ratios)
         data_outputs_.push_back(name);
@@ -907,7 +918,7 @@ class Engine {
             std::shared_ptr<arrow::Schema> schema) -> Result<std::unique_ptr<OutputWriter>> {
       if (!o.path.empty()) {
         return OpenLocalOutput(JoinPath(spec_.base_dir, o.path), schema, properties,
-                               options_.flush_rows);
+                               options_.flush_rows, commit_metadata);
       }
       if (options_.server.empty()) {
         return Status::FailedPrecondition(
@@ -925,7 +936,7 @@ class Engine {
                                         : DeriveOutputColumns(spec_, schema_->field_names()));
       }
       return OpenCatalogOutput(options_.server, o.table, schema, options_.run_id,
-                               options_.flush_rows, std::move(lineage));
+                               options_.flush_rows, std::move(lineage), commit_metadata);
     };
     for (const auto& name : data_outputs_) {
       TY_ASSIGN_OR_RETURN(auto w, open(*spec_.Output(name), output_schema_));

@@ -600,11 +600,18 @@ class SparkPipeline:
                             "import, or run the native engine for catalog outputs")
         path = _join(self.spec["base_dir"], target["path"])
         df = df.coalesce(1)
-        (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-         .option("userMetadata", json.dumps(props)).save(path))
-        quoted = path.replace("`", "``")
-        settings = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-        self.spark.sql(f"ALTER TABLE delta.`{quoted}` SET TBLPROPERTIES ({settings})")
+        # Every commit (the write and the properties') carries the pipeline's name and version
+        # as its commitInfo.userMetadata, the same string as the native engine's.
+        meta_key = "spark.databricks.delta.commitInfo.userMetadata"
+        self.spark.conf.set(meta_key, json.dumps(props, sort_keys=True, separators=(",", ":")))
+        try:
+            (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+             .save(path))
+            quoted = path.replace("`", "``")
+            settings = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+            self.spark.sql(f"ALTER TABLE delta.`{quoted}` SET TBLPROPERTIES ({settings})")
+        finally:
+            self.spark.conf.unset(meta_key)
         # The version just committed: the newest commit file of the (local) table's log.
         log = os.path.join(path, "_delta_log")
         version = max(int(f[:20]) for f in os.listdir(log) if f.endswith(".json") and
