@@ -711,8 +711,8 @@ class Engine {
     }
   }
 
-  // Runs `work` on each source batch on the workers (at most `threads` batches in flight)
-  // and hands the results to `consume` in source order.
+  // Parses each source batch that is a chunk of lines and runs `work` on it, on the workers
+  // (at most `threads` batches in flight), and hands the results to `consume` in source order.
   template <typename T, typename Work, typename Consume>
   Status ForEachBatch(int pass, Work work, Consume consume) {
     std::deque<std::future<Result<T>>> inflight;
@@ -721,11 +721,11 @@ class Engine {
     auto drain_one = [&]() -> Status {
       Result<T> r = inflight.front().get();
       inflight.pop_front();
-      int64_t rows = batches.front()->rows->num_rows();
-      int64_t first = base_of_front_;
-      base_of_front_ += rows;
       std::shared_ptr<SourceBatch> batch = std::move(batches.front());
       batches.pop_front();
+      int64_t rows = batch->num_rows;
+      int64_t first = base_of_front_;
+      base_of_front_ += rows;
       if (!r.ok()) return r.status();
       TY_RETURN_IF_ERROR(consume(std::move(*r), *batch, first));
       rows_done += rows;
@@ -744,10 +744,13 @@ class Engine {
       if (!*next) break;
       auto batch = std::make_shared<SourceBatch>(std::move(**next));
       int64_t base = next_base;
-      next_base += batch->rows->num_rows();
+      next_base += batch->num_rows;
       batches.push_back(batch);
-      inflight.push_back(
-          std::async(std::launch::async, [batch, base, &work]() { return work(*batch, base); }));
+      // The worker parses the batch's lines first (for JSON lines), then runs the steps.
+      inflight.push_back(std::async(std::launch::async, [batch, base, &work]() -> Result<T> {
+        TY_RETURN_IF_ERROR(batch->Parse());
+        return work(*batch, base);
+      }));
       if (inflight.size() >= static_cast<size_t>(threads_)) {
         failed = drain_one();
         if (!failed.ok()) break;
