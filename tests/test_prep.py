@@ -18,7 +18,7 @@ import requests
 from deltalake import DeltaTable
 
 from conftest import TRAINYARD_BIN
-from test_cli import cli
+from test_cli import cli, parse_table
 
 UC = "/api/2.1/unity-catalog"
 TABLES = "/api/trainyard/v1/tables"
@@ -175,6 +175,41 @@ def test_prep_reads_a_table_and_writes_tables_with_an_accounted_report(server, t
             assert x["duplicate_of"] in kept_doc_ids, x
         else:
             assert x["duplicate_of"] is None, x
+
+    # Every commit prep made names the pipeline and its version (the spec's SHA-256), as
+    # Delta's commitInfo.userMetadata: delta-rs, the history API and the CLI show it.
+    meta = json.dumps({"trainyard.prep.pipeline": "support-prep",
+                       "trainyard.prep.version": report["version"]}, separators=(",", ":"))
+    for name in ("train", "val", "dropped"):
+        table = f"{schema}.{name}"
+        written = [h for h in DeltaTable(describe(server, table)["storage_location"]).history()
+                   if h["operation"] != "CREATE TABLE"]
+        assert written and all(h.get("userMetadata") == meta for h in written), (name, written)
+        r = requests.get(server.api(f"{TABLES}/{table}/history"), headers=auth(server.token),
+                         timeout=30)
+        assert r.status_code == 200, r.text
+        api = [h for h in r.json()["history"] if h["operation"] != "CREATE TABLE"]
+        assert [h["user_metadata"] for h in api] == [meta] * len(written), name
+    _, hist = parse_table(cli(server, "tables", "history", f"{schema}.train").stdout, "VERSION")
+    assert hist[0]["USER METADATA"].startswith(
+        f"pipeline=support-prep version={report['version'][:12]}"), hist[0]
+    assert hist[-1]["OPERATION"] == "CREATE TABLE" and not hist[-1].get("USER METADATA")
+
+
+def test_the_import_apis_user_metadata_is_checked(server, tmp_path):
+    schema = make_schema(server)
+    url = server.api(f"{TABLES}/{schema}.notes/import")
+    body = b'{"id": 1}\n'
+    for value, error in (("\udcff", "user_metadata: must be UTF-8 text"),
+                         ("x" * 4097, "user_metadata: at most 4096 bytes (got 4097)")):
+        q = "format=jsonl&user_metadata=" + ("%FF" if value == "\udcff" else value)
+        r = requests.post(f"{url}?{q}", data=body, headers=auth(server.token), timeout=30)
+        assert r.status_code == 400 and error in r.text, r.text
+    r = requests.post(url, params={"format": "jsonl", "user_metadata": "nightly ✓"}, data=body,
+                      headers=auth(server.token), timeout=30)
+    assert r.status_code == 200, r.text
+    location = describe(server, f"{schema}.notes")["storage_location"]
+    assert DeltaTable(location).history()[0]["userMetadata"] == "nightly ✓"
 
 
 def test_a_user_without_modify_on_the_output_schema_gets_a_clear_error(server, tmp_path):

@@ -12,6 +12,7 @@ import csv
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import uuid
@@ -151,8 +152,14 @@ def compare(tmp: Path, native: dict, spark: dict) -> dict:
         sa = DeltaTable(str(tmp / "spark" / "out" / name))
         assert [(f.name, str(f.type)) for f in na.schema().fields] == \
             [(f.name, str(f.type)) for f in sa.schema().fields], name
-        # The pipeline's name and version (the spec's SHA-256) as table properties.
+        # The pipeline's name and version (the spec's SHA-256) as table properties, and on
+        # every commit as its userMetadata.
         assert na.metadata().configuration == sa.metadata().configuration, name
+        meta = json.dumps({"trainyard.prep.pipeline": native["pipeline"],
+                           "trainyard.prep.version": native["version"]}, separators=(",", ":"))
+        for t in (na, sa):
+            assert [h.get("userMetadata") for h in t.history()] == \
+                [meta] * len(t.history()), name
     assert native["version"] == spark["version"]
     for s_native, s_spark in zip(native["steps"], spark["steps"], strict=True):
         for key in ("step", "kind", "rows_in", "rows_out", "rows_dropped", "dropped",
@@ -243,6 +250,24 @@ def test_spark_engine_equals_native(spark, tmp_path, threshold, keep):
     assert [r["duplicate_of"] for r in dropped if r["reason"] == "duplicate"] == [first_id]
     assert all(r["duplicate_of"] is None for r in dropped if "duplicate" not in r["reason"])
     assert ids["dropped"]
+
+
+def test_duplicate_ids_fail_the_same_way_on_both_engines(spark, tmp_path):
+    """Two rows with one source.id_column value are an error naming the value and both rows
+    (1-based, in file order), before anything is written, on either engine."""
+    rows = [{"id": f"t-{i}", "text": f"ticket {i}"} for i in range(6)]
+    rows.append({"id": "t-2", "text": "again"})
+    (tmp_path / "dup.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = tmp_path / "pipeline.yaml"
+    spec.write_text("name: dup\nsource: {files: [dup.jsonl], id_column: id}\nsteps:\n"
+                    "  - filter: {min_chars: 1}\noutputs: {rows: {path: out}}\n")
+    expected = 'dup.jsonl rows 3 and 7 have the same source.id_column "id" value "t-2"'
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--threads", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and expected in r.stderr, r.stdout + r.stderr
+    with pytest.raises(prep_spark.SpecError, match=re.escape(expected)):
+        prep_spark.run_pipeline(spark, str(spec))
+    assert not (tmp_path / "out").exists()
 
 
 def test_cli_runs_the_spark_engine(tmp_path):

@@ -321,6 +321,7 @@ json::object EndpointStateToJson(const serving::EndpointState& s) {
     capture["table_captured"] = s.capture.table_captured;
     capture["table_dropped"] = s.capture.table_dropped;
     capture["table_pending"] = s.capture.table_pending;
+    capture["table_retrying"] = s.capture.table_retrying;
     if (s.capture.table_version >= 0) capture["table_version"] = s.capture.table_version;
     if (!s.capture.table_error.empty()) capture["table_error"] = s.capture.table_error;
   }

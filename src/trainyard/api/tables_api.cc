@@ -155,6 +155,7 @@ Result<json::value> Import(TableService& ts, Call& c) {
   if (req.file_path.empty()) req.data = r.body;
   req.source_name = r.Query("source_name").value_or("body");
   req.context.run_id = r.Query("run_id").value_or("");
+  req.user_metadata = r.Query("user_metadata").value_or("");
   TY_ASSIGN_OR_RETURN(req.context.column_lineage,
                       lineage::ParseColumnLineage(r.Query("column_lineage").value_or("")));
   TY_RETURN_IF_ERROR(
@@ -238,7 +239,8 @@ Result<json::value> History(TableService& ts, Call& c) {
                                {"operation", e.operation},
                                {"operation_parameters", StringMap(e.operation_parameters)},
                                {"operation_metrics", StringMap(e.operation_metrics)},
-                               {"engine_info", e.engine_info}});
+                               {"engine_info", e.engine_info},
+                               {"user_metadata", e.user_metadata}});
   }
   return json::object{{"history", std::move(out)}};
 }

@@ -1,5 +1,6 @@
 #include "trainyard/catalog/table_service.h"
 
+#include <arrow/util/utf8.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -125,6 +126,13 @@ Result<std::unique_ptr<tables::RecordImporter>> OpenImporter(const ImportTableRe
   return tables::OpenImportBuffer(r.data, std::move(options));
 }
 
+// The DeltaTable options of an import's commit.
+tables::TableOptions WriteOptions(const ImportTableRequest& r) {
+  tables::TableOptions options;
+  options.commit_user_metadata = r.user_metadata;
+  return options;
+}
+
 // Runs a write fed by `reader`, preferring the importer's own error (it names the line).
 Result<tables::CommitResult> WriteRows(tables::DeltaTable& table, ImporterReader& reader,
                                        ImportMode mode) {
@@ -202,14 +210,16 @@ TableService::TableService(CatalogService& catalog, lineage::LineageRecorder* li
 
 TableService::~TableService() = default;
 
-Result<TableService::Opened> TableService::OpenRow(TableInfo row) {
+Result<TableService::Opened> TableService::OpenRow(TableInfo row,
+                                                   tables::TableOptions table_options) {
   if (row.data_source_format != "DELTA") {
     return Status::FailedPrecondition("table " + row.full_name + " is " + row.data_source_format +
                                       ", not DELTA");
   }
   Opened o;
   TY_ASSIGN_OR_RETURN(o.store, blob::OpenBlobStore(row.storage_location, options_.blob_cache_dir));
-  Result<std::unique_ptr<tables::DeltaTable>> t = tables::DeltaTable::Open(*o.store, "", clock_);
+  Result<std::unique_ptr<tables::DeltaTable>> t =
+      tables::DeltaTable::Open(*o.store, "", clock_, std::move(table_options));
   if (!t.ok() && t.status().code() == StatusCode::kNotFound) {
     return Status::NotFound("table " + row.full_name + " has no data yet (import some first)");
   }
@@ -219,10 +229,11 @@ Result<TableService::Opened> TableService::OpenRow(TableInfo row) {
 }
 
 Result<TableService::Opened> TableService::Open(const identity::Principal& who,
-                                                std::string_view full_name, Privilege privilege) {
+                                                std::string_view full_name, Privilege privilege,
+                                                tables::TableOptions table_options) {
   TY_RETURN_IF_ERROR(catalog_.Authorize(who, privilege, SecurableType::kTable, full_name));
   TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.LoadTable(full_name));
-  return OpenRow(std::move(row));
+  return OpenRow(std::move(row), std::move(table_options));
 }
 
 Result<ReadPolicy> TableService::PolicyOf(const identity::Principal& who, const Opened& o,
@@ -328,7 +339,7 @@ Result<ImportTableResult> TableService::ImportNew(const identity::Principal& who
     (void)catalog_.DeleteTable(identity::Principal::System(), row.full_name);
     return s;
   };
-  Result<Opened> opened = OpenRow(row);
+  Result<Opened> opened = OpenRow(row, WriteOptions(request));
   if (!opened.ok()) return fail(opened.status());
   ImporterReader reader(*importer);
   Result<tables::CommitResult> commit = WriteRows(*opened->table, reader, request.mode);
@@ -383,13 +394,23 @@ Status TableService::CheckContext(const identity::Principal& who, const TableCal
 Result<ImportTableResult> TableService::Import(const identity::Principal& who,
                                                const ImportTableRequest& request) {
   TY_RETURN_IF_ERROR(CheckContext(who, request.context));
-  Result<Opened> opened = Open(who, request.full_name, Privilege::kModify);
+  if (request.user_metadata.size() > kMaxUserMetadataBytes) {
+    return Status::InvalidArgument("user_metadata: at most " +
+                                   std::to_string(kMaxUserMetadataBytes) + " bytes (got " +
+                                   std::to_string(request.user_metadata.size()) + ")");
+  }
+  // Delta logs are JSON, which other readers (Spark, delta-rs) parse strictly.
+  arrow::util::InitializeUTF8();
+  if (!arrow::util::ValidateUTF8(request.user_metadata)) {
+    return Status::InvalidArgument("user_metadata: must be UTF-8 text");
+  }
+  Result<Opened> opened = Open(who, request.full_name, Privilege::kModify, WriteOptions(request));
   if (!opened.ok() && opened.status().code() == StatusCode::kNotFound &&
       !catalog_.GetTable(identity::Principal::System(), request.full_name).ok()) {
     Result<ImportTableResult> created = ImportNew(who, request);
     // Another first import created the table meanwhile: append to (or overwrite) theirs.
     if (created.ok() || created.status().code() != StatusCode::kAlreadyExists) return created;
-    opened = Open(who, request.full_name, Privilege::kModify);
+    opened = Open(who, request.full_name, Privilege::kModify, WriteOptions(request));
   }
   TY_RETURN_IF_ERROR(opened.status());
   TY_ASSIGN_OR_RETURN(tables::TableInfo current, opened->table->Describe());

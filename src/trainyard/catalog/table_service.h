@@ -102,7 +102,11 @@ struct ImportTableRequest {
   std::string data{};         // in memory, when file_path is empty
   std::string source_name{};  // how errors name the source ("body" when empty)
   TableCallContext context{};
+  // The commit's Delta commitInfo.userMetadata ("" = none; at most kMaxUserMetadataBytes).
+  std::string user_metadata{};
 };
+
+inline constexpr size_t kMaxUserMetadataBytes = 4096;
 
 struct ImportTableResult {
   int64_t version = 0;
@@ -175,9 +179,10 @@ class TableService {
 
  private:
   struct Opened;
+  // `table_options` for the DeltaTable (what its commits carry).
   Result<Opened> Open(const identity::Principal& who, std::string_view full_name,
-                      Privilege privilege);
-  Result<Opened> OpenRow(TableInfo row);
+                      Privilege privilege, tables::TableOptions table_options = {});
+  Result<Opened> OpenRow(TableInfo row, tables::TableOptions table_options = {});
   // The policy for `who` on the opened table, its masks keyed by `schema`'s (the data's)
   // column names.
   Result<ReadPolicy> PolicyOf(const identity::Principal& who, const Opened& o,

@@ -503,6 +503,13 @@ void AddServerExecutionOptions(CLI::App* server_cmd, ServerOptions& o) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   server_cmd
+      ->add_option("--capture-index-retention-days", config.capture_index_retention_days,
+                   "how long the request index remembers a captured request (its id's lineage: "
+                   "endpoint, model version, capture table version); older ones are pruned "
+                   "hourly; 0 keeps them all")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  server_cmd
       ->add_option("--serving-cold-start-s", config.serving_cold_start_s,
                    "how long a request waits for a replica to start (scale from zero)")
       ->check(CLI::PositiveNumber)

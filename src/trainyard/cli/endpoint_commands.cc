@@ -231,13 +231,17 @@ int ReadyReplicas(const json::value& e) {
   return n;
 }
 
-// "T@V (N captured, M dropped, P pending): error", "" without a capture table.
+// "T@V (N captured, M dropped, P pending[, R retrying]): error", "" without a capture table.
 std::string CaptureTableSummary(const json::value& c) {
   if (Str(c, "table").empty()) return "";
   std::string out = Str(c, "table");
   if (!Str(c, "table_version").empty()) out += "@" + Str(c, "table_version");
   out += " (" + Str(c, "table_captured") + " captured, " + Str(c, "table_dropped") + " dropped, " +
-         Str(c, "table_pending") + " pending)";
+         Str(c, "table_pending") + " pending";
+  if (Str(c, "table_retrying") != "0" && !Str(c, "table_retrying").empty()) {
+    out += ", " + Str(c, "table_retrying") + " retrying";
+  }
+  out += ")";
   if (!Str(c, "table_error").empty()) out += ": " + Str(c, "table_error");
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include "trainyard/cli/client.h"
 #include "trainyard/cli/table.h"
+#include "trainyard/common/json.h"
 #include "trainyard/common/strings.h"
 
 namespace trainyard::cli {
@@ -176,6 +177,25 @@ std::string MapText(const json::value& m) {
   return out;
 }
 
+// A commit's userMetadata: a JSON object as key=value pairs, without the dotted prefix all its
+// keys share (prep's {"trainyard.prep.pipeline": ..., "trainyard.prep.version": ...} reads
+// "pipeline=support-prep version=67d8e0..."), so the values fit the column; other text as is.
+std::string UserMetadataText(const std::string& text) {
+  Result<json::object> o = ParseJsonObject(text);
+  if (!o.ok() || o->empty()) return text;
+  std::string prefix(o->begin()->key());
+  prefix = prefix.substr(0, prefix.rfind('.') + 1);
+  for (const auto& kv : *o) {
+    while (!prefix.empty() && std::string_view(kv.key()).substr(0, prefix.size()) != prefix) {
+      size_t dot = prefix.size() >= 2 ? prefix.rfind('.', prefix.size() - 2) : std::string::npos;
+      prefix = dot == std::string::npos ? "" : prefix.substr(0, dot + 1);
+    }
+  }
+  json::object shown;
+  for (const auto& kv : *o) shown[std::string(kv.key()).substr(prefix.size())] = kv.value();
+  return MapText(shown);
+}
+
 int History(Client& client, const Args& a) {
   json::object q;
   if (a.n > 0) q["limit"] = std::to_string(a.n);
@@ -185,9 +205,10 @@ int History(Client& client, const Args& a) {
   for (const auto& e : Arr(*h, "history")) {
     rows.push_back({std::to_string(Int(e, "version")), FormatTime(Int(e, "timestamp_ms")),
                     Str(e, "operation"), MapText(e.at("operation_parameters")),
-                    MapText(e.at("operation_metrics"))});
+                    MapText(e.at("operation_metrics")), UserMetadataText(Str(e, "user_metadata"))});
   }
-  PrintTable(std::cout, {"VERSION", "TIME", "OPERATION", "PARAMETERS", "METRICS"}, rows, 60);
+  PrintTable(std::cout, {"VERSION", "TIME", "OPERATION", "PARAMETERS", "METRICS", "USER METADATA"},
+             rows, 60);
   return 0;
 }
 

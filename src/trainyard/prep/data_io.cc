@@ -47,21 +47,32 @@ class FileSource : public BatchSource {
 
   Status Open() {
     TY_RETURN_IF_ERROR(OpenFile(0));
-    schema_ = importer_->schema();
+    schema_ = chunks_ ? chunks_->schema() : importer_->schema();
     return Status::Ok();
   }
 
   std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
 
   Result<std::optional<SourceBatch>> Next() override {
-    while (importer_) {
-      TY_ASSIGN_OR_RETURN(auto batch, importer_->Next());
-      if (batch) {
-        SourceBatch out{batch, names_[file_], ordinal_};
-        ordinal_ += batch->num_rows();
-        return std::optional<SourceBatch>(std::move(out));
+    while (importer_ || chunks_) {
+      if (chunks_) {
+        TY_ASSIGN_OR_RETURN(auto chunk, chunks_->NextChunk());
+        if (chunk) {
+          SourceBatch out{nullptr,        names_[file_],    ordinal_,
+                          chunk->records, std::move(chunk), chunks_};
+          ordinal_ += out.num_rows;
+          return std::optional<SourceBatch>(std::move(out));
+        }
+      } else {
+        TY_ASSIGN_OR_RETURN(auto batch, importer_->Next());
+        if (batch) {
+          SourceBatch out{batch, names_[file_], ordinal_, batch->num_rows(), std::nullopt, nullptr};
+          ordinal_ += batch->num_rows();
+          return std::optional<SourceBatch>(std::move(out));
+        }
       }
       importer_.reset();
+      chunks_.reset();
       if (file_ + 1 < paths_.size()) TY_RETURN_IF_ERROR(OpenFile(file_ + 1));
     }
     return std::optional<SourceBatch>();
@@ -82,11 +93,20 @@ class FileSource : public BatchSource {
     options.source_name = names_[i];
     options.batch_rows = batch_rows_;
     options.expected_schema = schema_;  // null for the first file of the first pass
-    auto opened = tables::OpenImportFile(paths_[i], options);
-    if (!opened.ok()) {
-      return Status(opened.status().code(), names_[i] + ": " + opened.status().message());
+    importer_.reset();
+    chunks_.reset();
+    // JSON lines in chunks that the engine's workers parse; CSV and Parquet batch by batch.
+    Status opened;
+    if (options.format == tables::ImportFormat::kJsonl) {
+      auto c = tables::OpenJsonlChunks(paths_[i], options);
+      opened = c.status();
+      if (c.ok()) chunks_ = std::move(*c);
+    } else {
+      auto r = tables::OpenImportFile(paths_[i], options);
+      opened = r.status();
+      if (r.ok()) importer_ = std::move(*r);
     }
-    importer_ = std::move(*opened);
+    if (!opened.ok()) return Status(opened.code(), names_[i] + ": " + opened.message());
     file_ = i;
     ordinal_ = 0;
     return Status::Ok();
@@ -97,6 +117,8 @@ class FileSource : public BatchSource {
   int64_t batch_rows_;
   std::shared_ptr<arrow::Schema> schema_;
   std::unique_ptr<tables::RecordImporter> importer_;
+  // JSON lines: shared with the chunks not parsed yet (they may outlive it here).
+  std::shared_ptr<tables::ChunkedImporter> chunks_;
   size_t file_ = 0;
   int64_t ordinal_ = 0;
 };
@@ -130,7 +152,7 @@ class TableSource : public BatchSource {
       TY_RETURN_IF_ERROR(tables::FromArrow(reader_->ReadNext(&batch), "reading " + doc_source_));
       if (batch) {
         if (batch->num_rows() == 0) continue;
-        SourceBatch out{batch, doc_source_, ordinal_};
+        SourceBatch out{batch, doc_source_, ordinal_, batch->num_rows(), std::nullopt, nullptr};
         ordinal_ += batch->num_rows();
         return std::optional<SourceBatch>(std::move(out));
       }
@@ -238,11 +260,12 @@ class LocalWriter : public BufferedWriter {
  public:
   LocalWriter(std::string dir, std::shared_ptr<arrow::Schema> schema,
               std::map<std::string, std::string> properties, int64_t flush_rows,
-              std::unique_ptr<blob::BlobStore> store)
+              std::unique_ptr<blob::BlobStore> store, std::string commit_metadata)
       : BufferedWriter(std::move(schema), flush_rows),
         dir_(std::move(dir)),
         properties_(std::move(properties)),
-        store_(std::move(store)) {}
+        store_(std::move(store)),
+        commit_metadata_(std::move(commit_metadata)) {}
 
   std::string Describe() const override { return dir_; }
 
@@ -251,6 +274,7 @@ class LocalWriter : public BufferedWriter {
     if (!table_) {
       tables::TableOptions options;
       options.name = dir_;
+      options.commit_user_metadata = commit_metadata_;
       auto opened = tables::DeltaTable::Open(*store_, "", clock_, options);
       if (opened.ok()) {
         table_ = std::move(*opened);
@@ -276,6 +300,7 @@ class LocalWriter : public BufferedWriter {
   std::string dir_;
   std::map<std::string, std::string> properties_;
   std::unique_ptr<blob::BlobStore> store_;
+  std::string commit_metadata_;
   SystemClock clock_;
   std::unique_ptr<tables::DeltaTable> table_;
 };
@@ -283,12 +308,14 @@ class LocalWriter : public BufferedWriter {
 class CatalogWriter : public BufferedWriter {
  public:
   CatalogWriter(ServerEndpoint server, std::string table, std::shared_ptr<arrow::Schema> schema,
-                std::string run_id, int64_t flush_rows, std::string column_lineage)
+                std::string run_id, int64_t flush_rows, std::string column_lineage,
+                std::string commit_metadata)
       : BufferedWriter(std::move(schema), flush_rows),
         server_(std::move(server)),
         table_(std::move(table)),
         run_id_(std::move(run_id)),
-        column_lineage_(std::move(column_lineage)) {}
+        column_lineage_(std::move(column_lineage)),
+        commit_metadata_(std::move(commit_metadata)) {}
 
   std::string Describe() const override { return table_; }
 
@@ -307,6 +334,7 @@ class CatalogWriter : public BufferedWriter {
                        "&source_name=prep";
     if (!run_id_.empty()) path += "&run_id=" + UrlEncode(run_id_);
     if (!column_lineage_.empty()) path += "&column_lineage=" + UrlEncode(column_lineage_);
+    if (!commit_metadata_.empty()) path += "&user_metadata=" + UrlEncode(commit_metadata_);
     auto r = CallServer(server_, "POST", path, body, "application/vnd.apache.parquet",
                         "writing " + table_);
     if (!r.ok()) return Explain(r.status(), table_, true);
@@ -324,9 +352,18 @@ class CatalogWriter : public BufferedWriter {
   std::string table_;
   std::string run_id_;
   std::string column_lineage_;
+  std::string commit_metadata_;
 };
 
 }  // namespace
+
+Status SourceBatch::Parse() {
+  if (rows || !chunk) return Status::Ok();
+  TY_ASSIGN_OR_RETURN(rows, parser->ParseChunk(*chunk));
+  chunk.reset();
+  parser.reset();
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<BatchSource>> OpenFileSource(std::vector<std::string> paths,
                                                     std::vector<std::string> names,
@@ -354,22 +391,25 @@ Result<std::unique_ptr<BatchSource>> OpenTableSource(const ServerEndpoint& serve
 Result<std::unique_ptr<OutputWriter>> OpenLocalOutput(const std::string& dir,
                                                       std::shared_ptr<arrow::Schema> schema,
                                                       std::map<std::string, std::string> properties,
-                                                      int64_t flush_rows) {
+                                                      int64_t flush_rows,
+                                                      std::string commit_metadata) {
   auto store = blob::OpenBlobStore(dir);
   if (!store.ok()) {
     return Status(store.status().code(), "output " + dir + ": " + store.status().message());
   }
-  return std::unique_ptr<OutputWriter>(std::make_unique<LocalWriter>(
-      dir, std::move(schema), std::move(properties), flush_rows, std::move(*store)));
+  return std::unique_ptr<OutputWriter>(
+      std::make_unique<LocalWriter>(dir, std::move(schema), std::move(properties), flush_rows,
+                                    std::move(*store), std::move(commit_metadata)));
 }
 
 std::unique_ptr<OutputWriter> OpenCatalogOutput(const ServerEndpoint& server,
                                                 const std::string& table,
                                                 std::shared_ptr<arrow::Schema> schema,
                                                 const std::string& run_id, int64_t flush_rows,
-                                                std::string column_lineage) {
+                                                std::string column_lineage,
+                                                std::string commit_metadata) {
   return std::make_unique<CatalogWriter>(server, table, std::move(schema), run_id, flush_rows,
-                                         std::move(column_lineage));
+                                         std::move(column_lineage), std::move(commit_metadata));
 }
 
 }  // namespace trainyard::prep

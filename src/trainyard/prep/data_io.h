@@ -1,6 +1,7 @@
 // Where a pipeline's rows come from and go to (the engine, pipeline.h, drives them):
 //  - BatchSource: local files (.jsonl/.csv/.parquet through tables/import.h; one schema, the
-//    first file's) or a catalog table read through the server's tables API
+//    first file's; JSON lines come as chunks of lines that the engine's workers parse) or a
+//    catalog table read through the server's tables API
 //    (GET /api/trainyard/v1/tables/{name}/rows?format=arrow) at ONE version resolved when it is
 //    opened. Rewind() starts the same read again (the engine's second pass).
 //  - OutputWriter: a local Delta table directory (tables/table.h) or a catalog table written
@@ -23,15 +24,22 @@
 
 #include "trainyard/common/status.h"
 #include "trainyard/prep/server_client.h"
+#include "trainyard/tables/import_chunks.h"
 
 namespace trainyard::prep {
 
 struct SourceBatch {
-  std::shared_ptr<arrow::RecordBatch> rows;
+  std::shared_ptr<arrow::RecordBatch> rows;  // null until Parse() for a chunk
   // What DocId calls the source of these rows ("file.jsonl", "cat.sch.tbl@3"), and the
   // ordinal of the first row within it (from 0).
   std::string doc_source;
   int64_t first_ordinal = 0;
+  int64_t num_rows = 0;  // known before parsing
+  // JSON lines not parsed yet (parsing is most of reading them): Parse(), on a worker, turns
+  // them into `rows` and releases the text.
+  std::optional<tables::RecordChunk> chunk;
+  std::shared_ptr<const tables::ChunkedImporter> parser;
+  Status Parse();
 };
 
 class BatchSource {
@@ -72,18 +80,22 @@ class OutputWriter {
 };
 
 // A local Delta table at `dir` (created when absent, with `properties`).
+// `commit_metadata` ("" = none) is every commit's Delta commitInfo.userMetadata.
 Result<std::unique_ptr<OutputWriter>> OpenLocalOutput(const std::string& dir,
                                                       std::shared_ptr<arrow::Schema> schema,
                                                       std::map<std::string, std::string> properties,
-                                                      int64_t flush_rows);
+                                                      int64_t flush_rows,
+                                                      std::string commit_metadata = "");
 
 // A catalog table through the server (created by the first import when absent).
 // `column_lineage` (the import API's JSON, "" = none) goes with every commit, so each
-// version written has its columns' lineage.
+// version written has its columns' lineage; `commit_metadata` ("" = none) too, as the
+// import API's user_metadata (the commit's Delta commitInfo.userMetadata).
 std::unique_ptr<OutputWriter> OpenCatalogOutput(const ServerEndpoint& server,
                                                 const std::string& table,
                                                 std::shared_ptr<arrow::Schema> schema,
                                                 const std::string& run_id, int64_t flush_rows,
-                                                std::string column_lineage = "");
+                                                std::string column_lineage = "",
+                                                std::string commit_metadata = "");
 
 }  // namespace trainyard::prep

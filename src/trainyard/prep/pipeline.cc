@@ -44,6 +44,14 @@ int64_t CountCodePoints(std::string_view s) {
   return n;
 }
 
+// Output commits' userMetadata: the properties as compact JSON, keys sorted (a std::map's
+// order), so it equals Python's json.dumps(props, sort_keys=True, separators=(",", ":")).
+std::string CommitMetadata(const std::map<std::string, std::string>& properties) {
+  json::object o;
+  for (const auto& [k, v] : properties) o[k] = v;
+  return json::serialize(o);
+}
+
 bool IsStringType(const arrow::DataType& t) {
   return t.id() == arrow::Type::STRING || t.id() == arrow::Type::LARGE_STRING;
 }
@@ -638,11 +646,11 @@ class Engine {
     int64_t n = batch.rows->num_rows();
     Pass1Batch out = NewPass1Batch(n);
     WorkRow w;
-    if (track_ids_) out.doc_ids.resize(n);
+    if (id_column_ >= 0 || track_ids_) out.doc_ids.resize(n);
     for (int64_t r = 0; r < n; ++r) {
       if (id_column_ >= 0 || track_ids_) {
         TY_ASSIGN_OR_RETURN(std::string id, RowDocId(in, r));
-        if (track_ids_) out.doc_ids[r] = std::strtoull(id.c_str(), nullptr, 16);
+        out.doc_ids[r] = std::strtoull(id.c_str(), nullptr, 16);
       }
       LoadRow(in, r, w);
       out.outcomes[r] = RunRow(in, r, w, steps_.size(), &out, nullptr);
@@ -650,10 +658,38 @@ class Engine {
     return out;
   }
 
+  // With an id_column, every doc id must be unique: dedup keeps "the first" of a cluster and
+  // the dropped table names rows by id, so two rows with one id would make both ambiguous.
+  // Ids are checked in source order, so the error names the first two rows that share one.
+  Status CheckUniqueIds(const Pass1Batch& p1, const SourceBatch& batch, int64_t first) {
+    if (id_column_ < 0) return Status::Ok();
+    id_batches_.push_back(IdBatch{first, batch.first_ordinal});
+    for (size_t r = 0; r < p1.doc_ids.size(); ++r) {
+      int64_t row = first + static_cast<int64_t>(r);
+      auto [it, inserted] = first_row_of_id_.emplace(p1.doc_ids[r], row);
+      if (inserted) continue;
+      // Doc ids hash the source's name with the key, so both rows are in this batch's file.
+      auto prior = std::upper_bound(id_batches_.begin(), id_batches_.end(), it->second,
+                                    [](int64_t v, const IdBatch& b) { return v < b.first_row; });
+      --prior;
+      int64_t prior_ordinal = prior->first_ordinal + (it->second - prior->first_row);
+      const arrow::Array& a = *batch.rows->column(id_column_);
+      std::string value;
+      tables::AppendJsonValue(a, static_cast<int64_t>(r), &value);
+      return Status::InvalidArgument(
+          batch.doc_source + " rows " + std::to_string(prior_ordinal + 1) + " and " +
+          std::to_string(batch.first_ordinal + static_cast<int64_t>(r) + 1) +
+          " have the same source.id_column \"" + spec_.source.id_column + "\" value " + value +
+          "; ids must be unique within a source (drop or fix the duplicate rows, or drop "
+          "id_column to use each row's position as its id)");
+    }
+    return Status::Ok();
+  }
+
   void AppendPass1(Pass1Batch&& b) {
     const bool first = outcomes_.empty();
     outcomes_.insert(outcomes_.end(), b.outcomes.begin(), b.outcomes.end());
-    doc_ids_.insert(doc_ids_.end(), b.doc_ids.begin(), b.doc_ids.end());
+    if (track_ids_) doc_ids_.insert(doc_ids_.end(), b.doc_ids.begin(), b.doc_ids.end());
     if (first) {
       exact_ = std::move(b.exact);
       near_ = std::move(b.near);
@@ -675,8 +711,8 @@ class Engine {
     }
   }
 
-  // Runs `work` on each source batch on the workers (at most `threads` batches in flight)
-  // and hands the results to `consume` in source order.
+  // Parses each source batch that is a chunk of lines and runs `work` on it, on the workers
+  // (at most `threads` batches in flight), and hands the results to `consume` in source order.
   template <typename T, typename Work, typename Consume>
   Status ForEachBatch(int pass, Work work, Consume consume) {
     std::deque<std::future<Result<T>>> inflight;
@@ -685,12 +721,13 @@ class Engine {
     auto drain_one = [&]() -> Status {
       Result<T> r = inflight.front().get();
       inflight.pop_front();
-      int64_t rows = batches.front()->rows->num_rows();
+      std::shared_ptr<SourceBatch> batch = std::move(batches.front());
+      batches.pop_front();
+      int64_t rows = batch->num_rows;
       int64_t first = base_of_front_;
       base_of_front_ += rows;
-      batches.pop_front();
       if (!r.ok()) return r.status();
-      TY_RETURN_IF_ERROR(consume(std::move(*r), first));
+      TY_RETURN_IF_ERROR(consume(std::move(*r), *batch, first));
       rows_done += rows;
       if (options_.progress) options_.progress(pass, rows_done);
       return Status::Ok();
@@ -707,10 +744,13 @@ class Engine {
       if (!*next) break;
       auto batch = std::make_shared<SourceBatch>(std::move(**next));
       int64_t base = next_base;
-      next_base += batch->rows->num_rows();
+      next_base += batch->num_rows;
       batches.push_back(batch);
-      inflight.push_back(
-          std::async(std::launch::async, [batch, base, &work]() { return work(*batch, base); }));
+      // The worker parses the batch's lines first (for JSON lines), then runs the steps.
+      inflight.push_back(std::async(std::launch::async, [batch, base, &work]() -> Result<T> {
+        TY_RETURN_IF_ERROR(batch->Parse());
+        return work(*batch, base);
+      }));
       if (inflight.size() >= static_cast<size_t>(threads_)) {
         failed = drain_one();
         if (!failed.ok()) break;
@@ -729,10 +769,14 @@ class Engine {
     track_ids_ = !exact_steps_.empty() || !near_steps_.empty();
     TY_RETURN_IF_ERROR(ForEachBatch<Pass1Batch>(
         1, [this](const SourceBatch& b, int64_t) { return ProcessPass1(b); },
-        [this](Pass1Batch&& b, int64_t) {
+        [this](Pass1Batch&& b, const SourceBatch& batch, int64_t first) {
+          // (Not TY_RETURN_IF_ERROR: this runs inside one, whose variable it would shadow.)
+          if (Status unique = CheckUniqueIds(b, batch, first); !unique.ok()) return unique;
           AppendPass1(std::move(b));
           return CheckMemory();
         }));
+    first_row_of_id_ = {};
+    id_batches_ = {};
     report_.rows_in = static_cast<int64_t>(outcomes_.size());
     if (outcomes_.size() >= std::numeric_limits<uint32_t>::max()) {
       return Status::InvalidArgument("the source has more than 2^32 rows; split it into parts");
@@ -743,6 +787,8 @@ class Engine {
   // The bytes of the per-document state pass 1 keeps (capacity, as allocated).
   int64_t StateBytes() const {
     size_t bytes = outcomes_.capacity() * sizeof(RowOutcome) + doc_ids_.capacity() * 8;
+    // The id check's set: a node (key, row, next pointer, cached hash) and a bucket per id.
+    bytes += first_row_of_id_.size() * 40 + first_row_of_id_.bucket_count() * 8;
     for (const auto& e : exact_) bytes += e.hashes.capacity() * 16 + e.has.capacity();
     for (const auto& nr : near_) {
       bytes += nr.keys.capacity() * 8 + nr.signatures.capacity() * 4 + nr.lengths.capacity() * 4 +
@@ -861,6 +907,9 @@ class Engine {
     output_schema_ = OutputSchema();
     std::map<std::string, std::string> properties = {{"trainyard.prep.pipeline", spec_.name},
                                                      {"trainyard.prep.version", spec_.version}};
+    // Every commit of every output names the pipeline and its version (the Spark engine
+    // writes the same string).
+    std::string commit_metadata = CommitMetadata(properties);
     if (split_step_ >= 0) {
       for (const auto& [name, ratio] : steps_[split_step_].split.ratios)
         data_outputs_.push_back(name);
@@ -872,7 +921,7 @@ class Engine {
             std::shared_ptr<arrow::Schema> schema) -> Result<std::unique_ptr<OutputWriter>> {
       if (!o.path.empty()) {
         return OpenLocalOutput(JoinPath(spec_.base_dir, o.path), schema, properties,
-                               options_.flush_rows);
+                               options_.flush_rows, commit_metadata);
       }
       if (options_.server.empty()) {
         return Status::FailedPrecondition(
@@ -890,7 +939,7 @@ class Engine {
                                         : DeriveOutputColumns(spec_, schema_->field_names()));
       }
       return OpenCatalogOutput(options_.server, o.table, schema, options_.run_id,
-                               options_.flush_rows, std::move(lineage));
+                               options_.flush_rows, std::move(lineage), commit_metadata);
     };
     for (const auto& name : data_outputs_) {
       TY_ASSIGN_OR_RETURN(auto w, open(*spec_.Output(name), output_schema_));
@@ -1085,7 +1134,7 @@ class Engine {
     output_rows_.assign(data_outputs_.size(), 0);
     return ForEachBatch<Pass2Batch>(
         2, [this](const SourceBatch& b, int64_t base) { return ProcessPass2(b, base); },
-        [this](Pass2Batch&& b, int64_t) { return ConsumePass2(std::move(b)); });
+        [this](Pass2Batch&& b, const SourceBatch&, int64_t) { return ConsumePass2(std::move(b)); });
   }
 
   Status ConsumePass2(Pass2Batch&& b) {
@@ -1161,6 +1210,14 @@ class Engine {
   bool track_ids_ = false;         // dedup steps name the row each duplicate duplicates
   std::vector<uint64_t> doc_ids_;  // with track_ids_, per row
   std::unordered_map<uint32_t, uint32_t> duplicate_of_;  // dropped duplicate -> row kept
+  // Pass 1's check of id_column's uniqueness: each doc id's first row, and where each batch
+  // starts (its first row overall and within its file), to name that row in an error.
+  struct IdBatch {
+    int64_t first_row = 0;
+    int64_t first_ordinal = 0;
+  };
+  std::unordered_map<uint64_t, int64_t> first_row_of_id_;
+  std::vector<IdBatch> id_batches_;
   std::vector<ExactState> exact_;
   std::vector<NearState> near_;
   int64_t base_of_front_ = 0;

@@ -278,6 +278,50 @@ TEST_F(PipelineTest, ABadRowIsAnErrorNamingTheFileAndLine) {
       << report.status().ToString();
 }
 
+TEST_F(PipelineTest, DuplicateIdsAreAnErrorNamingTheIdAndBothRows) {
+  // Rows 3 and 12 share id "t-2", in different batches (7 rows each) on two threads.
+  std::string text;
+  for (int i = 0; i < 20; ++i) {
+    std::string id = i == 11 ? "t-2" : "t-" + std::to_string(i);
+    text += "{\"id\": \"" + id + "\", \"text\": \"ticket number " + std::to_string(i) + "\"}\n";
+  }
+  Write("dup.jsonl", text);
+  const std::string spec =
+      "name: d\nsource: {files: [dup.jsonl], id_column: id}\nsteps:\n"
+      "  - filter: {min_chars: 1}\noutputs: {rows: {path: out}}\n";
+  auto report = Run(spec);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(report.status().message().find(
+                "dup.jsonl rows 3 and 12 have the same source.id_column \"id\" value \"t-2\""),
+            std::string::npos)
+      << report.status().ToString();
+  EXPECT_FALSE(fs::exists(dir_ / "out" / "_delta_log"));  // found in pass 1: nothing written
+  // The same with one thread and one batch, and with numeric ids.
+  report = Run(spec, 1, 100);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("rows 3 and 12"), std::string::npos);
+  Write("num.jsonl",
+        "{\"id\": 7, \"text\": \"a\"}\n{\"id\": 8, \"text\": \"b\"}\n"
+        "{\"id\": 7, \"text\": \"c\"}\n");
+  report =
+      Run("name: d\nsource: {files: [num.jsonl], id_column: id}\nsteps:\n"
+          "  - dedup_exact: {}\noutputs: {rows: {path: out}}\n");
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("num.jsonl rows 1 and 3 have the same "
+                                           "source.id_column \"id\" value 7;"),
+            std::string::npos)
+      << report.status().ToString();
+
+  // Ids are per file (a doc id names its file): the same id in two files is two documents.
+  Write("a.jsonl", "{\"id\": \"x\", \"text\": \"first file\"}\n");
+  Write("b.jsonl", "{\"id\": \"x\", \"text\": \"second file\"}\n");
+  TY_ASSERT_OK_AND_ASSIGN(
+      PipelineReport ok, Run("name: d\nsource: {files: [a.jsonl, b.jsonl], id_column: id}\n"
+                             "steps:\n  - filter: {min_chars: 1}\noutputs: {rows: {path: out}}\n"));
+  EXPECT_EQ(ok.rows_out, 2);
+}
+
 TEST_F(PipelineTest, TemplatesTokenizesAndFiltersByTokens) {
   const std::string tokenizer =
       std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/train/tokenizers/gpt2/tokenizer.json";

@@ -384,6 +384,7 @@ Status Server::InitServing() {
   request_index_ = std::make_unique<serving::RequestIndex>(*db_);
   capture_sink_ = std::make_unique<DeferredCaptureSink>();
   capture.table_flush_interval = std::chrono::milliseconds(config_.capture_flush_ms);
+  capture.index_retention = std::chrono::hours(24) * config_.capture_index_retention_days;
   capture_ = std::make_unique<serving::CaptureWriter>(capture, &clock_, request_index_.get(),
                                                       capture_sink_.get());
   // Replicas run on this machine through an executor of their own (see replica_launcher.h).

@@ -111,6 +111,9 @@ struct ServerConfig {
   int serving_cold_start_s = 120;
   // Request capture into catalog tables: a batch is appended at this age (or 500 rows).
   int capture_flush_ms = 5000;
+  // The request index (request id -> endpoint, model version, capture table version) keeps a
+  // request this many days; 0 keeps every request.
+  int capture_index_retention_days = 30;
   // The built web UI (scripts/build's output) served at `/`; "" → the first of
   // <binary's dir>/web and <binary's dir>/../share/trainyard/web holding an index.html.
   std::string ui_dir;

@@ -122,7 +122,21 @@ std::vector<store::Migration> RequestIndex::Migrations() {
            {"CREATE TABLE serving_requests (request_id TEXT PRIMARY KEY, endpoint TEXT NOT NULL, "
             "served_entity TEXT NOT NULL, model TEXT NOT NULL, model_version BIGINT NOT NULL, "
             "timestamp_ms BIGINT NOT NULL, latency_ms BIGINT NOT NULL, status BIGINT NOT NULL, "
-            "capture_table TEXT NOT NULL, capture_table_version BIGINT NOT NULL)"}}};
+            "capture_table TEXT NOT NULL, capture_table_version BIGINT NOT NULL)"}},
+          // Retention prunes by time.
+          {"serving_requests",
+           2,
+           {"CREATE INDEX serving_requests_by_time ON serving_requests (timestamp_ms)"}}};
+}
+
+Result<int64_t> RequestIndex::Prune(int64_t before_ms) {
+  int64_t pruned = 0;
+  TY_RETURN_IF_ERROR(db_.Write([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(
+        pruned, tx.Exec("DELETE FROM serving_requests WHERE timestamp_ms < ?", {before_ms}));
+    return Status::Ok();
+  }));
+  return pruned;
 }
 
 Status RequestIndex::Add(const std::vector<CaptureRecord>& records) {
@@ -248,9 +262,41 @@ int64_t CaptureWriter::TableBatchesForTest() {
   return table_batches_;
 }
 
+int64_t CaptureWriter::IndexPrunesForTest() {
+  MutexLock lock(mu_);
+  return index_prunes_;
+}
+
+std::optional<std::chrono::milliseconds> CaptureWriter::NextPruneDue() {
+  if (index_ == nullptr || options_.index_retention.count() <= 0) return std::nullopt;
+  if (!last_prune_) return std::chrono::milliseconds(0);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+      *last_prune_ + options_.index_prune_interval - clock_.MonotonicNow());
+}
+
+void CaptureWriter::PruneIndexIfDue() {
+  auto due = NextPruneDue();
+  if (!due || due->count() > 0) return;
+  last_prune_ = clock_.MonotonicNow();
+  int64_t before = clock_.NowMillis() - options_.index_retention.count();
+  Result<int64_t> pruned = index_->Prune(before);
+  if (!pruned.ok()) {
+    spdlog::warn("request capture: the request index was not pruned: {}",
+                 pruned.status().ToString());
+  } else if (*pruned > 0) {
+    spdlog::info("request capture: forgot {} requests older than the index's retention", *pruned);
+  }
+  MutexLock lock(mu_);
+  ++index_prunes_;
+}
+
 std::optional<std::chrono::milliseconds> CaptureWriter::NextDue() {
   std::optional<std::chrono::milliseconds> due;
   auto now = clock_.MonotonicNow();
+  for (const Retry& r : retries_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(r.due - now);
+    if (!due || left < *due) due = left;
+  }
   for (const auto& [endpoint, p] : pending_) {
     if (p.rows.empty()) continue;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -269,12 +315,16 @@ void CaptureWriter::Loop() {
   while (true) {
     while (queue_.empty() && !stop_ && !wake_) {
       auto due = NextDue();
-      if (!due) {
+      auto prune = NextPruneDue();
+      if (!due && !prune) {
         cv_.Wait(mu_);
         continue;
       }
-      if (due->count() <= 0) break;
-      cv_.WaitFor(mu_, std::min(*due, kPoll));
+      if ((due && due->count() <= 0) || (prune && prune->count() <= 0)) break;
+      // Rows' due times are polled; the prune (hours apart) is not.
+      std::chrono::milliseconds wait = due ? std::min(*due, kPoll) : *prune;
+      if (prune) wait = std::min(wait, *prune);
+      cv_.WaitFor(mu_, wait);
     }
     wake_ = false;
     bool stopping = stop_;
@@ -301,7 +351,9 @@ void CaptureWriter::Loop() {
     for (const CaptureRecord& r : batch) {
       if (!r.capture_table.empty()) AddToBatch(r);
     }
+    RetryBatches(stopping);
     FlushBatches(stopping);
+    PruneIndexIfDue();
     lock.Lock();
     done_ += batch.size();
     flushed_cv_.NotifyAll();
@@ -363,11 +415,33 @@ void CaptureWriter::FlushBatches(bool all) {
     std::string endpoint = it->first;
     Pending batch = std::move(p);
     it = pending_.erase(it);
-    AppendBatch(endpoint, std::move(batch));
+    AppendBatch(endpoint, std::move(batch), 1, /*last=*/all);
   }
 }
 
-void CaptureWriter::AppendBatch(const std::string& endpoint, Pending batch) {
+void CaptureWriter::RetryBatches(bool all) {
+  auto now = clock_.MonotonicNow();
+  std::deque<Retry> due;
+  for (auto it = retries_.begin(); it != retries_.end();) {
+    if (all || it->due <= now) {
+      due.push_back(std::move(*it));
+      it = retries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (Retry& r : due) {
+    auto rows = static_cast<int64_t>(r.batch.rows.size());
+    {
+      MutexLock lock(mu_);
+      stats_[r.endpoint].table_retrying -= rows;
+    }
+    AppendBatch(r.endpoint, std::move(r.batch), r.attempts + 1, all);
+  }
+}
+
+void CaptureWriter::AppendBatch(const std::string& endpoint, Pending batch, int attempts,
+                                bool last) {
   auto rows = static_cast<int64_t>(batch.rows.size());
   Result<int64_t> version = sink_->Append(endpoint, batch.owner, batch.table, batch.rows);
   if (version.ok() && index_ != nullptr) {
@@ -375,9 +449,39 @@ void CaptureWriter::AppendBatch(const std::string& endpoint, Pending batch) {
     if (!s.ok())
       spdlog::warn("request capture: the request index was not updated: {}", s.ToString());
   }
-  if (!version.ok()) {
-    spdlog::warn("request capture: {} rows of endpoint {} were not appended to {}: {}", rows,
-                 endpoint, batch.table, version.status().ToString());
+  // A bad row or table (InvalidArgument) fails the same way however long one waits.
+  bool retry = !version.ok() && !last && attempts < options_.table_attempts &&
+               version.status().code() != StatusCode::kInvalidArgument;
+  int64_t dropped = 0;
+  if (retry) {
+    auto backoff = options_.table_retry_backoff;
+    for (int i = 1; i < attempts && backoff < options_.table_retry_max_backoff; ++i) backoff *= 2;
+    backoff = std::min(backoff, options_.table_retry_max_backoff);
+    spdlog::warn(
+        "request capture: {} rows of endpoint {} were not appended to {} (attempt {} of "
+        "{}), trying again in {} ms: {}",
+        rows, endpoint, batch.table, attempts, options_.table_attempts, backoff.count(),
+        version.status().ToString());
+    retries_.push_back(
+        Retry{endpoint, std::move(batch), attempts, clock_.MonotonicNow() + backoff});
+    // The endpoint's rows waiting for the table stay bounded: its oldest failed batches go.
+    size_t waiting = 0;
+    for (const Retry& r : retries_) waiting += r.endpoint == endpoint ? r.batch.rows.size() : 0;
+    for (auto it = retries_.begin();
+         waiting > options_.max_table_pending && it != retries_.end();) {
+      if (it->endpoint != endpoint) {
+        ++it;
+        continue;
+      }
+      waiting -= it->batch.rows.size();
+      dropped += static_cast<int64_t>(it->batch.rows.size());
+      it = retries_.erase(it);
+    }
+  } else if (!version.ok()) {
+    spdlog::warn(
+        "request capture: {} rows of endpoint {} were not appended to {} after {} "
+        "attempts, dropped from the table (its JSON lines keep them): {}",
+        rows, endpoint, batch.table, attempts, version.status().ToString());
   }
   MutexLock lock(mu_);
   ++table_batches_;
@@ -388,6 +492,10 @@ void CaptureWriter::AppendBatch(const std::string& endpoint, Pending batch) {
     stats.table_captured += rows;
     stats.table_version = *version;
     stats.table_error.clear();
+  } else if (retry) {
+    stats.table_retrying += rows - dropped;
+    stats.table_dropped += dropped;
+    stats.table_error = version.status().message();
   } else {
     stats.table_dropped += rows;
     stats.table_error = version.status().message();

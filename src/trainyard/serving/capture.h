@@ -7,9 +7,13 @@
 //   - for an endpoint that names a capture table, into that catalog table through a
 //     CaptureTableSink, in batches: a batch is appended when it holds `table_batch_rows` rows
 //     or its oldest row has waited `table_flush_interval` (on the injected Clock).
-// A full queue or a failed write drops the record and counts it; a failed or lagging table
-// write drops its rows from the table (the JSON lines keep them) and counts them. Stats
-// reports the counts per endpoint.
+// A full queue or a failed write drops the record and counts it. A failed table batch is tried
+// again after a backoff (doubling, on the injected Clock), up to `table_attempts` attempts in
+// all; only when the last one fails (or the error is one that waiting cannot cure, or the
+// endpoint's rows waiting for the table pass `max_table_pending`) are its rows dropped from the
+// table (the JSON lines keep them) and counted. Stats reports the counts per endpoint.
+// The request index forgets requests older than `index_retention`, pruned every
+// `index_prune_interval` by the writer's thread.
 //
 // Thread-safe.
 #pragma once
@@ -57,6 +61,7 @@ struct CaptureStats {
   int64_t table_captured = 0;  // rows committed to the table
   int64_t table_dropped = 0;   // rows that could not be (the JSON lines still hold them)
   int64_t table_pending = 0;   // rows waiting for the next batch
+  int64_t table_retrying = 0;  // rows of failed batches waiting to be tried again
   int64_t table_version = -1;  // the version the last batch committed; -1 = none yet
   std::string table_error;     // the last failed batch's error, "" once one succeeds
 };
@@ -102,6 +107,8 @@ class RequestIndex {
   static std::vector<store::Migration> Migrations();
   Status Add(const std::vector<CaptureRecord>& records);
   Status SetTableVersion(const std::vector<std::string>& request_ids, int64_t version);
+  // Forgets the requests captured before `before_ms` (wall time); returns how many.
+  Result<int64_t> Prune(int64_t before_ms);
   // NotFound when the id was never captured.
   Result<IndexedRequest> Find(const std::string& request_id);
 
@@ -116,6 +123,15 @@ struct CaptureOptions {
   size_t table_batch_rows = 500;        // a table batch is appended at this many rows,
   std::chrono::milliseconds table_flush_interval{std::chrono::seconds(5)};  // or this age
   size_t max_table_pending = 10000;  // rows waiting per endpoint; the oldest drop beyond
+  // A failed table batch: attempts in all (1 = no retry), and the wait before the second,
+  // doubling for each next one up to the maximum.
+  int table_attempts = 5;
+  std::chrono::milliseconds table_retry_backoff{std::chrono::seconds(1)};
+  std::chrono::milliseconds table_retry_max_backoff{std::chrono::seconds(30)};
+  // The request index keeps a request this long (0 = forever); pruned at start and then
+  // every `index_prune_interval`.
+  std::chrono::milliseconds index_retention{0};
+  std::chrono::milliseconds index_prune_interval{std::chrono::hours(1)};
 };
 
 class CaptureWriter {
@@ -137,6 +153,8 @@ class CaptureWriter {
   void WakeForTest() TY_EXCLUDES(mu_);
   // How many table batches were attempted (appended or failed) so far.
   int64_t TableBatchesForTest() TY_EXCLUDES(mu_);
+  // How many times the request index was pruned so far.
+  int64_t IndexPrunesForTest() TY_EXCLUDES(mu_);
   // The endpoint's file.
   std::string PathFor(const std::string& endpoint) const;
   RequestIndex* index() { return index_; }
@@ -149,23 +167,42 @@ class CaptureWriter {
     std::vector<std::string> request_ids;
     Clock::MonotonicTime first{};
   };
+  // A failed batch waiting to be tried again.
+  struct Retry {
+    std::string endpoint;
+    Pending batch;
+    int attempts = 0;  // made so far
+    Clock::MonotonicTime due{};
+  };
   void Loop() TY_EXCLUDES(mu_);
   // Writes one record; false when it could not be written.
   bool Write(const CaptureRecord& record);
   // Takes the record's table row into its endpoint's batch (loop thread only).
   void AddToBatch(const CaptureRecord& record) TY_EXCLUDES(mu_);
-  // Appends the batches that are due (all of them when `all`). Loop thread only.
+  // Appends the batches that are due (all of them, with no retry, when `all`: the writer
+  // stops). Loop thread only.
   void FlushBatches(bool all) TY_EXCLUDES(mu_);
-  void AppendBatch(const std::string& endpoint, Pending batch) TY_EXCLUDES(mu_);
-  // How long the loop may sleep before a batch falls due; nullopt when none is pending.
+  // One attempt at `batch` (its `attempts`-th); a failure is retried later unless `last`.
+  void AppendBatch(const std::string& endpoint, Pending batch, int attempts = 1, bool last = false)
+      TY_EXCLUDES(mu_);
+  // Tries the failed batches that are due again (all of them, once and for the last time, when
+  // `all`). Loop thread only.
+  void RetryBatches(bool all) TY_EXCLUDES(mu_);
+  // Prunes the request index when it is due. Loop thread only.
+  void PruneIndexIfDue();
+  // How long the loop may sleep before a batch or a retry falls due; nullopt when none is
+  // waiting. The prune's due time is apart: the rows' waits are polled (see Loop).
   std::optional<std::chrono::milliseconds> NextDue();
+  std::optional<std::chrono::milliseconds> NextPruneDue();
 
   const CaptureOptions options_;
   SystemClock system_clock_;
   Clock& clock_;
   RequestIndex* index_;
   CaptureTableSink* sink_;
-  std::map<std::string, Pending> pending_;  // by endpoint; the loop thread's only
+  std::map<std::string, Pending> pending_;          // by endpoint; the loop thread's only
+  std::deque<Retry> retries_;                       // in failure order; the loop thread's only
+  std::optional<Clock::MonotonicTime> last_prune_;  // the loop thread's only
   Mutex mu_;
   CondVar cv_;
   CondVar flushed_cv_;
@@ -174,6 +211,7 @@ class CaptureWriter {
   uint64_t enqueued_ TY_GUARDED_BY(mu_) = 0;  // records accepted or dropped
   uint64_t done_ TY_GUARDED_BY(mu_) = 0;      // of those, written or dropped
   int64_t table_batches_ TY_GUARDED_BY(mu_) = 0;
+  int64_t index_prunes_ TY_GUARDED_BY(mu_) = 0;
   bool wake_ TY_GUARDED_BY(mu_) = false;
   bool stop_ TY_GUARDED_BY(mu_) = false;
   std::thread thread_;

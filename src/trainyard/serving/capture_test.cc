@@ -159,7 +159,8 @@ class RecordingSink : public CaptureTableSink {
                          const std::string& table, const std::vector<json::object>& rows) override {
     MutexLock lock(mu_);
     while (hold_) cv_.Wait(mu_);
-    if (fail_) return Status::Unavailable("the table store is down");
+    ++calls_;
+    if (fail_) return Status(fail_code_, "the table store is down");
     batches_.push_back({endpoint, owner, table, rows});
     return static_cast<int64_t>(batches_.size());
   }
@@ -171,9 +172,14 @@ class RecordingSink : public CaptureTableSink {
     MutexLock lock(mu_);
     return batches_;
   }
-  void SetFail(bool fail) {
+  void SetFail(bool fail, StatusCode code = StatusCode::kUnavailable) {
     MutexLock lock(mu_);
     fail_ = fail;
+    fail_code_ = code;
+  }
+  int calls() {
+    MutexLock lock(mu_);
+    return calls_;
   }
   void SetHold(bool hold) {
     {
@@ -188,7 +194,9 @@ class RecordingSink : public CaptureTableSink {
   CondVar cv_;
   std::vector<Batch> batches_ TY_GUARDED_BY(mu_);
   bool fail_ TY_GUARDED_BY(mu_) = false;
+  StatusCode fail_code_ TY_GUARDED_BY(mu_) = StatusCode::kUnavailable;
   bool hold_ TY_GUARDED_BY(mu_) = false;
+  int calls_ TY_GUARDED_BY(mu_) = 0;
 };
 
 // Polls `done` until it holds or 10 s pass (the writer's thread works on its own).
@@ -267,17 +275,46 @@ TEST_F(CaptureTableTest, AppendsFullBatchesAtOnceAndTheRestWhenTheIntervalPasses
   EXPECT_EQ(stats.captured, 8);
 }
 
-TEST_F(CaptureTableTest, AFailingTableDropsItsRowsButNotTheRecords) {
+TEST_F(CaptureTableTest, AFailingTableDropsItsRowsAfterTheLastAttemptButNotTheRecords) {
   sink_.SetFail(true);
-  CaptureWriter writer(Options(), &clock_, nullptr, &sink_);
+  CaptureOptions o = Options();
+  o.table_attempts = 3;
+  o.table_retry_backoff = std::chrono::milliseconds(1000);
+  o.table_retry_max_backoff = std::chrono::milliseconds(1500);
+  CaptureWriter writer(o, &clock_, nullptr, &sink_);
   for (int i = 0; i < 3; ++i) writer.Enqueue(TableRecord(i));
   writer.FlushForTest();
   CaptureStats stats = writer.Stats("ep");
   EXPECT_EQ(stats.captured, 3);
+  EXPECT_EQ(writer.TableBatchesForTest(), 1);
+  // Failed once: waiting for a retry, not lost yet.
+  EXPECT_EQ(stats.table_retrying, 3);
+  EXPECT_EQ(stats.table_dropped, 0);
+  EXPECT_NE(stats.table_error.find("the table store is down"), std::string::npos);
+
+  // The second attempt after the backoff, the third after twice it (capped at 1.5 s).
+  clock_.AdvanceMillis(999);
+  Cycle(writer);
+  EXPECT_EQ(writer.TableBatchesForTest(), 1);
+  clock_.AdvanceMillis(1);
+  writer.WakeForTest();
+  ASSERT_TRUE(Eventually([&] { return writer.TableBatchesForTest() == 2; }));
+  EXPECT_EQ(writer.Stats("ep").table_retrying, 3);
+  clock_.AdvanceMillis(1499);
+  Cycle(writer);
+  EXPECT_EQ(writer.TableBatchesForTest(), 2);
+  clock_.AdvanceMillis(1);
+  writer.WakeForTest();
+  ASSERT_TRUE(Eventually([&] { return writer.TableBatchesForTest() == 3; }));
+  // The last attempt failed: now the rows are lost to the table (the JSON lines keep them).
+  stats = writer.Stats("ep");
   EXPECT_EQ(stats.table_captured, 0);
   EXPECT_EQ(stats.table_dropped, 3);
+  EXPECT_EQ(stats.table_retrying, 0);
   EXPECT_EQ(stats.table_version, -1);
-  EXPECT_NE(stats.table_error.find("the table store is down"), std::string::npos);
+  clock_.AdvanceMillis(60000);
+  Cycle(writer);
+  EXPECT_EQ(sink_.calls(), 3);  // given up: never tried again
 
   // Once the table is back the error clears.
   sink_.SetFail(false);
@@ -286,6 +323,62 @@ TEST_F(CaptureTableTest, AFailingTableDropsItsRowsButNotTheRecords) {
   stats = writer.Stats("ep");
   EXPECT_EQ(stats.table_captured, 3);
   EXPECT_EQ(stats.table_error, "");
+}
+
+TEST_F(CaptureTableTest, ARetriedBatchThatSucceedsLosesNothing) {
+  sink_.SetFail(true);
+  CaptureWriter writer(Options(), &clock_, nullptr, &sink_);
+  for (int i = 0; i < 3; ++i) writer.Enqueue(TableRecord(i));
+  writer.FlushForTest();
+  EXPECT_EQ(writer.Stats("ep").table_retrying, 3);
+  sink_.SetFail(false);
+  clock_.AdvanceMillis(1000);  // the default first backoff
+  writer.WakeForTest();
+  ASSERT_TRUE(Eventually([&] { return writer.Stats("ep").table_captured == 3; }));
+  CaptureStats stats = writer.Stats("ep");
+  EXPECT_EQ(stats.table_dropped, 0);
+  EXPECT_EQ(stats.table_retrying, 0);
+  EXPECT_EQ(stats.table_error, "");
+  auto batches = sink_.batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].rows[0].at("request_id").as_string(), "r0");
+}
+
+TEST_F(CaptureTableTest, ABadBatchIsNotRetriedAndAStoppingWriterTriesOnceMore) {
+  sink_.SetFail(true, StatusCode::kInvalidArgument);  // waiting cannot cure it
+  {
+    CaptureWriter writer(Options(), &clock_, nullptr, &sink_);
+    for (int i = 0; i < 3; ++i) writer.Enqueue(TableRecord(i));
+    writer.FlushForTest();
+    EXPECT_EQ(writer.Stats("ep").table_dropped, 3);
+    EXPECT_EQ(writer.Stats("ep").table_retrying, 0);
+
+    // A batch waiting for its retry when the writer stops gets its last attempt then.
+    sink_.SetFail(true);
+    for (int i = 3; i < 6; ++i) writer.Enqueue(TableRecord(i));
+    writer.FlushForTest();
+    EXPECT_EQ(writer.Stats("ep").table_retrying, 3);
+    sink_.SetFail(false);
+  }
+  ASSERT_EQ(sink_.batches().size(), 1u);
+  EXPECT_EQ(sink_.batches()[0].rows[0].at("request_id").as_string(), "r3");
+}
+
+TEST_F(CaptureTableTest, RetriesStayWithinTheEndpointsPendingLimit) {
+  sink_.SetFail(true);
+  CaptureOptions o = Options();
+  o.max_table_pending = 5;  // batches of 3: a second failed batch pushes the first out
+  CaptureWriter writer(o, &clock_, nullptr, &sink_);
+  for (int i = 0; i < 6; ++i) writer.Enqueue(TableRecord(i));
+  writer.FlushForTest();
+  CaptureStats stats = writer.Stats("ep");
+  EXPECT_EQ(stats.table_retrying, 3);
+  EXPECT_EQ(stats.table_dropped, 3);
+  sink_.SetFail(false);
+  clock_.AdvanceMillis(1000);
+  writer.WakeForTest();
+  ASSERT_TRUE(Eventually([&] { return writer.Stats("ep").table_captured == 3; }));
+  EXPECT_EQ(sink_.batches()[0].rows[0].at("request_id").as_string(), "r3");
 }
 
 TEST_F(CaptureTableTest, ALaggingTableNeverBlocksEnqueue) {
@@ -337,6 +430,39 @@ TEST_F(CaptureTableTest, TheRequestIndexFindsCapturedRequestsAndTheirTableVersio
   TY_ASSERT_OK_AND_ASSIGN(IndexedRequest r3, index.Find("r3"));
   EXPECT_EQ(r3.capture_table_version, 2);  // appended when the writer stopped
   EXPECT_THAT(index.Find("nope").status(), StatusIs(StatusCode::kNotFound));
+}
+
+TEST_F(CaptureTableTest, TheRequestIndexForgetsRequestsOlderThanItsRetention) {
+  std::vector<store::Migration> migrations = RequestIndex::Migrations();
+  TY_ASSERT_OK_AND_ASSIGN(auto db, store::OpenTestDatabase("sqlite", migrations));
+  RequestIndex index(*db);
+  CaptureOptions o = Options();
+  o.index_retention = std::chrono::hours(24);
+  o.index_prune_interval = std::chrono::minutes(10);
+  CaptureWriter writer(o, &clock_, &index, &sink_);
+  // Pruned once as the writer starts.
+  ASSERT_TRUE(Eventually([&] { return writer.IndexPrunesForTest() == 1; }));
+  const int64_t now = clock_.NowMillis();
+  const int64_t hour = 3600 * 1000;
+  for (auto [id, age] :
+       {std::pair{"old", 25 * hour}, {"edge", 24 * hour - 5 * 60 * 1000}, {"new", int64_t{0}}}) {
+    CaptureRecord r = Record("{}", "{}");
+    r.request_id = id;
+    r.timestamp_ms = now - age;
+    writer.Enqueue(r);
+  }
+  writer.FlushForTest();
+  TY_EXPECT_OK(index.Find("old").status());  // not yet: the next prune is 10 minutes away
+
+  clock_.AdvanceMillis(10 * 60 * 1000 - 1);
+  Cycle(writer);
+  EXPECT_EQ(writer.IndexPrunesForTest(), 1);
+  clock_.AdvanceMillis(1);
+  writer.WakeForTest();
+  ASSERT_TRUE(Eventually([&] { return writer.IndexPrunesForTest() == 2; }));
+  EXPECT_THAT(index.Find("old").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(index.Find("edge").status(), StatusIs(StatusCode::kNotFound));  // 24 h 5 min old
+  TY_EXPECT_OK(index.Find("new").status());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <limits>
@@ -15,6 +16,7 @@
 
 #include "trainyard/common/strings.h"
 #include "trainyard/tables/arrow_util.h"
+#include "trainyard/tables/import_chunks.h"
 
 namespace trainyard::tables {
 namespace {
@@ -25,6 +27,12 @@ namespace json = boost::json;
 // Text helpers.
 
 // Offset of the first byte that is not part of valid UTF-8, or npos.
+// Whether a line holds only whitespace (what Trim would leave empty), without copying it.
+bool IsBlank(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; });
+}
+
 size_t InvalidUtf8At(std::string_view s) {
   size_t i = 0, n = s.size();
   while (i < n) {
@@ -856,7 +864,7 @@ class TextImporter : public RecordImporter {
   Status error_;
 };
 
-class JsonlImporter : public TextImporter {
+class JsonlImporter : public TextImporter, public ChunkedImporter {
  public:
   JsonlImporter(std::unique_ptr<std::istream> in, ImportOptions options)
       : TextImporter(std::move(options)), in_(std::move(in)) {
@@ -866,6 +874,7 @@ class JsonlImporter : public TextImporter {
   Status Init() {
     Inferred top;
     top.kind = Kind::kStruct;
+    capture_ = &sample_text_;
     while (static_cast<int64_t>(sample_.size()) < options_.infer_rows) {
       TY_ASSIGN_OR_RETURN(bool more, ReadRecord());
       if (!more) break;
@@ -879,6 +888,7 @@ class JsonlImporter : public TextImporter {
       }
       sample_.emplace_back(line_no_, std::move(record_));
     }
+    capture_ = nullptr;
     std::vector<std::pair<std::string, std::shared_ptr<arrow::DataType>>> fields;
     for (size_t i = 0; i < top.field_names.size(); ++i) {
       fields.emplace_back(top.field_names[i], ToArrowType(top.field_types[i]));
@@ -900,15 +910,70 @@ class JsonlImporter : public TextImporter {
       if (!more) return false;
       line = line_no_;
     }
-    Status s = AppendRecord();
+    Status s = AppendRecord(record_.get_object(), *builder_, slots_);
     if (!s.ok()) return Fail(line, s);
     return true;
+  }
+
+ public:
+  std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
+
+  Result<std::optional<RecordChunk>> NextChunk() override {
+    if (!chunking_) {
+      // The inference sample's lines come first, parsed again like the rest.
+      chunking_ = true;
+      unsent_ = std::move(sample_text_);
+      ReleaseSample();
+    }
+    RecordChunk chunk;
+    chunk.first_line = next_chunk_line_;
+    size_t taken = 0;
+    while (chunk.records < options_.batch_rows && taken < unsent_.size()) {
+      size_t nl = unsent_.find('\n', taken);  // every captured line ends in one
+      if (!IsBlank(std::string_view(unsent_).substr(taken, nl - taken))) ++chunk.records;
+      taken = nl + 1;
+      ++next_chunk_line_;
+    }
+    chunk.text.assign(unsent_, 0, taken);
+    unsent_.erase(0, taken);
+    while (chunk.records < options_.batch_rows) {
+      // A line over the limit fails the chunk it would end, as Next() fails its batch.
+      Result<bool> more = in_.Line(&line_, options_.max_record_bytes, next_chunk_line_);
+      if (!more.ok()) return Fail(more.status());
+      if (!*more) break;
+      ++next_chunk_line_;
+      if (!IsBlank(line_)) ++chunk.records;
+      chunk.text.append(line_).push_back('\n');
+    }
+    if (chunk.records == 0) return std::optional<RecordChunk>();
+    rows_read_ += chunk.records;
+    return std::optional<RecordChunk>(std::move(chunk));
+  }
+
+  Result<std::shared_ptr<arrow::RecordBatch>> ParseChunk(const RecordChunk& chunk) const override {
+    TY_ASSIGN_OR_RETURN(BatchBuilder builder, BatchBuilder::Make(schema_));
+    std::vector<const json::value*> slots;
+    std::string_view text = chunk.text;
+    int64_t line_no = chunk.first_line;
+    for (size_t start = 0; start < text.size(); ++line_no) {
+      size_t nl = text.find('\n', start);
+      if (nl == std::string_view::npos) nl = text.size();
+      std::string_view line = text.substr(start, nl - start);
+      start = nl + 1;
+      if (IsBlank(line)) continue;
+      TY_ASSIGN_OR_RETURN(json::value record, ParseLine(line, line_no));
+      Status s = AppendRecord(record.get_object(), builder, slots);
+      if (!s.ok()) return Fail(line_no, s);
+      builder.AddRow();
+    }
+    return builder.Finish();
   }
 
  private:
   void ReleaseSample() {
     sample_.clear();
     sample_.shrink_to_fit();
+    sample_text_ = {};
     next_sample_ = 0;
   }
 
@@ -919,42 +984,49 @@ class JsonlImporter : public TextImporter {
       Result<bool> more = in_.Line(&line_, options_.max_record_bytes, line_no_);
       if (!more.ok()) return Fail(more.status());
       if (!*more) return false;
+      if (capture_ != nullptr) capture_->append(line_).push_back('\n');
       if (Trim(line_).empty()) continue;
-      size_t bad = InvalidUtf8At(line_);
-      if (bad != std::string::npos) {
-        return Fail(line_no_, Status::InvalidArgument("invalid UTF-8 at byte " +
-                                                      std::to_string(bad + 1) + " of the line"));
-      }
-      boost::system::error_code ec;
-      json::parse_options po;
-      po.max_depth = 64;
-      record_ = json::parse(line_, ec, {}, po);
-      if (ec) {
-        return Fail(line_no_, Status::InvalidArgument("malformed JSON (" + ec.message() +
-                                                      "): " + QuoteForMessage(line_)));
-      }
-      if (!record_.is_object()) {
-        return Fail(line_no_,
-                    Status::InvalidArgument("expected a JSON object, got " + JsonGot(record_)));
-      }
+      TY_ASSIGN_OR_RETURN(record_, ParseLine(line_, line_no_));
       return true;
     }
   }
 
-  Status AppendRecord() {
-    const json::object& obj = record_.get_object();
-    slots_.assign(static_cast<size_t>(schema_->num_fields()), nullptr);
+  // One non-blank line as a JSON object, or the error naming the line.
+  Result<json::value> ParseLine(std::string_view line, int64_t line_no) const {
+    size_t bad = InvalidUtf8At(line);
+    if (bad != std::string::npos) {
+      return Fail(line_no, Status::InvalidArgument("invalid UTF-8 at byte " +
+                                                   std::to_string(bad + 1) + " of the line"));
+    }
+    boost::system::error_code ec;
+    json::parse_options po;
+    po.max_depth = 64;
+    json::value record = json::parse(line, ec, {}, po);
+    if (ec) {
+      return Fail(line_no, Status::InvalidArgument("malformed JSON (" + ec.message() +
+                                                   "): " + QuoteForMessage(line)));
+    }
+    if (!record.is_object()) {
+      return Fail(line_no,
+                  Status::InvalidArgument("expected a JSON object, got " + JsonGot(record)));
+    }
+    return record;
+  }
+
+  Status AppendRecord(const json::object& obj, BatchBuilder& builder,
+                      std::vector<const json::value*>& slots) const {
+    slots.assign(static_cast<size_t>(schema_->num_fields()), nullptr);
     for (const auto& kv : obj) {
       auto it = column_index_.find(std::string(kv.key()));
       if (it == column_index_.end()) return UnknownField(std::string(kv.key()));
-      slots_[it->second] = &kv.value();
+      slots[it->second] = &kv.value();
     }
     static const json::value kNull;
     Limits limits{options_.max_field_bytes};
     for (int i = 0; i < schema_->num_fields(); ++i) {
-      const json::value* v = slots_[static_cast<size_t>(i)];
+      const json::value* v = slots[static_cast<size_t>(i)];
       const arrow::Field& f = *schema_->field(i);
-      TY_RETURN_IF_ERROR(AppendJson(v ? *v : kNull, f, builder_->column(i), f.name(), limits));
+      TY_RETURN_IF_ERROR(AppendJson(v ? *v : kNull, f, builder.column(i), f.name(), limits));
     }
     return Status::Ok();
   }
@@ -978,6 +1050,13 @@ class JsonlImporter : public TextImporter {
   std::vector<std::pair<int64_t, json::value>> sample_;
   size_t next_sample_ = 0;
   std::vector<const json::value*> slots_;
+  // Chunks: the sample's lines as read (blank ones too), those not yet in a chunk, and the
+  // line the next chunk starts on.
+  std::string* capture_ = nullptr;
+  std::string sample_text_;
+  bool chunking_ = false;
+  std::string unsent_;
+  int64_t next_chunk_line_ = 1;
 };
 
 class CsvImporter : public TextImporter {
@@ -1188,7 +1267,34 @@ Result<std::unique_ptr<RecordImporter>> OpenText(std::unique_ptr<std::istream> i
   return std::unique_ptr<RecordImporter>(std::move(imp));
 }
 
+Result<std::unique_ptr<ChunkedImporter>> OpenChunks(std::unique_ptr<std::istream> in,
+                                                    ImportOptions options) {
+  options.format = ImportFormat::kJsonl;
+  auto imp = std::make_unique<JsonlImporter>(std::move(in), std::move(options));
+  TY_RETURN_IF_ERROR(imp->Init());
+  return std::unique_ptr<ChunkedImporter>(std::move(imp));
+}
+
 }  // namespace
+
+Result<std::unique_ptr<ChunkedImporter>> OpenJsonlChunks(const std::string& path,
+                                                         ImportOptions options) {
+  TY_RETURN_IF_ERROR(ValidateOptions(options));
+  if (options.source_name.empty()) {
+    size_t slash = path.rfind('/');
+    options.source_name = slash == std::string::npos ? path : path.substr(slash + 1);
+  }
+  auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
+  if (!*in) return Status::NotFound("cannot open " + path);
+  return OpenChunks(std::move(in), std::move(options));
+}
+
+Result<std::unique_ptr<ChunkedImporter>> OpenJsonlChunksBuffer(std::string data,
+                                                               ImportOptions options) {
+  TY_RETURN_IF_ERROR(ValidateOptions(options));
+  if (options.source_name.empty()) options.source_name = "input";
+  return OpenChunks(std::make_unique<std::istringstream>(std::move(data)), std::move(options));
+}
 
 std::optional<int64_t> ParseIsoTimestampMicros(std::string_view s) {
   std::optional<int64_t> days = ParseDate(s);

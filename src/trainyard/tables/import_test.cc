@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "trainyard/tables/export.h"
+#include "trainyard/tables/import_chunks.h"
 #include "trainyard/testing/status_matchers.h"
 
 namespace trainyard::tables {
@@ -38,6 +39,39 @@ Result<std::shared_ptr<arrow::Table>> ReadAll(std::string data, ImportOptions op
     if (!b->schema()->Equals(*imp->schema())) return Status::Internal("batch schema differs");
     batches.push_back(std::move(b));
   }
+  auto table = arrow::Table::FromRecordBatches(imp->schema(), batches);
+  if (!table.ok()) return Status::Internal(table.status().ToString());
+  return *table;
+}
+
+// The same through NextChunk/ParseChunk, parsing the chunks last to first (each on its own,
+// as workers would) and assembling them in order: the rows, or the first error in source order.
+Result<std::shared_ptr<arrow::Table>> ReadAllChunked(std::string data, ImportOptions options,
+                                                     std::vector<int64_t>* sizes = nullptr) {
+  TY_ASSIGN_OR_RETURN(std::unique_ptr<ChunkedImporter> imp,
+                      OpenJsonlChunksBuffer(std::move(data), std::move(options)));
+  std::vector<RecordChunk> chunks;
+  Status read_error;
+  for (;;) {
+    Result<std::optional<RecordChunk>> c = imp->NextChunk();
+    if (!c.ok()) {
+      read_error = c.status();
+      break;
+    }
+    if (!*c) break;
+    chunks.push_back(std::move(**c));
+  }
+  std::vector<Result<std::shared_ptr<arrow::RecordBatch>>> parsed(chunks.size(),
+                                                                  Status::Internal("unparsed"));
+  for (size_t i = chunks.size(); i-- > 0;) parsed[i] = imp->ParseChunk(chunks[i]);
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    TY_ASSIGN_OR_RETURN(std::shared_ptr<arrow::RecordBatch> b, std::move(parsed[i]));
+    if (b->num_rows() != chunks[i].records) return Status::Internal("records miscounted");
+    if (sizes) sizes->push_back(b->num_rows());
+    batches.push_back(std::move(b));
+  }
+  TY_RETURN_IF_ERROR(read_error);
   auto table = arrow::Table::FromRecordBatches(imp->schema(), batches);
   if (!table.ok()) return Status::Internal(table.status().ToString());
   return *table;
@@ -269,6 +303,50 @@ TEST(ImportTest, BatchesAreBoundedAndCoverEveryRow) {
   EXPECT_EQ(imp->rows_read(), 10);
   TY_ASSERT_OK_AND_ASSIGN(auto end, imp->Next());
   EXPECT_EQ(end, nullptr);
+}
+
+TEST(ImportTest, ChunksGiveTheSameRowsAndErrorsAsNext) {
+  std::string rows;
+  for (int i = 0; i < 10; ++i) rows += "{\"i\": " + std::to_string(i) + ", \"s\": \"x\"}\n";
+  const std::vector<std::string> inputs = {
+      rows,
+      "\xEF\xBB\xBF" + rows,                         // a byte order mark
+      "\n  \n" + rows + "\n\n",                      // blank lines around
+      "{\"i\": 1}\r\n\r\n{\"i\": 2}\r\n{\"i\": 3}",  // CRLF, no final newline
+      rows + "{\"i\": 10, \"s\": 3}\n",              // a type error after the sample
+      rows + "{\"i\": 11, \"new\": 1}\n",            // a field new after the sample
+      "{\"i\": 1}\n\n{\"i\": 2\n",                   // malformed, in the sample
+      rows + "{\"i\": \"\xff\"}\n",                  // invalid UTF-8
+      rows + "{\"s\": \"" + std::string(100, 'y') + "\"}\n" + rows,  // a line over the limit
+      "",
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    SCOPED_TRACE("input " + std::to_string(k));
+    ImportOptions o = Jsonl();
+    o.batch_rows = 3;
+    o.infer_rows = 4;  // the sample spans two chunks
+    o.max_record_bytes = 80;
+    auto serial = ReadAll(inputs[k], o);
+    std::vector<int64_t> sizes;
+    auto chunked = ReadAllChunked(inputs[k], o, &sizes);
+    ASSERT_EQ(serial.ok(), chunked.ok())
+        << serial.status().ToString() << " vs " << chunked.status().ToString();
+    if (!serial.ok()) {
+      EXPECT_EQ(serial.status().message(), chunked.status().message());
+      continue;
+    }
+    ASSERT_EQ((*serial)->num_rows(), (*chunked)->num_rows());
+    EXPECT_TRUE((*serial)->schema()->Equals(*(*chunked)->schema()));
+    for (int64_t r = 0; r < (*serial)->num_rows(); ++r) {
+      EXPECT_EQ(JsonOf(**serial, r), JsonOf(**chunked, r)) << "row " << r;
+    }
+    for (int64_t n : sizes) EXPECT_LE(n, 3);
+  }
+  // The messages name the line, as Next's do.
+  ImportOptions o = Jsonl();
+  o.infer_rows = 2;
+  EXPECT_EQ(ReadAllChunked("{\"a\": 1}\n\n{\"a\": 2}\n{\"a\": \"x\"}\n", o).status().message(),
+            "data.jsonl line 4: field 'a': expected int64, got string \"x\"");
 }
 
 TEST(ImportTest, ParquetKeepsItsTypesAndIsCheckedAgainstTheSchema) {

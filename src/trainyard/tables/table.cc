@@ -280,6 +280,9 @@ class DeltaTable::Impl {
     info["operationMetrics"] = txn.metrics;
     info["engineInfo"] = kEngineInfo;
     info["txnId"] = txn_id;
+    if (!options_.commit_user_metadata.empty()) {
+      info["userMetadata"] = options_.commit_user_metadata;
+    }
     Action commit_info;
     commit_info.commit_info = CommitInfoAction{std::move(info)};
     std::string body = ActionLine(commit_info) + "\n";
@@ -839,6 +842,9 @@ Result<std::vector<HistoryEntry>> DeltaTable::History(int64_t limit) {
         e.operation = op->as_string();
       if (auto* eng = f.if_contains("engineInfo"); eng && eng->is_string()) {
         e.engine_info = eng->as_string();
+      }
+      if (auto* u = f.if_contains("userMetadata"); u && u->is_string()) {
+        e.user_metadata = u->as_string();
       }
       if (auto* p = f.if_contains("operationParameters"); p && p->is_object()) {
         for (const auto& [k, val] : p->as_object()) e.operation_parameters[k] = JsonText(val);

@@ -73,6 +73,10 @@ struct TableOptions {
   Random* random = nullptr;
   // How errors name the table (e.g. its location); "" names it by its root.
   std::string name;
+  // commitInfo.userMetadata of every commit this DeltaTable makes ("" = none): a free-form
+  // string, as Spark's `userMetadata` write option sets it (prep puts its pipeline's version
+  // there). HistoryEntry::user_metadata reads it back.
+  std::string commit_user_metadata;
 };
 
 struct ReadOptions {
@@ -99,6 +103,7 @@ struct HistoryEntry {
   std::map<std::string, std::string> operation_parameters;  // values as JSON text
   std::map<std::string, std::string> operation_metrics;     // numAddedFiles, numOutputRows...
   std::string engine_info;
+  std::string user_metadata;  // commitInfo.userMetadata, "" when none
 };
 
 struct DataFile {

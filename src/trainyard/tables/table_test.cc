@@ -217,6 +217,24 @@ TEST_F(TableTest, CreateAppendAndReadBack) {
                   StatusCode::kAlreadyExists, "already exists");
 }
 
+TEST_F(TableTest, CommitsCarryTheUserMetadataOfTheirOptions) {
+  auto table = CreateTickets();
+  ASSERT_NE(table, nullptr);
+  TY_ASSERT_OK(table->Append(*Tickets(0, 10)).status());
+  TableOptions tagged = options_;
+  tagged.commit_user_metadata = R"({"pipeline":"p","version":"ab\"c"})";
+  TY_ASSERT_OK_AND_ASSIGN(auto writer, DeltaTable::Open(*store_, "t", clock_, tagged));
+  TY_ASSERT_OK(writer->Overwrite(*Tickets(10, 5)).status());
+  // As Spark writes it: a JSON string in commitInfo.
+  EXPECT_THAT(ReadText(LogFile(2)),
+              HasSubstr(R"("userMetadata":"{\"pipeline\":\"p\",\"version\":\"ab\\\"c\"}")"));
+  EXPECT_THAT(ReadText(LogFile(1)), Not(HasSubstr("userMetadata")));
+  TY_ASSERT_OK_AND_ASSIGN(auto history, table->History());
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history[0].user_metadata, tagged.commit_user_metadata);
+  EXPECT_EQ(history[1].user_metadata, "");
+}
+
 TEST_F(TableTest, BadInputNamesTheField) {
   CreateTableRequest request;
   request.schema = TicketSchema();

@@ -279,7 +279,30 @@ class SparkPipeline:
               .withColumn("_drop", F.lit(None).cast("int"))
               .withColumn("_reason", F.lit(None).cast("string"))
               .withColumn("_dup_of", F.lit(None).cast("string")))
+        if id_column:
+            self._check_unique_ids(df, id_column)
         return df
+
+    @staticmethod
+    def _check_unique_ids(df, id_column):
+        """Fails as the native engine does: on the first row (in source order) whose id an
+        earlier row of the same file has, naming both rows (1-based) and the value."""
+        from pyspark.sql import functions as F
+        dup = (df.groupBy("_src", "doc_id")
+               .agg(F.count(F.lit(1)).alias("n"),
+                    F.sort_array(F.collect_list(F.struct("_gidx", "_ord"))).alias("rows"),
+                    F.first(F.col(id_column)).alias("value"))
+               .filter(F.col("n") > 1)
+               .orderBy(F.col("rows")[1]["_gidx"])
+               .first())
+        if dup is None:
+            return
+        first, second = dup["rows"][0]["_ord"] + 1, dup["rows"][1]["_ord"] + 1
+        value = json.dumps(dup["value"], ensure_ascii=False)
+        raise SpecError(f'{dup["_src"]} rows {first} and {second} have the same '
+                        f'source.id_column "{id_column}" value {value}; ids must be unique '
+                        "within a source (drop or fix the duplicate rows, or drop id_column to "
+                        "use each row's position as its id)")
 
     # -- helpers --
 
@@ -677,11 +700,18 @@ class SparkPipeline:
             return {"name": name, "target": target["table"], "rows": rows}
         path = _join(self.spec["base_dir"], target["path"])
         df = df.coalesce(1)
-        (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-         .option("userMetadata", json.dumps(props)).save(path))
-        quoted = path.replace("`", "``")
-        settings = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-        self.spark.sql(f"ALTER TABLE delta.`{quoted}` SET TBLPROPERTIES ({settings})")
+        # Every commit (the write and the properties') carries the pipeline's name and version
+        # as its commitInfo.userMetadata, the same string as the native engine's.
+        meta_key = "spark.databricks.delta.commitInfo.userMetadata"
+        self.spark.conf.set(meta_key, json.dumps(props, sort_keys=True, separators=(",", ":")))
+        try:
+            (df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+             .save(path))
+            quoted = path.replace("`", "``")
+            settings = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+            self.spark.sql(f"ALTER TABLE delta.`{quoted}` SET TBLPROPERTIES ({settings})")
+        finally:
+            self.spark.conf.unset(meta_key)
         # The version just committed: the newest commit file of the (local) table's log.
         log = os.path.join(path, "_delta_log")
         version = max(int(f[:20]) for f in os.listdir(log) if f.endswith(".json") and
