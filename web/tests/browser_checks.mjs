@@ -258,6 +258,8 @@ const scenarios = {
       `the mask applies to the preview (to its owner too): ${preview}`);
     const history = await text(page.getByTestId('table-history'));
     check(history.includes('WRITE') || history.includes('CREATE'), `history: ${history}`);
+    const users = await page.getByTestId('history-user').allTextContents();
+    check(users.length > 0 && users.every((u) => u === config.table_writer), `who made each version: ${users}`);
     await until(async () => (await text(page.getByTestId('table-grants'))).includes(config.reader), 'the grants');
     check(!(await page.getByRole('button', { name: 'Grant', exact: true }).isDisabled()), 'the owner may grant');
 

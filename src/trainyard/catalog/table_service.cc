@@ -202,14 +202,32 @@ TableService::TableService(CatalogService& catalog, lineage::LineageRecorder* li
 
 TableService::~TableService() = default;
 
-Result<TableService::Opened> TableService::OpenRow(TableInfo row) {
+namespace {
+
+// The commitInfo fields naming who made a version. userId is the stable account name (our
+// users have no separate numeric id), userName the same name; a workload's job-scoped token
+// acts as its user, so the user is named, not the job.
+tables::TableOptions CommitterOptions(const identity::Principal* who) {
+  tables::TableOptions options;
+  if (who != nullptr) {
+    options.user_id = who->user;
+    options.user_name = who->user;
+  }
+  return options;
+}
+
+}  // namespace
+
+Result<TableService::Opened> TableService::OpenRow(TableInfo row,
+                                                   const identity::Principal* writer) {
   if (row.data_source_format != "DELTA") {
     return Status::FailedPrecondition("table " + row.full_name + " is " + row.data_source_format +
                                       ", not DELTA");
   }
   Opened o;
   TY_ASSIGN_OR_RETURN(o.store, blob::OpenBlobStore(row.storage_location, options_.blob_cache_dir));
-  Result<std::unique_ptr<tables::DeltaTable>> t = tables::DeltaTable::Open(*o.store, "", clock_);
+  Result<std::unique_ptr<tables::DeltaTable>> t =
+      tables::DeltaTable::Open(*o.store, "", clock_, CommitterOptions(writer));
   if (!t.ok() && t.status().code() == StatusCode::kNotFound) {
     return Status::NotFound("table " + row.full_name + " has no data yet (import some first)");
   }
@@ -222,7 +240,7 @@ Result<TableService::Opened> TableService::Open(const identity::Principal& who,
                                                 std::string_view full_name, Privilege privilege) {
   TY_RETURN_IF_ERROR(catalog_.Authorize(who, privilege, SecurableType::kTable, full_name));
   TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.LoadTable(full_name));
-  return OpenRow(std::move(row));
+  return OpenRow(std::move(row), privilege == Privilege::kModify ? &who : nullptr);
 }
 
 Result<ReadPolicy> TableService::PolicyOf(const identity::Principal& who, const Opened& o,
@@ -273,7 +291,7 @@ Result<std::unique_ptr<arrow::RecordBatchReader>> TableService::ReadGoverned(
                           std::move(output));
 }
 
-Status TableService::CreateDeltaForRow(const TableInfo& row) {
+Status TableService::CreateDeltaForRow(const identity::Principal& who, const TableInfo& row) {
   if (row.table_type != TableType::kManaged || row.data_source_format != "DELTA") {
     return Status::Ok();
   }
@@ -287,7 +305,7 @@ Status TableService::CreateDeltaForRow(const TableInfo& row) {
   for (const ColumnInfo& c : row.columns) {
     if (c.partition_index) create.partition_columns.push_back(c.name);
   }
-  return tables::DeltaTable::Create(*store, "", clock_, create).status();
+  return tables::DeltaTable::Create(*store, "", clock_, create, CommitterOptions(&who)).status();
 }
 
 Result<TableInfo> TableService::CreateManagedTable(const identity::Principal& who,
@@ -297,7 +315,7 @@ Result<TableInfo> TableService::CreateManagedTable(const identity::Principal& wh
   request.data_source_format = "DELTA";
   TY_ASSIGN_OR_RETURN(request.columns, ColumnsFromArrow(*schema));
   TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.CreateTable(who, request));
-  if (Status s = CreateDeltaForRow(row); !s.ok()) {
+  if (Status s = CreateDeltaForRow(who, row); !s.ok()) {
     (void)catalog_.DeleteTable(identity::Principal::System(), row.full_name);
     return s;
   }
@@ -328,7 +346,7 @@ Result<ImportTableResult> TableService::ImportNew(const identity::Principal& who
     (void)catalog_.DeleteTable(identity::Principal::System(), row.full_name);
     return s;
   };
-  Result<Opened> opened = OpenRow(row);
+  Result<Opened> opened = OpenRow(row, &who);
   if (!opened.ok()) return fail(opened.status());
   ImporterReader reader(*importer);
   Result<tables::CommitResult> commit = WriteRows(*opened->table, reader, request.mode);

@@ -154,8 +154,8 @@ class TableService {
   Result<TableInfo> CreateManagedTable(const identity::Principal& who, CreateTableRequest request,
                                        std::shared_ptr<arrow::Schema> schema);
   // For a MANAGED DELTA row created elsewhere (UC's POST /tables): the empty Delta table
-  // from the row's columns.
-  Status CreateDeltaForRow(const TableInfo& row);
+  // from the row's columns, its first commit made by `who`.
+  Status CreateDeltaForRow(const identity::Principal& who, const TableInfo& row);
 
   Result<ImportTableResult> Import(const identity::Principal& who,
                                    const ImportTableRequest& request);
@@ -177,7 +177,9 @@ class TableService {
   struct Opened;
   Result<Opened> Open(const identity::Principal& who, std::string_view full_name,
                       Privilege privilege);
-  Result<Opened> OpenRow(TableInfo row);
+  // `writer`: who commits through the handle (named in each commit's commitInfo); nullptr
+  // for a handle that only reads.
+  Result<Opened> OpenRow(TableInfo row, const identity::Principal* writer);
   // The policy for `who` on the opened table, its masks keyed by `schema`'s (the data's)
   // column names.
   Result<ReadPolicy> PolicyOf(const identity::Principal& who, const Opened& o,

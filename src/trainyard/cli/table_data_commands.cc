@@ -183,11 +183,13 @@ int History(Client& client, const Args& a) {
   if (!h.ok()) return Fail(h.status());
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : Arr(*h, "history")) {
+    std::string user = Str(e, "user_name");
     rows.push_back({std::to_string(Int(e, "version")), FormatTime(Int(e, "timestamp_ms")),
-                    Str(e, "operation"), MapText(e.at("operation_parameters")),
-                    MapText(e.at("operation_metrics"))});
+                    Str(e, "operation"), user.empty() ? "-" : user,
+                    MapText(e.at("operation_parameters")), MapText(e.at("operation_metrics"))});
   }
-  PrintTable(std::cout, {"VERSION", "TIME", "OPERATION", "PARAMETERS", "METRICS"}, rows, 60);
+  PrintTable(std::cout, {"VERSION", "TIME", "OPERATION", "USER", "PARAMETERS", "METRICS"}, rows,
+             60);
   return 0;
 }
 

@@ -73,6 +73,11 @@ struct TableOptions {
   Random* random = nullptr;
   // How errors name the table (e.g. its location); "" names it by its root.
   std::string name;
+  // Who commits through this handle: written to each commit's commitInfo as `userId` and
+  // `userName` (the fields Spark on Databricks fills; other readers ignore them). Empty: the
+  // commit names no user.
+  std::string user_id;
+  std::string user_name;
 };
 
 struct ReadOptions {
@@ -99,6 +104,8 @@ struct HistoryEntry {
   std::map<std::string, std::string> operation_parameters;  // values as JSON text
   std::map<std::string, std::string> operation_metrics;     // numAddedFiles, numOutputRows...
   std::string engine_info;
+  std::string user_id;    // commitInfo.userId: who made the version ("" when not recorded)
+  std::string user_name;  // commitInfo.userName
 };
 
 struct DataFile {
