@@ -266,6 +266,11 @@ const scenarios = {
     await page.getByTestId('lineage-link').click();
     const run = page.locator(`[data-testid=lineage-node][data-node-type=run][data-node-key="${config.writer_run}"]`);
     await run.waitFor({ timeout: TIMEOUT });
+    // A run shows its name; its id stays in the node's tooltip.
+    const runLabel = await run.locator('text').last().textContent();
+    check(runLabel === config.writer_run_name, `the run node's label is its name: ${runLabel}`);
+    const runTip = await run.locator('title').textContent();
+    check(runTip.includes(config.writer_run), `the run node's tooltip names its id: ${runTip}`);
     const root = page.locator('[data-testid=lineage-node][data-root=true]');
     check((await root.getAttribute('data-node-type')) === 'table', 'the table is the root');
     const rootBox = await root.boundingBox();
