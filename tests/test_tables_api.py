@@ -392,3 +392,41 @@ def test_csv_bad_value_names_the_line_and_timestamp_reads_travel(server, schema)
     assert old.headers["X-Trainyard-Table-Version"] == "1"
     assert len(old.text.splitlines()) == 2
     assert describe(server, table, timestamp=at_v1)["version"] == 1
+
+
+def test_history_names_who_made_each_version(server, schema):
+    """Each commit's commitInfo names the user who made it (userId/userName, the fields Spark on
+    Databricks fills): the history API, the CLI's USER column, and delta-rs reading the log."""
+    table = f"{schema}.tickets"
+    import_body(server, table, jsonl(TICKETS), "jsonl")  # v0 CREATE TABLE and v1, the admin's
+    writer = name("erin")
+    token = server.create_user(writer)
+    cat = schema.split(".")[0]
+    cli(server, "grant", "USE", "CATALOG,", "USE", "SCHEMA,", "SELECT,", "MODIFY", "ON",
+        "CATALOG", cat, "TO", writer)
+    import_body(server, table, jsonl(TICKETS[:2]), "jsonl", token=token)  # v2: append
+    r = requests.post(server.api(f"{TABLES}/{table}/delete"), json={"predicate": "id = 1"},
+                      headers=auth(token), timeout=30)  # v3: delete
+    assert r.status_code == 200, r.text
+    import_body(server, table, jsonl(TICKETS), "jsonl", mode="overwrite")  # v4: the admin's
+
+    r = requests.get(server.api(f"{TABLES}/{table}/history"), headers=auth(server.token),
+                     timeout=30)
+    assert r.status_code == 200, r.text
+    made_by = {h["version"]: (h["operation"], h["user_name"]) for h in r.json()["history"]}
+    assert made_by == {0: ("CREATE TABLE", "admin"), 1: ("WRITE", "admin"), 2: ("WRITE", writer),
+                       3: ("DELETE", writer), 4: ("WRITE", "admin")}, made_by
+    assert all(h["user_id"] == h["user_name"] for h in r.json()["history"])
+
+    _, hist = parse_table(cli(server, "tables", "history", table).stdout, "VERSION")
+    assert [(h["VERSION"], h["USER"]) for h in hist] == \
+        [("4", "admin"), ("3", writer), ("2", writer), ("1", "admin"), ("0", "admin")]
+
+    # delta-rs reads the same log: the fields are commitInfo's own, the interop stays valid.
+    delta = DeltaTable(describe(server, table)["storage_location"])
+    by_version = {h["version"]: h for h in delta.history()}
+    assert set(by_version) == {0, 1, 2, 3, 4}
+    assert (by_version[3]["userId"], by_version[3]["userName"]) == (writer, writer)
+    assert by_version[3]["operation"] == "DELETE"
+    assert by_version[4]["userName"] == "admin" and by_version[0]["userName"] == "admin"
+    assert delta.to_pyarrow_table().num_rows == len(TICKETS)

@@ -231,7 +231,8 @@ def governed_data(server, ui_data, unique_module):
             "changes": [{"principal": reader, "add": ["USE CATALOG", "USE SCHEMA", "SELECT"]}]})
         assert r.status_code == 200, r.text
         data.update(catalog=catalog, schema=schema, table=table, table_version=version,
-                    writer_run=writer_run, preview_name=PEOPLE[0]["name"],
+                    writer_run=writer_run, writer_run_name="table-writer", table_writer="admin",
+                    preview_name=PEOPLE[0]["name"],
                     raw_email=PEOPLE[0]["email"],
                     masked_email="*" * (len(PEOPLE[0]["email"]) - 4) + PEOPLE[0]["email"][-4:])
 

@@ -14,13 +14,18 @@ const c = JSON.parse(process.env.UI_BENCH ?? '{}');
 const base = c.url.replace(/\/$/, '');
 const TIMEOUT = Number(c.timeout_ms ?? 300000);
 
+// Waits until fn(arg) holds in the page. The predicates end in `&& performance.now()`, so the
+// time is the page's at the animation frame in which it saw the condition hold, without the
+// round trip back to node (which a loaded machine can stretch by 100 ms and more).
 async function until(page, fn, arg, what) {
+  let handle;
   try {
-    await page.waitForFunction(fn, arg, { timeout: TIMEOUT, polling: 'raf' });
+    handle = await page.waitForFunction(fn, arg, { timeout: TIMEOUT, polling: 'raf' });
   } catch (e) {
     throw new Error(`${c.ui} ${c.page}: timed out waiting for ${what}: ${e.message}`);
   }
-  return page.evaluate(() => performance.now());
+  const t = await handle.jsonValue();
+  return typeof t === 'number' ? t : page.evaluate(() => performance.now());
 }
 
 // Trainyard: the token goes in sessionStorage before the app starts, as the login page does.
@@ -33,11 +38,11 @@ const pages = {
   trainyard: {
     async table(page) {
       await page.goto(`${base}/#/experiments/${c.table_experiment}`);
-      const rows = await until(page, () => document.querySelectorAll('[data-testid=runs-table] .vtable-row').length > 0,
+      const rows = await until(page, () => document.querySelectorAll('[data-testid=runs-table] .vtable-row').length > 0 && performance.now(),
         null, 'the first rows');
       const t0 = await page.evaluate(() => performance.now());
       await page.locator('[data-column="metric:acc"]').click();
-      const sorted = await until(page, (top) => document.querySelector('.vtable-row')?.textContent?.includes(top),
+      const sorted = await until(page, (top) => document.querySelector('.vtable-row')?.textContent?.includes(top) && performance.now(),
         c.top_run, `${c.top_run} first after sorting by acc`);
       return { rows_visible_ms: rows, sort_click_ms: sorted - t0, total_ms: sorted };
     },
@@ -45,7 +50,7 @@ const pages = {
       await page.goto(`${base}/#/experiments/${c.chart_experiment}/compare?runs=${c.chart_runs.join(',')}`);
       const drawn = await until(page, (n) => {
         const el = document.querySelector('[data-testid=metric-chart][data-metric="loss"]');
-        return el && el.dataset.exact !== undefined && el.dataset.series === String(n) && el.querySelector('canvas');
+        return el && el.dataset.exact !== undefined && el.dataset.series === String(n) && el.querySelector('canvas') && performance.now();
       }, c.chart_runs.length, 'the loss chart with every run');
       return { total_ms: drawn };
     },
@@ -53,7 +58,7 @@ const pages = {
       await page.goto(`${base}/#/experiments/${c.long_experiment}/runs/${c.long_run}`);
       const drawn = await until(page, () => {
         const el = document.querySelector('[data-testid=metric-chart][data-metric="loss"]');
-        return el && el.dataset.exact !== undefined && el.querySelector('canvas');
+        return el && el.dataset.exact !== undefined && el.querySelector('canvas') && performance.now();
       }, null, 'the loss chart');
       return { total_ms: drawn };
     },
@@ -64,7 +69,7 @@ const pages = {
     // is the first row.
     async table(page) {
       await page.goto(`${base}/#/experiments/${c.table_experiment}/runs`);
-      const rows = await until(page, () => [...document.querySelectorAll('.ag-row')].some((r) => /run-\d{5}/.test(r.textContent)),
+      const rows = await until(page, () => [...document.querySelectorAll('.ag-row')].some((r) => /run-\d{5}/.test(r.textContent)) && performance.now(),
         null, 'the first rows');
       const t0 = await page.evaluate(() => performance.now());
       // MLflow 3 shows no metric columns by default: its Sort menu is how one sorts by acc.
@@ -72,7 +77,7 @@ const pages = {
       await page.getByText('acc', { exact: true }).first().click();
       // The first click may sort either way; either end of the acc order answers it.
       const sorted = await until(page, ([top, bottom]) => [...document.querySelectorAll('.ag-row[row-index="0"]')]
-        .some((r) => r.textContent.includes(top) || r.textContent.includes(bottom)),
+        .some((r) => r.textContent.includes(top) || r.textContent.includes(bottom)) && performance.now(),
         [c.top_run, c.bottom_run], `${c.top_run} or ${c.bottom_run} first after sorting by acc`);
       return { rows_visible_ms: rows, sort_click_ms: sorted - t0, total_ms: sorted };
     },
@@ -96,7 +101,7 @@ async function metricPage(page, runs, experiment, points) {
   const drawn = await until(page, ([n]) => {
     const el = document.querySelector('.js-plotly-plot');
     if (!el || !el.data || el.data.length < n || !el._fullLayout || !el.querySelector('.main-svg')) return false;
-    return el.data.every((d) => (d.x?.length ?? 0) > 0);
+    return el.data.every((d) => (d.x?.length ?? 0) > 0) && performance.now();
   }, [runs.length, points], `the plot of ${runs.length} runs x ${points} points`).catch(async (e) => {
     const seen = await page.evaluate(() => {
       const el = document.querySelector('.js-plotly-plot');

@@ -1,17 +1,33 @@
-import { useCallback, useEffect, useState } from 'react';
+import { lazy, Suspense, useCallback, useEffect, useState, type ComponentType } from 'react';
 import { clearToken, getToken, onUnauthorized, setToken, whoami, type Whoami } from './api';
-import { Catalogs, CatalogPage, SchemaPage, TablePage } from './pages/Catalog';
-import { Compare } from './pages/Compare';
-import { EndpointPage, Endpoints } from './pages/Endpoints';
-import { Lineage } from './pages/Lineage';
-import { Experiments } from './pages/Experiments';
-import { JobDetail, Jobs } from './pages/Jobs';
 import { Login } from './pages/Login';
-import { Model, Models, ModelVersionPage } from './pages/Models';
-import { RunDetail } from './pages/RunDetail';
-import { Runs } from './pages/Runs';
+import { takePrefetched, whoamiKey } from './prefetch';
 import { href, useRoute, type Route } from './router';
 import { errorMessage } from './util';
+
+// Each page is its own chunk, fetched when first shown: the runs table, the page most links
+// open, does not wait for the parsing of the charts (uPlot), the catalog or the jobs pages.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function page<M, K extends keyof M>(load: () => Promise<M>, name: K): ComponentType<any> {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  return lazy(() => load().then((m) => ({ default: m[name] as ComponentType<any> })));
+}
+const Catalogs = page(() => import('./pages/Catalog'), 'Catalogs');
+const CatalogPage = page(() => import('./pages/Catalog'), 'CatalogPage');
+const SchemaPage = page(() => import('./pages/Catalog'), 'SchemaPage');
+const TablePage = page(() => import('./pages/Catalog'), 'TablePage');
+const Compare = page(() => import('./pages/Compare'), 'Compare');
+const Endpoints = page(() => import('./pages/Endpoints'), 'Endpoints');
+const EndpointPage = page(() => import('./pages/Endpoints'), 'EndpointPage');
+const Lineage = page(() => import('./pages/Lineage'), 'Lineage');
+const Experiments = page(() => import('./pages/Experiments'), 'Experiments');
+const Jobs = page(() => import('./pages/Jobs'), 'Jobs');
+const JobDetail = page(() => import('./pages/Jobs'), 'JobDetail');
+const Models = page(() => import('./pages/Models'), 'Models');
+const Model = page(() => import('./pages/Models'), 'Model');
+const ModelVersionPage = page(() => import('./pages/Models'), 'ModelVersionPage');
+const RunDetail = page(() => import('./pages/RunDetail'), 'RunDetail');
+const Runs = page(() => import('./pages/Runs'), 'Runs');
 
 type Session = { state: 'checking' } | { state: 'signed-out'; notice: string | null } | { state: 'signed-in'; who: Whoami };
 
@@ -35,7 +51,7 @@ export function App() {
   // A token kept from earlier in this tab: check it once on load.
   useEffect(() => {
     if (session.state !== 'checking') return;
-    whoami().then(
+    (takePrefetched<Whoami>(whoamiKey) ?? whoami()).then(
       (who) => setSession({ state: 'signed-in', who }),
       (e) => signOut(errorMessage(e)),
     );
@@ -85,7 +101,9 @@ export function App() {
         </button>
       </header>
       <main>
-        <Page route={route} />
+        <Suspense fallback={<p className="muted">Loading…</p>}>
+          <Page route={route} />
+        </Suspense>
       </main>
     </div>
   );

@@ -258,12 +258,19 @@ const scenarios = {
       `the mask applies to the preview (to its owner too): ${preview}`);
     const history = await text(page.getByTestId('table-history'));
     check(history.includes('WRITE') || history.includes('CREATE'), `history: ${history}`);
+    const users = await page.getByTestId('history-user').allTextContents();
+    check(users.length > 0 && users.every((u) => u === config.table_writer), `who made each version: ${users}`);
     await until(async () => (await text(page.getByTestId('table-grants'))).includes(config.reader), 'the grants');
     check(!(await page.getByRole('button', { name: 'Grant', exact: true }).isDisabled()), 'the owner may grant');
 
     await page.getByTestId('lineage-link').click();
     const run = page.locator(`[data-testid=lineage-node][data-node-type=run][data-node-key="${config.writer_run}"]`);
     await run.waitFor({ timeout: TIMEOUT });
+    // A run shows its name; its id stays in the node's tooltip.
+    const runLabel = await run.locator('text').last().textContent();
+    check(runLabel === config.writer_run_name, `the run node's label is its name: ${runLabel}`);
+    const runTip = await run.locator('title').textContent();
+    check(runTip.includes(config.writer_run), `the run node's tooltip names its id: ${runTip}`);
     const root = page.locator('[data-testid=lineage-node][data-root=true]');
     check((await root.getAttribute('data-node-type')) === 'table', 'the table is the root');
     const rootBox = await root.boundingBox();

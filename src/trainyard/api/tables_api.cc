@@ -240,7 +240,9 @@ Result<json::value> History(TableService& ts, Call& c) {
                                {"operation_parameters", StringMap(e.operation_parameters)},
                                {"operation_metrics", StringMap(e.operation_metrics)},
                                {"engine_info", e.engine_info},
-                               {"user_metadata", e.user_metadata}});
+                               {"user_metadata", e.user_metadata},
+                               {"user_id", e.user_id},
+                               {"user_name", e.user_name}});
   }
   return json::object{{"history", std::move(out)}};
 }

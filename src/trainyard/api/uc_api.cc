@@ -130,7 +130,7 @@ void RegisterTables(Api& api, CatalogService& cs, catalog::TableService* ts) {
     TY_ASSIGN_OR_RETURN(auto request, DecodeCreateTable(c.body));
     TY_ASSIGN_OR_RETURN(auto info, cs.CreateTable(c.principal, request));
     // A managed Delta table gets its (empty) Delta table, so UC clients can read it.
-    if (Status s = ts ? ts->CreateDeltaForRow(info) : Status::Ok(); !s.ok()) {
+    if (Status s = ts ? ts->CreateDeltaForRow(c.principal, info) : Status::Ok(); !s.ok()) {
       (void)cs.DeleteTable(identity::Principal::System(), info.full_name);
       return s;
     }

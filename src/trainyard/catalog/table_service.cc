@@ -210,7 +210,23 @@ TableService::TableService(CatalogService& catalog, lineage::LineageRecorder* li
 
 TableService::~TableService() = default;
 
-Result<TableService::Opened> TableService::OpenRow(TableInfo row,
+namespace {
+
+// The commitInfo fields naming who made a version. userId is the stable account name (our
+// users have no separate numeric id), userName the same name; a workload's job-scoped token
+// acts as its user, so the user is named, not the job.
+tables::TableOptions CommitterOptions(const identity::Principal* who,
+                                      tables::TableOptions options) {
+  if (who != nullptr) {
+    options.user_id = who->user;
+    options.user_name = who->user;
+  }
+  return options;
+}
+
+}  // namespace
+
+Result<TableService::Opened> TableService::OpenRow(TableInfo row, const identity::Principal* writer,
                                                    tables::TableOptions table_options) {
   if (row.data_source_format != "DELTA") {
     return Status::FailedPrecondition("table " + row.full_name + " is " + row.data_source_format +
@@ -218,8 +234,8 @@ Result<TableService::Opened> TableService::OpenRow(TableInfo row,
   }
   Opened o;
   TY_ASSIGN_OR_RETURN(o.store, blob::OpenBlobStore(row.storage_location, options_.blob_cache_dir));
-  Result<std::unique_ptr<tables::DeltaTable>> t =
-      tables::DeltaTable::Open(*o.store, "", clock_, std::move(table_options));
+  Result<std::unique_ptr<tables::DeltaTable>> t = tables::DeltaTable::Open(
+      *o.store, "", clock_, CommitterOptions(writer, std::move(table_options)));
   if (!t.ok() && t.status().code() == StatusCode::kNotFound) {
     return Status::NotFound("table " + row.full_name + " has no data yet (import some first)");
   }
@@ -233,7 +249,8 @@ Result<TableService::Opened> TableService::Open(const identity::Principal& who,
                                                 tables::TableOptions table_options) {
   TY_RETURN_IF_ERROR(catalog_.Authorize(who, privilege, SecurableType::kTable, full_name));
   TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.LoadTable(full_name));
-  return OpenRow(std::move(row), std::move(table_options));
+  return OpenRow(std::move(row), privilege == Privilege::kModify ? &who : nullptr,
+                 std::move(table_options));
 }
 
 Result<ReadPolicy> TableService::PolicyOf(const identity::Principal& who, const Opened& o,
@@ -284,7 +301,7 @@ Result<std::unique_ptr<arrow::RecordBatchReader>> TableService::ReadGoverned(
                           std::move(output));
 }
 
-Status TableService::CreateDeltaForRow(const TableInfo& row) {
+Status TableService::CreateDeltaForRow(const identity::Principal& who, const TableInfo& row) {
   if (row.table_type != TableType::kManaged || row.data_source_format != "DELTA") {
     return Status::Ok();
   }
@@ -298,7 +315,7 @@ Status TableService::CreateDeltaForRow(const TableInfo& row) {
   for (const ColumnInfo& c : row.columns) {
     if (c.partition_index) create.partition_columns.push_back(c.name);
   }
-  return tables::DeltaTable::Create(*store, "", clock_, create).status();
+  return tables::DeltaTable::Create(*store, "", clock_, create, CommitterOptions(&who)).status();
 }
 
 Result<TableInfo> TableService::CreateManagedTable(const identity::Principal& who,
@@ -308,7 +325,7 @@ Result<TableInfo> TableService::CreateManagedTable(const identity::Principal& wh
   request.data_source_format = "DELTA";
   TY_ASSIGN_OR_RETURN(request.columns, ColumnsFromArrow(*schema));
   TY_ASSIGN_OR_RETURN(TableInfo row, catalog_.CreateTable(who, request));
-  if (Status s = CreateDeltaForRow(row); !s.ok()) {
+  if (Status s = CreateDeltaForRow(who, row); !s.ok()) {
     (void)catalog_.DeleteTable(identity::Principal::System(), row.full_name);
     return s;
   }
@@ -339,7 +356,7 @@ Result<ImportTableResult> TableService::ImportNew(const identity::Principal& who
     (void)catalog_.DeleteTable(identity::Principal::System(), row.full_name);
     return s;
   };
-  Result<Opened> opened = OpenRow(row, WriteOptions(request));
+  Result<Opened> opened = OpenRow(row, &who, WriteOptions(request));
   if (!opened.ok()) return fail(opened.status());
   ImporterReader reader(*importer);
   Result<tables::CommitResult> commit = WriteRows(*opened->table, reader, request.mode);

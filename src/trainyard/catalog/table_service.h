@@ -158,8 +158,8 @@ class TableService {
   Result<TableInfo> CreateManagedTable(const identity::Principal& who, CreateTableRequest request,
                                        std::shared_ptr<arrow::Schema> schema);
   // For a MANAGED DELTA row created elsewhere (UC's POST /tables): the empty Delta table
-  // from the row's columns.
-  Status CreateDeltaForRow(const TableInfo& row);
+  // from the row's columns, its first commit made by `who`.
+  Status CreateDeltaForRow(const identity::Principal& who, const TableInfo& row);
 
   Result<ImportTableResult> Import(const identity::Principal& who,
                                    const ImportTableRequest& request);
@@ -182,7 +182,10 @@ class TableService {
   // `table_options` for the DeltaTable (what its commits carry).
   Result<Opened> Open(const identity::Principal& who, std::string_view full_name,
                       Privilege privilege, tables::TableOptions table_options = {});
-  Result<Opened> OpenRow(TableInfo row, tables::TableOptions table_options = {});
+  // `writer`: who commits through the handle (named in each commit's commitInfo); nullptr
+  // for a handle that only reads.
+  Result<Opened> OpenRow(TableInfo row, const identity::Principal* writer,
+                         tables::TableOptions table_options = {});
   // The policy for `who` on the opened table, its masks keyed by `schema`'s (the data's)
   // column names.
   Result<ReadPolicy> PolicyOf(const identity::Principal& who, const Opened& o,

@@ -203,11 +203,14 @@ int History(Client& client, const Args& a) {
   if (!h.ok()) return Fail(h.status());
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : Arr(*h, "history")) {
+    std::string user = Str(e, "user_name");
     rows.push_back({std::to_string(Int(e, "version")), FormatTime(Int(e, "timestamp_ms")),
-                    Str(e, "operation"), MapText(e.at("operation_parameters")),
-                    MapText(e.at("operation_metrics")), UserMetadataText(Str(e, "user_metadata"))});
+                    Str(e, "operation"), user.empty() ? "-" : user,
+                    MapText(e.at("operation_parameters")), MapText(e.at("operation_metrics")),
+                    UserMetadataText(Str(e, "user_metadata"))});
   }
-  PrintTable(std::cout, {"VERSION", "TIME", "OPERATION", "PARAMETERS", "METRICS", "USER METADATA"},
+  PrintTable(std::cout,
+             {"VERSION", "TIME", "OPERATION", "USER", "PARAMETERS", "METRICS", "USER METADATA"},
              rows, 60);
   return 0;
 }

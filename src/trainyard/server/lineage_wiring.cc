@@ -30,8 +30,10 @@ class ServiceDirectory : public lineage::ObjectDirectory {
       case NodeType::kRun: {
         TY_ASSIGN_OR_RETURN(std::string experiment, s_.tracking.RunExperiment(node.key));
         TY_ASSIGN_OR_RETURN(std::string owner, s_.tracking.ExperimentOwner(experiment));
+        // The run's name as the graph's label (the web UI keeps the id in the tooltip).
+        TY_ASSIGN_OR_RETURN(std::string name, s_.tracking.RunName(node.key));
         return lineage::ObjectAccess{
-            {"experiment", experiment, owner}, {"run", node.key, owner}, "", nullptr};
+            {"experiment", experiment, owner}, {"run", node.key, owner}, name, nullptr};
       }
       case NodeType::kModelVersion: {
         TY_ASSIGN_OR_RETURN(registry::ModelVersion v,

@@ -272,6 +272,8 @@ class DeltaTable::Impl {
                       {"operation", txn.operation},
                       {"operationParameters", txn.parameters}};
     if (read_version >= 0) info["readVersion"] = read_version;
+    if (!options_.user_id.empty()) info["userId"] = options_.user_id;
+    if (!options_.user_name.empty()) info["userName"] = options_.user_name;
     info["isolationLevel"] = "Serializable";
     bool changes_metadata = std::any_of(
         txn.actions.begin(), txn.actions.end(),
@@ -846,6 +848,8 @@ Result<std::vector<HistoryEntry>> DeltaTable::History(int64_t limit) {
       if (auto* u = f.if_contains("userMetadata"); u && u->is_string()) {
         e.user_metadata = u->as_string();
       }
+      if (auto* id = f.if_contains("userId"); id && id->is_string()) e.user_id = id->as_string();
+      if (auto* n = f.if_contains("userName"); n && n->is_string()) e.user_name = n->as_string();
       if (auto* p = f.if_contains("operationParameters"); p && p->is_object()) {
         for (const auto& [k, val] : p->as_object()) e.operation_parameters[k] = JsonText(val);
       }

@@ -77,6 +77,11 @@ struct TableOptions {
   // string, as Spark's `userMetadata` write option sets it (prep puts its pipeline's version
   // there). HistoryEntry::user_metadata reads it back.
   std::string commit_user_metadata;
+  // Who commits through this handle: written to each commit's commitInfo as `userId` and
+  // `userName` (the fields Spark on Databricks fills; other readers ignore them). Empty: the
+  // commit names no user.
+  std::string user_id;
+  std::string user_name;
 };
 
 struct ReadOptions {
@@ -104,6 +109,8 @@ struct HistoryEntry {
   std::map<std::string, std::string> operation_metrics;     // numAddedFiles, numOutputRows...
   std::string engine_info;
   std::string user_metadata;  // commitInfo.userMetadata, "" when none
+  std::string user_id;        // commitInfo.userId: who made the version ("" when not recorded)
+  std::string user_name;      // commitInfo.userName
 };
 
 struct DataFile {

@@ -371,6 +371,23 @@ TEST_F(TableTest, OverwriteDeleteUpdate) {
   EXPECT_EQ(two.size(), 2u);
 }
 
+TEST_F(TableTest, CommitsNameTheUserOfTheirHandle) {
+  auto table = CreateTickets();
+  TY_ASSERT_OK(table->Append(*Tickets(0, 3)).status());
+  TableOptions as_erin = options_;
+  as_erin.user_id = "erin";
+  as_erin.user_name = "erin";
+  TY_ASSERT_OK_AND_ASSIGN(auto erins, DeltaTable::Open(*store_, "t", clock_, as_erin));
+  TY_ASSERT_OK(erins->Append(*Tickets(10, 3)).status());
+  EXPECT_THAT(ReadText(LogFile(2)), HasSubstr("\"userId\":\"erin\",\"userName\":\"erin\""));
+  EXPECT_THAT(ReadText(LogFile(1)), Not(HasSubstr("userName")));
+  TY_ASSERT_OK_AND_ASSIGN(auto history, table->History());
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history[0].user_id, "erin");
+  EXPECT_EQ(history[0].user_name, "erin");
+  EXPECT_EQ(history[1].user_name, "");
+}
+
 TEST_F(TableTest, AddColumnsKeepsOldRowsAsNull) {
   auto table = CreateTickets();
   TY_ASSERT_OK(table->Append(*Tickets(0, 3)).status());

@@ -1124,6 +1124,10 @@ Status OrderByError(const OrderBy& o, std::string_view message) {
 struct OrderSql {
   std::vector<OrderTerm> terms;
   std::vector<bool> explicit_direction;  // whether the SQL spells the term's ASC
+  // With join_metrics, a run's latest metric is read through a LEFT JOIN added here.
+  bool join_metrics = false;
+  SqlFragment joins;
+  int join_count = 0;
 
   // `key`, if given, is the one `?` in `expr`.
   void Add(std::string expr, std::optional<bool> ascending, const std::string* key = nullptr) {
@@ -1165,7 +1169,16 @@ Status AddKeyValueOrder(const SearchSpec& spec, const OrderBy& o, OrderSql& orde
 
 // metrics.x: values first, then NaN, then runs without the metric (as MLflow does).
 Status AddMetricOrder(const SearchSpec& spec, const OrderBy& o, OrderSql& order) {
-  if (spec.metrics == MetricSource::kRunLatest) {
+  if (spec.metrics == MetricSource::kRunLatest && order.join_metrics) {
+    std::string m = "om" + std::to_string(order.join_count++);
+    order.joins.sql += " LEFT JOIN latest_metrics " + m + " ON " + m +
+                       ".run_uuid = runs.run_uuid AND " + m + ".key = ?";
+    order.joins.params.emplace_back(o.key);
+    order.Add(
+        "CASE WHEN " + m + ".run_uuid IS NULL THEN 2 WHEN " + m + ".is_nan = 0 THEN 0 ELSE 1 END",
+        std::nullopt);
+    order.Add("CASE WHEN " + m + ".is_nan = 0 THEN " + m + ".value END", o.ascending);
+  } else if (spec.metrics == MetricSource::kRunLatest) {
     std::string from = " FROM latest_metrics m WHERE m.run_uuid = runs.run_uuid AND m.key = ?)";
     order.Add("COALESCE((SELECT CASE WHEN m.is_nan = 0 THEN 0 ELSE 1 END" + from + ", 2)",
               std::nullopt, &o.key);
@@ -1210,7 +1223,8 @@ Result<std::string> AddOrderClause(const SearchSpec& spec, const OrderBy& o, Ord
   return OrderByError(o, "searches cannot be ordered by datasets");
 }
 
-Result<OrderSql> CompileOrderSql(const SearchSpec& spec, const std::vector<OrderBy>& order_by) {
+Result<OrderSql> CompileOrderSql(const SearchSpec& spec, const std::vector<OrderBy>& order_by,
+                                 bool join_metrics = false) {
   if (order_by.size() > kMaxOrderByClauses) {
     return Status::InvalidArgument("invalid order_by: " + std::to_string(order_by.size()) +
                                    " clauses; at most " + std::to_string(kMaxOrderByClauses) +
@@ -1219,6 +1233,7 @@ Result<OrderSql> CompileOrderSql(const SearchSpec& spec, const std::vector<Order
   std::span<const OrderBy> clauses = order_by;
   if (clauses.empty()) clauses = spec.default_order;
   OrderSql order;
+  order.join_metrics = join_metrics;
   std::set<std::pair<EntityType, std::string>> seen;
   std::set<std::string_view> ordered_attributes;
   for (const OrderBy& o : clauses) {
@@ -1249,9 +1264,9 @@ Result<SqlFragment> CompileRunFilter(const std::vector<Comparison>& filter) {
 Result<SqlFragment> CompileRunOrderBy(const std::vector<OrderBy>& order_by) {
   return CompileOrder(RunSpec(), order_by);
 }
-Result<std::vector<OrderTerm>> CompileRunOrderTerms(const std::vector<OrderBy>& order_by) {
-  TY_ASSIGN_OR_RETURN(OrderSql order, CompileOrderSql(RunSpec(), order_by));
-  return std::move(order.terms);
+Result<RunOrderTerms> CompileRunOrderTerms(const std::vector<OrderBy>& order_by) {
+  TY_ASSIGN_OR_RETURN(OrderSql order, CompileOrderSql(RunSpec(), order_by, true));
+  return RunOrderTerms{std::move(order.terms), std::move(order.joins)};
 }
 Result<SqlFragment> CompileExperimentFilter(const std::vector<Comparison>& filter) {
   return CompileFilter(ExperimentSpec(), filter);

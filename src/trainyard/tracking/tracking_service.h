@@ -158,6 +158,8 @@ class TrackingService {
   Result<Run> GetRun(const std::string& run_id);
   // The experiment a run belongs to (cached; it never changes). NotFound if absent.
   Result<std::string> RunExperiment(const std::string& run_id);
+  // A run's name as it is now (runs can be renamed: not cached). NotFound if absent.
+  Result<std::string> RunName(const std::string& run_id);
   Result<RunInfo> UpdateRun(const identity::Principal& who, const std::string& run_id,
                             const std::optional<std::string>& status,
                             std::optional<int64_t> end_time,

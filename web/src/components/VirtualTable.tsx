@@ -12,8 +12,13 @@ export interface Column<T> {
 
 // A table that renders only the rows in view (plus a few around them): 10,000 rows cost
 // what 40 do. Rows have a fixed height; scrolling updates at most once per animation frame.
+// `totalRows` (at least rows.length) sizes the scroll range when not all rows are loaded yet:
+// rows past those loaded show as pending, and `onNeed` hears one past the last row in view,
+// so the owner can load up to there.
 export function VirtualTable<T>({
   rows,
+  totalRows,
+  onNeed,
   columns,
   rowKey,
   rowHeight = 28,
@@ -21,6 +26,8 @@ export function VirtualTable<T>({
   testId,
 }: {
   rows: T[];
+  totalRows?: number;
+  onNeed?: (rows: number) => void;
   columns: Column<T>[];
   rowKey: (row: T) => string;
   rowHeight?: number;
@@ -42,9 +49,16 @@ export function VirtualTable<T>({
   }, []);
   const overscan = 10;
   const first = Math.max(0, Math.floor(scrollTop / rowHeight) - overscan);
-  const last = Math.min(rows.length, Math.ceil((scrollTop + height) / rowHeight) + overscan);
+  const count = Math.max(totalRows ?? 0, rows.length);
+  const end = Math.min(count, Math.ceil((scrollTop + height) / rowHeight) + overscan);
+  const last = Math.min(rows.length, end);
   const totalWidth = columns.reduce((w, c) => w + c.width, 0);
   const visible = rows.slice(first, last);
+  const pending: number[] = [];
+  for (let i = Math.max(first, last); i < end; ++i) pending.push(i);
+  useEffect(() => {
+    onNeed?.(end);
+  }, [onNeed, end, rows.length]);
   return (
     <div className="vtable" data-testid={testId} data-rows={rows.length}>
       <div className="vtable-scroll" ref={scroller} onScroll={onScroll} style={{ height }}>
@@ -65,7 +79,7 @@ export function VirtualTable<T>({
             </div>
           ))}
         </div>
-        <div style={{ height: rows.length * rowHeight, width: totalWidth, position: 'relative' }}>
+        <div style={{ height: count * rowHeight, width: totalWidth, position: 'relative' }}>
           {visible.map((row, i) => (
             <div
               key={rowKey(row)}
@@ -78,6 +92,19 @@ export function VirtualTable<T>({
                   {c.cell(row)}
                 </div>
               ))}
+            </div>
+          ))}
+          {pending.map((i) => (
+            <div
+              key={`pending-${i}`}
+              className="vtable-row pending"
+              role="row"
+              aria-busy="true"
+              style={{ top: i * rowHeight, height: rowHeight, width: totalWidth }}
+            >
+              <div className="vtable-cell muted" style={{ width: totalWidth }}>
+                loading…
+              </div>
             </div>
           ))}
         </div>

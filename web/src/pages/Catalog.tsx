@@ -52,6 +52,7 @@ interface HistoryEntry {
   version: number;
   timestamp_ms: number;
   operation: string;
+  user_name?: string; // who made the version (commitInfo.userName); absent for other writers
   operation_parameters?: Record<string, string>;
   operation_metrics?: Record<string, string>;
   engine_info?: string;
@@ -428,6 +429,7 @@ export function TablePage({ fullName }: { fullName: string }) {
                     <th>Version</th>
                     <th>Time</th>
                     <th>Operation</th>
+                    <th>User</th>
                     <th>Parameters</th>
                     <th>Metrics</th>
                     <th>Lineage</th>
@@ -439,6 +441,7 @@ export function TablePage({ fullName }: { fullName: string }) {
                       <td>{h.version}</td>
                       <td>{formatTime(h.timestamp_ms)}</td>
                       <td>{h.operation}</td>
+                      <td data-testid="history-user">{h.user_name ?? ''}</td>
                       <td>{Object.entries(h.operation_parameters ?? {}).map(([k, v]) => `${k}=${v}`).join(' ')}</td>
                       <td>{Object.entries(h.operation_metrics ?? {}).map(([k, v]) => `${k}=${v}`).join(' ')}</td>
                       <td>

@@ -1,15 +1,21 @@
-import { useEffect, useMemo, useRef, useState, type FormEvent } from 'react';
-import { getExperiment, listRuns, type RunListPage, type RunRow } from '../api';
+import { useCallback, useEffect, useMemo, useRef, useState, type FormEvent } from 'react';
+import { getExperiment, listRuns, type Experiment, type ListRunsQuery, type RunListPage, type RunRow } from '../api';
 import { VirtualTable, type Column } from '../components/VirtualTable';
+import { experimentKey, FIRST_RUNS_PAGE, runsKey, takePrefetched } from '../prefetch';
 import { href } from '../router';
 import { errorMessage, formatNumber, formatTime, useLoad } from '../util';
 
 // The table asks the server (/runs/list) for one screen of runs first, so it is usable as soon
-// as that arrives, then for the rest in the background in larger pages. Sorting and filtering
-// are the server's (MLflow's order_by and filter grammar over every run), so a click re-queries
-// instead of sorting what happens to be loaded.
-const FIRST_PAGE = 100;
+// as that arrives (the entry module has usually asked already: prefetch.ts), then for more in
+// larger pages as the view scrolls towards rows not loaded yet: a table of 10,000 runs never
+// parses and renders pages nobody looks at while the user sorts or filters. Sorting and
+// filtering are the server's (MLflow's order_by and filter grammar over every run), so a click
+// re-queries instead of sorting what happens to be loaded.
+const FIRST_PAGE = FIRST_RUNS_PAGE;
 const NEXT_PAGES = 2000;
+// How near the last row in view may come to the end of those loaded before the next page is
+// asked for (below the first page, so that opening the table asks for nothing more).
+const AHEAD = 50;
 
 type SortKey = { column: string; dir: 'asc' | 'desc' };
 
@@ -47,53 +53,89 @@ interface Listing {
 
 const EMPTY: Listing = { rows: [], columns: [], total: 0, done: false };
 
-// Pages through the listing for (filter, sort, columns): the first page, then the rest.
+// The first page of the query, prefetched when it is the page's opening one.
+function firstPage(q: ListRunsQuery, signal: AbortSignal): Promise<RunListPage> {
+  return takePrefetched<RunListPage>(runsKey(q)) ?? listRuns(q, signal);
+}
+
+// Pages through the listing for (filter, sort, columns): the first page, then more while the
+// rows in view (`wanted`: one past the last row the table shows) reach beyond those loaded.
 // A new query aborts the old one's requests.
-function useListing(experimentId: string, filter: string, sort: SortKey, chosen: string[] | null): Listing {
+function useListing(
+  experimentId: string,
+  filter: string,
+  sort: SortKey,
+  chosen: string[] | null,
+): Listing & { want: (rows: number) => void } {
   const [listing, setListing] = useState<Listing>(EMPTY);
+  const [wanted, setWanted] = useState(0);
   // The columns shown (server names), kept when sorting or filtering anew.
   const shownColumns = useRef<string[] | undefined>(undefined);
+  // The current query's next page: its cursor and the request that reads it.
+  const more = useRef<{ query: ListRunsQuery; cursor?: string; signal: AbortSignal; loading: boolean } | null>(null);
   const chosenKey = chosen ? chosen.join('\n') : null;
   useEffect(() => {
     shownColumns.current = undefined;
   }, [experimentId]);
   useEffect(() => {
     const abort = new AbortController();
-    const q = {
-      experimentId,
-      filter,
-      orderBy: orderBy(sort),
-      columns: chosen && chosen.length ? chosen.map(serverColumn) : shownColumns.current,
-    };
-    (async () => {
-      const first: RunListPage = await listRuns({ ...q, pageSize: FIRST_PAGE }, abort.signal);
-      if (abort.signal.aborted) return;
-      if (first.columns.length) shownColumns.current = first.columns;
-      const columns = first.columns.map((c) => uiColumn(c) ?? c);
-      let rows = first.runs;
-      let cursor = first.next_cursor;
-      setListing({ rows, columns, total: first.total ?? rows.length, done: !cursor });
-      while (cursor) {
-        const page = await listRuns({ ...q, columns: first.columns, pageSize: NEXT_PAGES, cursor }, abort.signal);
+    const columns = chosen && chosen.length ? chosen.map(serverColumn) : shownColumns.current;
+    const q: ListRunsQuery = { experimentId, filter, orderBy: orderBy(sort), pageSize: FIRST_PAGE };
+    if (columns) q.columns = columns;
+    more.current = null;
+    setWanted(0);
+    firstPage(q, abort.signal).then(
+      (first) => {
         if (abort.signal.aborted) return;
-        rows = rows.concat(page.runs);
-        cursor = page.next_cursor;
-        const done = !cursor;
-        const soFar = rows;
-        setListing((l) => ({ ...l, rows: soFar, done }));
-      }
-    })().catch((e: unknown) => {
-      if (!abort.signal.aborted) setListing({ ...EMPTY, done: true, error: errorMessage(e) });
-    });
+        if (first.columns.length) shownColumns.current = first.columns;
+        more.current = {
+          query: { ...q, columns: first.columns, pageSize: NEXT_PAGES },
+          cursor: first.next_cursor,
+          signal: abort.signal,
+          loading: false,
+        };
+        setListing({
+          rows: first.runs,
+          columns: first.columns.map((c) => uiColumn(c) ?? c),
+          total: first.total ?? first.runs.length,
+          done: !first.next_cursor,
+        });
+      },
+      (e: unknown) => {
+        if (!abort.signal.aborted) setListing({ ...EMPTY, done: true, error: errorMessage(e) });
+      },
+    );
     return () => abort.abort();
     // chosenKey stands for `chosen`.
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [experimentId, filter, sort.column, sort.dir, chosenKey]);
-  return listing;
+  // The next page when the view reaches past the rows loaded (one request at a time).
+  useEffect(() => {
+    const m = more.current;
+    if (!m || !m.cursor || m.loading || wanted + AHEAD <= listing.rows.length) return;
+    m.loading = true;
+    listRuns({ ...m.query, cursor: m.cursor }, m.signal).then(
+      (page) => {
+        if (m.signal.aborted) return;
+        m.cursor = page.next_cursor;
+        m.loading = false;
+        const done = !page.next_cursor;
+        setListing((l) => ({ ...l, rows: l.rows.concat(page.runs), done }));
+      },
+      (e: unknown) => {
+        if (!m.signal.aborted) setListing((l) => ({ ...l, done: true, error: errorMessage(e) }));
+      },
+    );
+  }, [wanted, listing.rows.length]);
+  const want = useCallback((rows: number) => setWanted((w) => Math.max(w, rows)), []);
+  return { ...listing, want };
 }
 
 export function Runs({ experimentId }: { experimentId: string }) {
-  const experiment = useLoad(() => getExperiment(experimentId), [experimentId]);
+  const experiment = useLoad(
+    () => takePrefetched<{ experiment: Experiment }>(experimentKey(experimentId)) ?? getExperiment(experimentId),
+    [experimentId],
+  );
   const [filterText, setFilterText] = useState('');
   const [filter, setFilter] = useState('');
   const [sort, setSort] = useState<SortKey>({ column: 'start', dir: 'desc' });
@@ -153,13 +195,13 @@ function RunsTable({
   setChosen,
 }: {
   experimentId: string;
-  listing: Listing;
+  listing: Listing & { want: (rows: number) => void };
   sort: SortKey;
   setSort: (f: (s: SortKey) => SortKey) => void;
   chosen: string[] | null;
   setChosen: (c: string[]) => void;
 }) {
-  const { rows, columns: shown, total, done } = listing;
+  const { rows, columns: shown, total, done, want } = listing;
   // The chooser's keys are every run's (a read of them all on the server): asked for when it
   // first opens, not before the table shows.
   const [chooserOpen, setChooserOpen] = useState(false);
@@ -248,7 +290,7 @@ function RunsTable({
       <div className="toolbar">
         <span data-testid="runs-count" data-loading={loading} data-loaded={rows.length}>
           {total} run{total === 1 ? '' : 's'}
-          {loading ? ` (${rows.length} loaded…)` : ''}
+          {loading ? ` (${rows.length} loaded; more as you scroll)` : ''}
         </span>
         <span>{selected.size} selected</span>
         <a
@@ -289,7 +331,14 @@ function RunsTable({
       {rows.length === 0 && !loading ? (
         <p className="muted" data-testid="no-runs">No runs match.</p>
       ) : (
-        <VirtualTable rows={rows} columns={columns} rowKey={(r) => r.run_id} testId="runs-table" />
+        <VirtualTable
+          rows={rows}
+          totalRows={done ? rows.length : Math.max(total, rows.length)}
+          onNeed={want}
+          columns={columns}
+          rowKey={(r) => r.run_id}
+          testId="runs-table"
+        />
       )}
     </div>
   );
