@@ -102,22 +102,21 @@ def test_a_replica_runs_as_its_endpoints_owner_on_a_private_copy_of_the_model(
         state = wait_for(lambda: (lambda e: e if e["state"] == "READY" else None)(
             ok(alice.get(multi.api(f"{TY}/endpoints/{name}")))), "a ready replica", timeout=120)
         replica = state["replicas"][0]
-        # The replica process is alice's, like her jobs.
-        assert os.stat(f"/proc/{replica['pid']}").st_uid == alice_pw.pw_uid
         job = ok(alice.get(multi.api(f"{TY}/jobs/{replica['job_id']}")))["job"]
         assert job["owner"] == "alice" and job["kind"] == "service"
-        # Its model is a private copy owned by her account, not the artifact store's files
-        # (which stay in the server's 0700 data directory).
-        environ = b""
-        for child in Path("/proc").iterdir():
-            if child.name.isdigit():
+        # The replica's server process (under its job's rank shim) is alice's, like her jobs.
+        found = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
                 try:
-                    if child.stat().st_uid == alice_pw.pw_uid and \
-                            b"fake_serve_model" in (child / "cmdline").read_bytes():
-                        environ = (child / "environ").read_bytes()
-                except (FileNotFoundError, ProcessLookupError, PermissionError):
+                    cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+                    if any(b"fake_serve_model" in a for a in cmdline) and name.encode() in cmdline:
+                        found.append((proc.stat().st_uid, (proc / "environ").read_bytes()))
+                except (FileNotFoundError, ProcessLookupError):
                     pass
-        assert environ, "the replica's process"
+        assert len(found) == 1, found
+        uid, environ = found[0]
+        assert uid == alice_pw.pw_uid
         env = dict(kv.split("=", 1) for kv in environ.decode().split("\0") if "=" in kv)
         staged = Path(env["TRAINYARD_MODEL_DIR"])
         assert not str(staged).startswith(str(multi.data_dir)), staged
