@@ -417,7 +417,6 @@ Status Server::InitServing() {
   }
   replica_launcher_ = MakeScheduledReplicaLauncher(*jobs_, placement);
   serving::ServingOptions options;
-  options.replica_dir = data_dir + "/serving/replicas";
   options.mlflow_program =
       FindProgram(config_.serving_mlflow.empty() ? "mlflow" : config_.serving_mlflow);
   std::error_code ec;

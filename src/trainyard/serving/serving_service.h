@@ -49,7 +49,6 @@ using LocationResolver = std::function<Result<std::string>(const std::string& lo
 using HealthProbe = std::function<bool(const std::string& url)>;
 
 struct ServingOptions {
-  std::string replica_dir;  // replicas' logs and port files (created)
   std::string serve_model_program = "trainyard-serve-model";  // serves `llm` entities
   std::string mlflow_program = "mlflow";                      // serves `pyfunc` entities
   std::string device = "auto";                                // trainyard-serve-model --device

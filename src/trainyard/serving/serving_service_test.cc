@@ -132,7 +132,6 @@ class ServingServiceTest : public ::testing::Test {
     TY_ASSERT_OK(identity_->CreateUser(kAdmin, {.name = "bob"}).status());
     capture_ = std::make_unique<CaptureWriter>(CaptureOptions{(dir_ / "capture").string()});
     ServingOptions options;
-    options.replica_dir = (dir_ / "replicas").string();
     options.tick = std::chrono::milliseconds(5);
     options.cold_start_wait = std::chrono::seconds(10);
     options.restart_backoff = std::chrono::milliseconds(1);
