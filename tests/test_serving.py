@@ -62,7 +62,9 @@ def server(backend, tmp_path_factory, request):
     factory = ServerFactory(tmp_path_factory.mktemp(f"serving-{backend}"), backend, request)
     mlflow_program = Path(sys.executable).parent / "mlflow"
     try:
-        yield factory.new(extra_args=["--serving-mlflow", str(mlflow_program),
+        # Replicas are jobs on the local pool: room for all the module keeps at once.
+        yield factory.new(extra_args=["--local-cpus", "64",
+                                      "--serving-mlflow", str(mlflow_program),
                                       "--serving-engine", FAKE_ENGINE,
                                       "--serving-cold-start-s", "180"])
     finally:

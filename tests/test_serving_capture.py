@@ -71,7 +71,7 @@ def server(backend, tmp_path_factory, request):
     factory = ServerFactory(tmp_path_factory.mktemp(f"capture-{backend}"), backend, request)
     try:
         # Batches of captured rows go to the table after 300 ms (or 500 rows).
-        yield factory.new(extra_args=["--serving-engine", FAKE_ENGINE,
+        yield factory.new(extra_args=["--local-cpus", "64", "--serving-engine", FAKE_ENGINE,
                                       "--serving-cold-start-s", "180",
                                       "--capture-flush-ms", "300"])
     finally:

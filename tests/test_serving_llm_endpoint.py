@@ -37,7 +37,7 @@ def ok(r):
 def server(backend, tmp_path_factory, request):
     factory = ServerFactory(tmp_path_factory.mktemp(f"llm-endpoint-{backend}"), backend, request)
     try:
-        yield factory.new(extra_args=["--serving-device", "cpu",
+        yield factory.new(extra_args=["--local-cpus", "64", "--serving-device", "cpu",
                                       "--serving-cold-start-s", str(READY_TIMEOUT_S)])
     finally:
         factory.close()

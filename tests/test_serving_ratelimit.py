@@ -31,7 +31,7 @@ READY_TIMEOUT_S = 180
 def server(backend, tmp_path_factory, request):
     factory = ServerFactory(tmp_path_factory.mktemp(f"ratelimit-{backend}"), backend, request)
     try:
-        yield factory.new(extra_args=["--serving-engine", FAKE_ENGINE,
+        yield factory.new(extra_args=["--local-cpus", "64", "--serving-engine", FAKE_ENGINE,
                                       "--serving-cold-start-s", "180"])
     finally:
         factory.close()

@@ -96,7 +96,9 @@ json::value JobToJson(const jobs::JobInfo& j, bool with_attempts, bool show_env 
                  {"excluded_nodes", std::move(excluded)},
                  {"cost_usd", j.cost_usd},
                  {"goodput", j.goodput},
-                 {"spec", jobs::JobSpecToJson(j.spec)}};
+                 {"spec", jobs::JobSpecToJson(j.spec)},
+                 {"kind", jobs::JobKindName(j.spec.kind)}};
+  if (j.spec.kind == jobs::JobKind::kService) o["endpoint"] = j.spec.endpoint;
   if (!show_env) {
     json::object& spec = o["spec"].as_object();
     if (auto* env = spec.if_contains("env"); env && env->is_object()) {

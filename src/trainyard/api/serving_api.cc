@@ -310,10 +310,17 @@ json::object EndpointStateToJson(const serving::EndpointState& s) {
                                     {"served", r.served},
                                     {"started_at", r.started_at},
                                     {"log", r.log},
-                                    {"pid", r.pid}});
+                                    {"pid", r.pid},
+                                    {"job_id", r.job_id},
+                                    {"pending_reason", r.pending_reason}});
   }
   o["replicas"] = std::move(replicas);
-  o["state"] = ready > 0 ? "READY" : (s.replicas.empty() ? "SCALED_TO_ZERO" : "STARTING");
+  bool all_pending = !s.replicas.empty();
+  for (const auto& r : s.replicas) all_pending = all_pending && r.state == "PENDING";
+  // PENDING: every replica waits in the scheduler's queue for its resources.
+  o["state"] =
+      ready > 0 ? "READY"
+                : (s.replicas.empty() ? "SCALED_TO_ZERO" : (all_pending ? "PENDING" : "STARTING"));
   json::object capture{
       {"path", s.capture_path}, {"captured", s.capture.captured}, {"dropped", s.capture.dropped}};
   if (!s.endpoint.config.capture_table.empty()) {

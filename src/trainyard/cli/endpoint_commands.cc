@@ -43,6 +43,9 @@ struct Options {
   std::optional<int64_t> scale_to_zero_s;
   std::optional<int> target_concurrency;
   std::optional<std::string> capture_table;
+  std::optional<int> gpus;
+  std::optional<int> cpus;
+  std::optional<std::string> memory;
   std::string privilege = "QUERY";
   std::string principal;
 };
@@ -187,6 +190,13 @@ Result<json::object> ConfigBody(const Options& o, bool create) {
     TY_ASSIGN_OR_RETURN(body["rate_limits"], ParseRateLimitFlags(o.rate_limits));
   }
   if (o.capture_table) body["capture"] = json::object{{"table", *o.capture_table}};
+  if (o.gpus || o.cpus || o.memory) {
+    json::object resources;
+    if (o.gpus) resources["gpus"] = *o.gpus;
+    if (o.cpus) resources["cpus"] = *o.cpus;
+    if (o.memory) resources["memory"] = *o.memory;
+    body["resources"] = std::move(resources);
+  }
   return body;
 }
 
@@ -246,6 +256,22 @@ std::string CaptureTableSummary(const json::value& c) {
   return out;
 }
 
+// "1 GPU, 4 CPUs, 16.0 GiB" from the endpoint's resources.
+std::string ReplicaResourcesSummary(const json::value& e) {
+  const json::object& o = e.as_object();
+  const json::value* r = o.if_contains("resources");
+  if (!r || !r->is_object()) return "-";
+  int64_t gpus = Int(*r, "gpus"), cpus = Int(*r, "cpus"), memory = Int(*r, "memory");
+  std::string out = std::to_string(gpus) + (gpus == 1 ? " GPU, " : " GPUs, ") +
+                    std::to_string(cpus) + (cpus == 1 ? " CPU" : " CPUs");
+  if (memory > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, ", %.1f GiB", static_cast<double>(memory) / (1 << 30));
+    out += buf;
+  }
+  return out;
+}
+
 void PrintEndpoint(const json::value& e) {
   PrintTable(std::cout, {"FIELD", "VALUE"},
              {{"name", Str(e, "name")},
@@ -259,6 +285,7 @@ void PrintEndpoint(const json::value& e) {
                                     ? std::string("never")
                                     : "after " + Str(e, "scale_to_zero_seconds") + " s idle"},
               {"rate limits", RateLimits(e)},
+              {"per replica", ReplicaResourcesSummary(e)},
               {"created", FormatTime(Int(e, "created_at"))},
               {"capture", Str(e.as_object().at("capture"), "path") + " (" +
                               Str(e.as_object().at("capture"), "captured") + " captured, " +
@@ -267,15 +294,22 @@ void PrintEndpoint(const json::value& e) {
              100);
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : Arr(e, "replicas")) {
-    rows.push_back({Str(r, "id"), Str(r, "served_entity"), Str(r, "model_version"),
-                    Str(r, "flavor"), Str(r, "state"), Str(r, "url"), Str(r, "outstanding"),
-                    Str(r, "served")});
+    rows.push_back({Str(r, "id"), Str(r, "job_id"), Str(r, "served_entity"),
+                    Str(r, "model_version"), Str(r, "flavor"), Str(r, "state"), Str(r, "url"),
+                    Str(r, "outstanding"), Str(r, "served")});
   }
   if (!rows.empty()) {
     std::cout << "\n";
-    PrintTable(std::cout,
-               {"REPLICA", "ENTITY", "VERSION", "FLAVOR", "STATE", "URL", "IN FLIGHT", "SERVED"},
-               rows);
+    PrintTable(
+        std::cout,
+        {"REPLICA", "JOB", "ENTITY", "VERSION", "FLAVOR", "STATE", "URL", "IN FLIGHT", "SERVED"},
+        rows);
+  }
+  for (const auto& r : Arr(e, "replicas")) {
+    if (Str(r, "state") == "PENDING" && !Str(r, "pending_reason").empty()) {
+      std::cout << "\n"
+                << Str(r, "id") << " waits for resources: " << Str(r, "pending_reason") << "\n";
+    }
   }
   for (const auto& s : Arr(e, "entity_states")) {
     if (!Str(s, "last_error").empty()) {
@@ -465,6 +499,11 @@ std::function<std::optional<int>(Client&)> AddEndpointCommands(
     sub->add_option("--rate-limit", o->rate_limits,
                     "KEY[:PRINCIPAL]:N/min or :Ntokens/min, KEY endpoint|user|group, e.g. "
                     "user:100/min (repeatable; 'none' removes all)");
+    sub->add_option("--gpus", o->gpus, "GPUs each replica takes from the pool (default 0)")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--cpus", o->cpus, "CPUs each replica takes from the pool (default 1)")
+        ->check(CLI::PositiveNumber);
+    sub->add_option("--memory", o->memory, "memory each replica asks for, e.g. 16Gi");
     sub->add_option("--capture-table", o->capture_table,
                     "also capture requests into this catalog table (catalog.schema.table; "
                     "\"\" to stop)");

@@ -113,7 +113,9 @@ int ListJobs(Client& client, bool active_only, const std::string& project, int m
         std::to_string(Int(res, "nodes")) + "x" +
         (Int(res, "gpus_per_node") > 0 ? std::to_string(Int(res, "gpus_per_node")) + " GPU"
                                        : std::to_string(Int(res, "cpus_per_node")) + " CPU");
-    rows.push_back({Str(j, "job_id"), Str(j, "name"), Str(j, "project"), state,
+    std::string name = Str(j, "name");
+    if (Str(j, "kind") == "service") name += " (endpoint " + Str(j, "endpoint") + ")";
+    rows.push_back({Str(j, "job_id"), name, Str(j, "project"), state,
                     std::to_string(Int(j, "attempts")), Str(spec, "priority"), resources,
                     pos > 0 ? std::to_string(pos) : "", FormatTime(Int(j, "submitted_at")),
                     Money(Num(j, "cost_usd")), Str(j, "message")});

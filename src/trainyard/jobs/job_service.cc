@@ -490,7 +490,46 @@ Result<std::string> JobService::JobExperiment(const identity::Principal& who, co
 }
 
 Result<JobInfo> JobService::Submit(const identity::Principal& who, JobSpec spec) {
+  if (spec.kind == JobKind::kService) {
+    return Status::InvalidArgument(
+        "kind: service jobs are the replicas of serving endpoints, started by the server; "
+        "create an endpoint with 'trainyard endpoints create' instead");
+  }
   TY_RETURN_IF_ERROR(CheckSubmit(who, spec));
+  return Enqueue(who, std::move(spec));
+}
+
+Result<JobInfo> JobService::SubmitService(const std::string& owner, JobSpec spec) {
+  if (spec.kind != JobKind::kService || spec.endpoint.empty()) {
+    return Status::InvalidArgument(
+        "SubmitService needs a spec of kind service naming its endpoint");
+  }
+  spec.max_restarts = 0;
+  spec.preemptible = false;
+  spec.hang_timeout_ms = 0;
+  spec.time_limit_ms = 0;
+  spec.run_as.clear();
+  // Serving authorized the endpoint; the owner need not be an admin in single-user mode (the
+  // replica ran as the server's account before it was a job, too).
+  TY_ASSIGN_OR_RETURN(identity::User user, identity_.GetUser(owner));
+  if (user.disabled) {
+    return Status::FailedPrecondition("the endpoint's owner '" + owner + "' is disabled");
+  }
+  if (options_.multi_user && user.os_user.empty()) return NoOsAccount(owner);
+  if (Status s = CheckFeasible(pool_.nodes, ToRequest(spec)); !s.ok()) {
+    return Status::InvalidArgument("resources: " + s.message());
+  }
+  return Enqueue(identity::Principal{user.name, user.is_admin, "", ""}, std::move(spec));
+}
+
+Status JobService::CheckFits(const JobResources& resources) const {
+  JobSpec spec;
+  spec.resources = resources;
+  spec.processes_per_node = 1;
+  return CheckFeasible(pool_.nodes, ToRequest(spec));
+}
+
+Result<JobInfo> JobService::Enqueue(const identity::Principal& who, JobSpec spec) {
   int64_t now = clock_.NowMillis();
   TY_ASSIGN_OR_RETURN(std::string experiment_id, JobExperiment(who, spec));
   auto rec = std::make_unique<Record>();
@@ -960,7 +999,8 @@ void JobService::PriceAttempt(const Record& r, AttemptInfo& a, int64_t now) cons
   double secs = static_cast<double>(std::max<int64_t>(end - a.started_at, 0)) / 1000.0;
   double weight = a.gpus > 0 ? a.gpus : std::max(a.cpus, 1);
   a.paid_seconds = secs * weight;
-  if (a.state == AttemptState::kSucceeded) {
+  if (a.state == AttemptState::kSucceeded || r.job.spec.kind == JobKind::kService) {
+    // A service (a serving replica) does its work while it runs: all its time is productive.
     a.productive_seconds = a.paid_seconds;
   } else if (a.last_checkpoint_at > a.started_at) {
     a.productive_seconds =
@@ -1058,6 +1098,7 @@ RecoveryInput JobService::GatherRecoveryInput(const Record& r, const Running& ru
   if (run.stopping) in.stop_request = run.stop_state;
   in.stop_cause = run.stop_cause;
   in.exit = exit;
+  in.service = spec.kind == JobKind::kService;
   if (NeedsFailurePolicy(in)) in.matched_policy = MatchFailurePolicy(r, a);
   return in;
 }
@@ -1152,6 +1193,7 @@ void JobService::FinishJob(Record& r, JobState state, const std::string& message
                                      std::string(RunStatusFor(state)), now, std::nullopt);
   if (!updated.ok()) spdlog::warn("job {}: {}", r.job.job_id, updated.status().message());
   Event(r, std::string(JobStateName(state)) + ": " + message, now);
+  if (finish_listener_) finish_listener_(r.job);
   MutexLock lock(progress_mu_);
   progress_by_run_.erase(r.job.run_id);
 }
@@ -1264,6 +1306,17 @@ Result<std::string> JobService::LogPath(const std::string& job_id, int attempt, 
                                       "served");
   }
   return path;
+}
+
+Result<std::vector<int>> JobService::RunningProcessIds(const std::string& job_id) {
+  MutexLock lock(mu_);
+  auto it = active_.find(job_id);
+  if (it == active_.end() || !it->second->running) {
+    return Status::FailedPrecondition("job " + job_id + " has no running attempt");
+  }
+  std::vector<int> out;
+  for (const auto& p : ProcessesFromJson(it->second->running->processes)) out.push_back(p.pid);
+  return out;
 }
 
 std::vector<JobService::NodeUsage> JobService::Cluster() {

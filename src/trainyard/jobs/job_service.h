@@ -105,6 +105,12 @@ class JobService {
   using SubmitListener = std::function<void(const identity::Principal& who, const JobInfo& job)>;
   void SetSubmitListener(SubmitListener listener) { submit_listener_ = std::move(listener); }
 
+  // Called when a job ends (succeeded, failed, cancelled), with its final state. Set once,
+  // before Start; it runs with the jobs lock held, so it must be cheap and must not call into
+  // JobService (serving's replica launcher queues it for a thread of its own).
+  using FinishListener = std::function<void(const JobInfo& job)>;
+  void SetFinishListener(FinishListener listener) { finish_listener_ = std::move(listener); }
+
   // What workloads use to reach the API (MLFLOW_TRACKING_URI, TRAINYARD_URL). Before Start.
   void SetServerUrl(std::string url) { server_url_ = std::move(url); }
   // Loads unfinished jobs, re-adopts running attempts and starts the loop.
@@ -115,7 +121,19 @@ class JobService {
   // Validates, stores and queues a job. A request larger than the pool is
   // rejected here (InvalidArgument), never left pending.
   Result<JobInfo> Submit(const identity::Principal& who, JobSpec spec) TY_EXCLUDES(mu_);
+  // Queues a service job (a serving replica, spec.kind kService naming its endpoint) as
+  // `owner`: the caller (the server's replica launcher) has authorized it. It takes its
+  // resources from the pool like any job (capacity, quotas, fair share, cost) and runs as the
+  // owner's OS account in multi-user mode; it is never restarted by the recovery policy and
+  // never preempted. InvalidArgument when it can never fit the pool.
+  Result<JobInfo> SubmitService(const std::string& owner, JobSpec spec) TY_EXCLUDES(mu_);
+  // Ok when a job asking for `resources` can ever be placed on the pool; InvalidArgument
+  // saying what the pool has otherwise (what Submit refuses).
+  Status CheckFits(const JobResources& resources) const;
   Result<JobInfo> GetJob(const std::string& job_id) TY_EXCLUDES(mu_);
+  // The process ids of a running job's ranks (the local executor: each rank's process group;
+  // Slurm: the cluster's job id). FailedPrecondition when it has no running attempt.
+  Result<std::vector<int>> RunningProcessIds(const std::string& job_id) TY_EXCLUDES(mu_);
   Result<std::vector<JobInfo>> ListJobs(const ListJobsRequest& request) TY_EXCLUDES(mu_);
   Status Cancel(const identity::Principal& who, const std::string& job_id) TY_EXCLUDES(mu_);
   // Ok when Cancel would be allowed for `who` now (the same checks, nothing changes):
@@ -170,6 +188,8 @@ class JobService {
   Status LoadUsage(int64_t now) TY_REQUIRES(mu_);
   void AdoptRunning(const std::vector<std::pair<std::string, std::string>>& adopt) TY_REQUIRES(mu_);
 
+  // Stores and queues a checked spec (Submit's and SubmitService's common part).
+  Result<JobInfo> Enqueue(const identity::Principal& who, JobSpec spec) TY_EXCLUDES(mu_);
   // Submit's checks that need no state: scope, mode, OS account, feasibility, working dir.
   Status CheckSubmit(const identity::Principal& who, const JobSpec& spec);
   // The id of the experiment a job's run goes into, created when missing.
@@ -248,6 +268,7 @@ class JobService {
   std::string server_url_;
   SecretResolver secret_resolver_;
   SubmitListener submit_listener_;
+  FinishListener finish_listener_;
 
   Mutex inbox_mu_;
   CondVar inbox_cv_;

@@ -371,6 +371,32 @@ Status ReadRecovery(const SpecReader& r, const YAML::Node& root, JobSpec& spec) 
   return Status::Ok();
 }
 
+// `kind` (batch or service) and, for a service, the `endpoint` it is a replica of.
+Status ReadKind(const SpecReader& r, const YAML::Node& root, JobSpec& spec) {
+  if (auto v = root["kind"]; v) {
+    TY_ASSIGN_OR_RETURN(std::string kind, r.String(v, "kind"));
+    if (kind == "batch") {
+      spec.kind = JobKind::kBatch;
+    } else if (kind == "service") {
+      spec.kind = JobKind::kService;
+    } else {
+      return r.Error(v, "kind", "must be batch or service (got \"" + Abbreviate(kind, 40) + "\")");
+    }
+  }
+  if (auto v = root["endpoint"]; v) {
+    TY_ASSIGN_OR_RETURN(spec.endpoint, r.String(v, "endpoint"));
+    TY_RETURN_IF_ERROR(MaxBytes(r, v, "endpoint", spec.endpoint, kMaxNameBytes));
+    TY_RETURN_IF_ERROR(ValidName(r, v, "endpoint", spec.endpoint));
+    if (spec.kind != JobKind::kService) {
+      return r.Error(v, "endpoint", "is only for jobs of kind service (serving replicas)");
+    }
+  }
+  if (spec.kind == JobKind::kService && spec.endpoint.empty()) {
+    return r.Error(root, "endpoint", "is required for a job of kind service");
+  }
+  return Status::Ok();
+}
+
 Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
   if (!root.IsMap()) return r.Error(root, "the job spec", "must be a mapping of keys to values");
   TY_RETURN_IF_ERROR(r.OnlyKeys(root, "",
@@ -394,7 +420,9 @@ Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
                                  "crash_loop_limit",
                                  "failure_policies",
                                  "secrets",
-                                 "run_as"}));
+                                 "run_as",
+                                 "kind",
+                                 "endpoint"}));
   JobSpec spec;
   TY_RETURN_IF_ERROR(ReadNames(r, root, spec));
   TY_RETURN_IF_ERROR(ReadCommand(r, root, spec));
@@ -402,10 +430,13 @@ Result<JobSpec> ParseRoot(const SpecReader& r, const YAML::Node& root) {
   TY_RETURN_IF_ERROR(ReadPlacement(r, root, spec));
   TY_RETURN_IF_ERROR(ReadRecovery(r, root, spec));
   if (auto v = root["secrets"]; v) TY_RETURN_IF_ERROR(ReadSecrets(r, v, spec));
+  TY_RETURN_IF_ERROR(ReadKind(r, root, spec));
   return spec;
 }
 
 }  // namespace
+
+std::string_view JobKindName(JobKind k) { return k == JobKind::kService ? "service" : "batch"; }
 
 std::string_view FailureActionName(FailureAction a) {
   switch (a) {
@@ -461,6 +492,10 @@ json::object JobSpecToJson(const JobSpec& s) {
   o["project"] = s.project;
   if (!s.experiment.empty()) o["experiment"] = s.experiment;
   if (!s.run_as.empty()) o["run_as"] = s.run_as;
+  if (s.kind != JobKind::kBatch) {
+    o["kind"] = std::string(JobKindName(s.kind));
+    o["endpoint"] = s.endpoint;
+  }
   o["command"] = s.command;
   if (!s.env.empty()) {
     json::object env;

@@ -50,8 +50,17 @@ struct FailurePolicy {
   FailureAction action = FailureAction::kFail;
 };
 
+// A batch job runs to its end and is recovered by the recovery policy; a service job is a
+// replica of a serving endpoint: it runs until stopped, and when it fails it ends (serving
+// health-checks it and starts its replacement itself). Service jobs are submitted by the
+// server (JobService::SubmitService), never through the jobs API.
+enum class JobKind { kBatch, kService };
+std::string_view JobKindName(JobKind k);  // "batch", "service"
+
 struct JobSpec {
   std::string name;
+  JobKind kind = JobKind::kBatch;
+  std::string endpoint;  // kService: the serving endpoint the job is a replica of
   std::string project = "default";
   std::string experiment;  // "" → the job's name
   std::string command;     // run with /bin/sh -c

@@ -195,6 +195,18 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   d.restarts = in.restarts;
   d.consecutive_failures = in.consecutive_failures;
   d.excluded_nodes = in.excluded_nodes;
+  if (in.service) {
+    if (d.action == RecoveryAction::kRetryAfter) {
+      d.action = RecoveryAction::kFail;
+      d.consecutive_failures = in.consecutive_failures + 1;
+      d.message = "replica " + std::string(AttemptStateName(d.attempt_state)) + ": " +
+                  d.attempt_cause + "; serving starts its replacement";
+    } else if (d.action == RecoveryAction::kRequeue) {
+      d.action = RecoveryAction::kCancel;
+      d.message = d.attempt_cause + "; serving starts its replacement";
+    }
+    return d;
+  }
   if (d.action == RecoveryAction::kRetryAfter) DecideFailure(in, d);
   return d;
 }

@@ -36,6 +36,10 @@
 namespace trainyard::jobs {
 
 struct RecoveryInput {
+  // A service job (a serving replica): never requeued or retried here. Its end is final for
+  // the job; serving health-checks its replicas and starts a replacement itself, so the two
+  // never both restart it. A failure is kFail, a preemption kCancel, an exit 0 kSucceed.
+  bool service = false;
   // The job: its spec's limits and its counters before this attempt's exit.
   int max_restarts = 3;
   int crash_loop_limit = 3;

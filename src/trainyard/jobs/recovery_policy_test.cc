@@ -82,6 +82,38 @@ TEST(RecoveryPolicyTest, APreemptedAttemptIsRequeuedWithoutCountingAFailure) {
   EXPECT_EQ(d.delay_ms, 0);
 }
 
+TEST(RecoveryPolicyTest, AFailedServiceReplicaEndsItsJobInsteadOfRetrying) {
+  RecoveryInput in = ExitedWith(3);
+  in.service = true;
+  in.restarts = 0;
+  RecoveryDecision d = DecideRecovery(in);
+  EXPECT_EQ(d.action, RecoveryAction::kFail);
+  EXPECT_EQ(d.attempt_state, AttemptState::kFailed);
+  EXPECT_EQ(d.delay_ms, 0);
+  EXPECT_EQ(d.restarts, 0);
+  EXPECT_EQ(d.message, "replica failed: exit code 3 on rank 0 (node n0); serving starts its replacement");
+}
+
+TEST(RecoveryPolicyTest, APreemptedOrLostServiceReplicaIsNotRequeued) {
+  RecoveryInput preempted =
+      Stopped(AttemptState::kPreempted, "preempted by higher-priority job j-2");
+  preempted.service = true;
+  RecoveryDecision d = DecideRecovery(preempted);
+  EXPECT_EQ(d.action, RecoveryAction::kCancel);
+  EXPECT_EQ(d.attempt_state, AttemptState::kPreempted);
+
+  RecoveryInput lost = Base();
+  lost.exit.lost = true;
+  lost.service = true;
+  d = DecideRecovery(lost);
+  EXPECT_EQ(d.action, RecoveryAction::kFail);
+  EXPECT_EQ(d.attempt_state, AttemptState::kLost);
+
+  RecoveryInput stopped = Stopped(AttemptState::kCancelled, "cancelled by admin");
+  stopped.service = true;
+  EXPECT_EQ(DecideRecovery(stopped).action, RecoveryAction::kCancel);
+}
+
 TEST(RecoveryPolicyTest, TheClusterPreemptingAnAttemptRequeuesIt) {
   RecoveryInput in = ExitedWith(-1);
   in.exit.cluster_state = "PREEMPTED";

@@ -28,6 +28,7 @@
 #include "trainyard/catalog/model_service.h"
 #include "trainyard/catalog/table_service.h"
 #include "trainyard/checkpoints/checkpoint_service.h"
+#include "trainyard/common/os_account.h"
 #include "trainyard/common/paths.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/executors/host_resources.h"
@@ -39,6 +40,7 @@
 #include "trainyard/registry/registry_service.h"
 #include "trainyard/server/capture_table_sink.h"
 #include "trainyard/server/lineage_wiring.h"
+#include "trainyard/server/scheduled_replica_launcher.h"
 #include "trainyard/serving/capture.h"
 #include "trainyard/serving/replica_launcher.h"
 #include "trainyard/serving/serving_service.h"
@@ -240,6 +242,7 @@ Status Server::InitJobs() {
   TY_RETURN_IF_ERROR(InitIdentityMode(options));
   // Slurm's ranks write their own logs, as the job's account: they go to its private dir.
   options.logs_in_job_dir = config_.executor == "slurm";
+  job_dir_root_ = options.job_dir_root;
   spdlog::info("compute pool '{}': {} node(s) with {} GPU(s), {} CPU(s), {:.1f} GiB each",
                pool.name, pool.nodes.size(), pool.nodes[0].gpus, pool.nodes[0].cpus,
                static_cast<double>(pool.nodes[0].memory_bytes) / (1 << 30));
@@ -387,13 +390,34 @@ Status Server::InitServing() {
   capture.index_retention = std::chrono::hours(24) * config_.capture_index_retention_days;
   capture_ = std::make_unique<serving::CaptureWriter>(capture, &clock_, request_index_.get(),
                                                       capture_sink_.get());
-  // Replicas run on this machine through an executor of their own (see replica_launcher.h).
-  executors::LocalExecutorOptions local;
-  local.gang_stop_grace = std::chrono::seconds(10);
-  replica_launcher_ =
-      serving::MakeExecutorReplicaLauncher(executors::MakeLocalExecutor(local, clock_));
+  // Replicas are jobs of kind service on the training pool (scheduled_replica_launcher.h).
+  ScheduledReplicaLauncherOptions placement;
+  placement.cluster_nodes = config_.executor == "slurm";
+  if (multi_user_) {
+    // Replicas run as their owners, who cannot read the private artifact store: each gets a
+    // copy of its model beside the jobs' private directories (see scheduled_replica_launcher.h).
+    placement.staging_root = job_dir_root_ + "/serving-models";
+    std::error_code staging_ec;
+    fs::create_directories(placement.staging_root, staging_ec);
+    if (staging_ec || ::chmod(placement.staging_root.c_str(), 0711) != 0) {
+      return Status::IOError("cannot prepare " + placement.staging_root + ": " +
+                             (staging_ec ? staging_ec.message() : std::strerror(errno)));
+    }
+    placement.owner_account =
+        [ids = identity_.get()](const std::string& owner) -> Result<std::pair<uid_t, gid_t>> {
+      TY_ASSIGN_OR_RETURN(identity::User user, ids->GetUser(owner));
+      if (user.os_user.empty()) {
+        return Status::FailedPrecondition("the endpoint's owner " + owner +
+                                          " has no OS account; an admin maps one with "
+                                          "'trainyard users update " +
+                                          owner + " --os-user ACCT'");
+      }
+      TY_ASSIGN_OR_RETURN(OsAccount account, ValidateJobAccount(user.os_user));
+      return std::make_pair(account.uid, account.gid);
+    };
+  }
+  replica_launcher_ = MakeScheduledReplicaLauncher(*jobs_, placement);
   serving::ServingOptions options;
-  options.replica_dir = data_dir + "/serving/replicas";
   options.mlflow_program =
       FindProgram(config_.serving_mlflow.empty() ? "mlflow" : config_.serving_mlflow);
   std::error_code ec;
@@ -404,8 +428,10 @@ Status Server::InitServing() {
           : (ec ? std::string("trainyard-serve-model")
                 : (self.parent_path() / "trainyard-serve-model").string());
   options.device = config_.serving_device;
-  options.multi_user = multi_user_;
   options.cold_start_wait = std::chrono::seconds(config_.serving_cold_start_s);
+  options.check_resources = [jobs = jobs_.get()](const serving::ReplicaResources& r) {
+    return jobs->CheckFits({1, r.gpus, r.cpus, r.memory_bytes});
+  };
   options.check_capture_table = [ids = identity_.get(), catalog = catalog_.get()](
                                     const std::string& owner, const std::string& table) {
     return CheckCaptureTable(*ids, *catalog, owner, table);
@@ -607,15 +633,16 @@ Status Server::Start() {
 }
 
 void Server::Stop() {
-  // Running jobs keep running; the next start re-adopts them.
-  if (jobs_) jobs_->Stop();
-  if (executor_) executor_->Shutdown();
   if (http_) {
     http_->Stop(kHttpDrainTime);
     http_.reset();
   }
   // Unlike jobs, replicas stop with the server: the next start brings up min_replicas anew.
+  // They are jobs, so this comes while the job loop still runs to see them end.
   if (serving_) serving_->Stop();
+  // Running jobs keep running; the next start re-adopts them.
+  if (jobs_) jobs_->Stop();
+  if (executor_) executor_->Shutdown();
 }
 
 int Server::port() const { return http_ ? http_->port() : 0; }

@@ -149,6 +149,7 @@ class Server {
 
   ServerConfig config_;
   bool multi_user_ = false;
+  std::string job_dir_root_;  // the jobs' private directories' root ("" = in the data dir)
   SystemClock clock_;
   SecureRandom random_;
   std::unique_ptr<store::Database> db_;

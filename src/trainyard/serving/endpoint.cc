@@ -1,6 +1,9 @@
 #include "trainyard/serving/endpoint.h"
 
+#include <limits>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "trainyard/common/strings.h"
 
@@ -21,6 +24,31 @@ Result<int> BoundedInt(const json::object& o, std::string_view field, int64_t lo
                                            ")");
   }
   return static_cast<int>(*v);
+}
+
+// "16Gi", "512Mi", "2G", "1000000": bytes; nullopt when it is not such a size.
+std::optional<int64_t> ParseSize(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 15) return std::nullopt;
+  int64_t n = std::stoll(std::string(text.substr(0, digits)));
+  std::string_view unit = text.substr(digits);
+  static constexpr std::pair<std::string_view, int64_t> kUnits[] = {
+      {"", 1},
+      {"K", 1000},
+      {"M", 1000 * 1000},
+      {"G", 1000 * 1000 * 1000},
+      {"T", int64_t{1000} * 1000 * 1000 * 1000},
+      {"Ki", 1024},
+      {"Mi", 1024 * 1024},
+      {"Gi", 1024 * 1024 * 1024},
+      {"Ti", int64_t{1024} * 1024 * 1024 * 1024}};
+  for (const auto& [name, factor] : kUnits) {
+    if (unit != name) continue;
+    if (n > std::numeric_limits<int64_t>::max() / factor) return std::nullopt;
+    return n * factor;
+  }
+  return std::nullopt;
 }
 
 Result<ServedEntity> DecodeEntity(const json::value& v, size_t i) {
@@ -209,8 +237,57 @@ Status ValidateEndpointName(std::string_view name) {
                                  "or '_', starting with a letter or digit");
 }
 
+Status DecodeReplicaResources(const json::object& body, ReplicaResources& resources,
+                              const EndpointLimits& limits) {
+  auto it = body.find("resources");
+  if (it == body.end()) return Status::Ok();
+  if (!it->value().is_object()) {
+    return Invalid("resources",
+                   "must be an object like {\"gpus\": 1, \"cpus\": 4, \"memory\": "
+                   "\"16Gi\"} (got " +
+                       DescribeJson(it->value()) + ")");
+  }
+  const json::object& o = it->value().as_object();
+  for (const auto& kv : o) {
+    std::string_view k = kv.key();
+    if (k != "gpus" && k != "cpus" && k != "memory") {
+      return Invalid("resources." + std::string(k),
+                     "is not a field of resources (gpus, cpus, memory)");
+    }
+  }
+  for (auto [field, lo, hi, out] :
+       {std::tuple{"gpus", 0, limits.max_replica_gpus, &resources.gpus},
+        std::tuple{"cpus", 1, limits.max_replica_cpus, &resources.cpus}}) {
+    auto v = o.find(field);
+    if (v == o.end()) continue;
+    std::string name = "resources." + std::string(field);
+    if (!v->value().is_int64() || v->value().as_int64() < lo || v->value().as_int64() > hi) {
+      return Invalid(name, "must be an integer between " + std::to_string(lo) + " and " +
+                               std::to_string(hi) + " (got " + DescribeJson(v->value()) + ")");
+    }
+    *out = static_cast<int>(v->value().as_int64());
+  }
+  if (auto m = o.find("memory"); m != o.end()) {
+    const json::value& v = m->value();
+    std::optional<int64_t> bytes;
+    if (v.is_int64() && v.as_int64() >= 0) bytes = v.as_int64();
+    if (v.is_uint64() && v.as_uint64() <= static_cast<uint64_t>(INT64_MAX)) {
+      bytes = static_cast<int64_t>(v.as_uint64());
+    }
+    if (v.is_string()) bytes = ParseSize(std::string_view(v.as_string()));
+    if (!bytes) {
+      return Invalid(
+          "resources.memory",
+          "must be a size in bytes, or like \"512Mi\" or \"16Gi\" (got " + DescribeJson(v) + ")");
+    }
+    resources.memory_bytes = *bytes;
+  }
+  return Status::Ok();
+}
+
 Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
                             const EndpointLimits& limits) {
+  TY_RETURN_IF_ERROR(DecodeReplicaResources(body, config.resources, limits));
   TY_ASSIGN_OR_RETURN(const json::array* entities, OptionalArray(body, "served_entities"));
   if (entities) {
     if (entities->empty() || entities->size() > limits.max_served_entities) {
@@ -378,7 +455,10 @@ json::object EndpointConfigToJson(const EndpointConfig& config) {
                    {"max_replicas", config.max_replicas},
                    {"scale_to_zero_seconds", config.scale_to_zero_seconds},
                    {"target_concurrency", config.target_concurrency},
-                   {"rate_limits", std::move(limits)}};
+                   {"rate_limits", std::move(limits)},
+                   {"resources", json::object{{"gpus", config.resources.gpus},
+                                              {"cpus", config.resources.cpus},
+                                              {"memory", config.resources.memory_bytes}}}};
   if (!config.capture_table.empty()) out["capture"] = json::object{{"table", config.capture_table}};
   return out;
 }

@@ -51,6 +51,15 @@ struct RateLimit {
   int64_t tokens_per_minute = 0;
 };
 
+// What each replica of an endpoint asks the job scheduler for (every replica of every served
+// entity asks the same): it is placed on the training pool and counts against the same
+// capacity, quotas and fair share as a training job.
+struct ReplicaResources {
+  int gpus = 0;
+  int cpus = 1;
+  int64_t memory_bytes = 0;  // 0 = no requirement
+};
+
 struct EndpointConfig {
   std::vector<ServedEntity> served_entities;
   std::vector<TrafficRoute> routes;  // percents sum to 100
@@ -64,6 +73,7 @@ struct EndpointConfig {
   // for the JSON lines only. Written as the endpoint's owner (CREATE TABLE on the schema
   // while it does not exist, MODIFY on it once it does).
   std::string capture_table;
+  ReplicaResources resources;
 };
 
 struct Endpoint {
@@ -81,6 +91,8 @@ struct EndpointLimits {
   size_t max_rate_limits = 20;
   int64_t max_queries_per_minute = 1'000'000;
   int64_t max_tokens_per_minute = 1'000'000'000;
+  int max_replica_gpus = 64;
+  int max_replica_cpus = 1024;
 };
 
 // Endpoint names: 1-63 of [A-Za-z0-9_-], starting with a letter or digit.
@@ -91,6 +103,11 @@ Status ValidateEndpointName(std::string_view name);
 // single entity without routes, a route of 100. InvalidArgument naming the field otherwise.
 Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
                             const EndpointLimits& limits = {});
+// `resources`: {"gpus": 1, "cpus": 4, "memory": "16Gi"} (memory: bytes, or a number with
+// Ki/Mi/Gi/Ti or K/M/G/T); fields absent keep their values. InvalidArgument naming
+// resources.<field>. Called by DecodeEndpointConfig.
+Status DecodeReplicaResources(const json::object& body, ReplicaResources& resources,
+                              const EndpointLimits& limits = {});
 // Checks the whole configuration (routes name entities, sum to 100, bounds).
 Status ValidateEndpointConfig(const EndpointConfig& config, const EndpointLimits& limits = {});
 

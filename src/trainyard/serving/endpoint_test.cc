@@ -200,6 +200,47 @@ TEST(EndpointConfigTest, BadRateLimitsNameTheField) {
   EXPECT_THAT(with(R"([7])"), HasSubstr("rate_limits[0] must be an object"));
 }
 
+TEST(EndpointConfigTest, ReplicaResourcesDecodeRoundTripAndKeepWhatAnUpdateOmits) {
+  EndpointConfig c;
+  EXPECT_EQ(c.resources.gpus, 0);
+  EXPECT_EQ(c.resources.cpus, 1);
+  TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 1}],
+                          "resources": {"gpus": 2, "cpus": 8, "memory": "16Gi"}})",
+                      c));
+  EXPECT_EQ(c.resources.gpus, 2);
+  EXPECT_EQ(c.resources.cpus, 8);
+  EXPECT_EQ(c.resources.memory_bytes, int64_t{16} << 30);
+  EndpointConfig back;
+  TY_ASSERT_OK(DecodeEndpointConfig(EndpointConfigToJson(c), back));
+  EXPECT_EQ(back.resources.gpus, 2);
+  EXPECT_EQ(back.resources.memory_bytes, int64_t{16} << 30);
+  TY_ASSERT_OK(Decode(R"({"resources": {"cpus": 2}})", back));
+  EXPECT_EQ(back.resources.gpus, 2);
+  EXPECT_EQ(back.resources.cpus, 2);
+  TY_ASSERT_OK(Decode(R"({"resources": {"memory": 1000}})", back));
+  EXPECT_EQ(back.resources.memory_bytes, 1000);
+  TY_ASSERT_OK(Decode(R"({"resources": {"memory": "2G"}})", back));
+  EXPECT_EQ(back.resources.memory_bytes, 2'000'000'000);
+}
+
+TEST(EndpointConfigTest, BadReplicaResourcesNameTheField) {
+  auto with = [](const std::string& resources) {
+    EndpointConfig c;
+    return Decode(R"({"served_entities": [{"model": "m", "version": 1}], "resources": )" +
+                      resources + "}",
+                  c)
+        .message();
+  };
+  EXPECT_THAT(with(R"({"gpus": -1})"), HasSubstr("resources.gpus must be an integer between 0 and 64"));
+  EXPECT_THAT(with(R"({"gpus": "two"})"), HasSubstr("gpus"));
+  EXPECT_THAT(with(R"({"cpus": 0})"), HasSubstr("resources.cpus must be an integer between 1"));
+  EXPECT_THAT(with(R"({"memory": "lots"})"), HasSubstr("resources.memory must be a size"));
+  EXPECT_THAT(with(R"({"memory": "99999999999999999Gi"})"), HasSubstr("resources.memory"));
+  EXPECT_THAT(with(R"({"memory": -5})"), HasSubstr("resources.memory"));
+  EXPECT_THAT(with(R"({"gpu": 1})"), HasSubstr("resources.gpu is not a field of resources"));
+  EXPECT_THAT(with(R"(4)"), HasSubstr("resources must be an object"));
+}
+
 TEST(EndpointConfigTest, CaptureTableIsDecodedKeptAndCleared) {
   EndpointConfig c;
   TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 1}],

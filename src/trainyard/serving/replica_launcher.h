@@ -1,55 +1,90 @@
-// ReplicaLauncher: starts, stops and watches the processes of serving replicas. The serving
-// service decides how many replicas run and where they listen; a launcher only runs them.
+// ReplicaLauncher: places, stops and watches the processes of serving replicas. The serving
+// service decides how many replicas run and which port each listens on; a launcher decides
+// where they run and runs them.
 //
-// Today's implementation runs each replica through an executors::Executor of its own (the
-// local executor: the rank shim, its own process group, a log file, cgroups where
-// available), as a one-rank attempt named by the replica's id. A placement through the job
-// scheduler (a replica as a job of a service kind, on the same pool as training, Local or
-// Slurm) can replace it behind this interface.
+// The server's launcher (server/scheduled_replica_launcher.h) submits each replica to the job
+// scheduler as a job of kind service: it waits in the queue for the resources the endpoint
+// asks for, runs on the training pool (local or Slurm executor) as the endpoint's owner, and
+// shows in the jobs list (decision 0018). Serving depends on no part of that: only on this
+// interface.
 //
-// Thread-safe. The exit callback comes once per launched replica that ends, from a launcher
-// thread, with no launcher lock held.
+// Thread-safe. The exit callback comes once per launched replica that ends (also one that
+// ends before it was placed), from a launcher thread, with no launcher lock held; the caller
+// may call the launcher from it.
 #pragma once
 
 #include <chrono>
-#include <filesystem>
 #include <functional>
 #include <map>
-#include <memory>
 #include <string>
 
 #include "trainyard/common/status.h"
-
-namespace trainyard::executors {
-class Executor;
-}  // namespace trainyard::executors
+#include "trainyard/serving/endpoint.h"
 
 namespace trainyard::serving {
 
+// The variable a replica's command reads its model directory from.
+inline constexpr char kModelDirEnv[] = "TRAINYARD_MODEL_DIR";
+
 struct ReplicaLaunch {
-  std::string id;       // unique among running replicas
-  std::string command;  // run with /bin/sh -c
+  std::string id;        // unique among running replicas
+  std::string endpoint;  // the endpoint it serves
+  std::string served_entity;
+  std::string owner;  // the endpoint's owner: whose account the replica runs as
+  ReplicaResources resources;
+  // The directory of the model it serves. The command reads it as "$TRAINYARD_MODEL_DIR": a
+  // launcher whose replicas cannot read it in place (they run as another account, on another
+  // node) hands them a copy there instead.
+  std::string model_dir;
+  // Run with /bin/sh -c, in a working directory of the launcher's choosing. It listens on
+  // BindHost() and the port serving chose.
+  std::string command;
   std::map<std::string, std::string> env;
-  std::filesystem::path log_dir;  // the replica writes log_dir/rank-0.log
+  std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
+};
+
+// Where a launched replica is now.
+struct ReplicaPlacement {
+  enum class State {
+    kPending,  // waiting to be placed (the scheduler's queue, the cluster's)
+    kRunning,  // its process runs on `host`
+    kEnded,    // it ended (the exit callback comes, or came)
+  };
+  State state = State::kPending;
+  std::string reason;  // kPending: why it waits, in the scheduler's words
+  std::string host;    // kRunning: the address that reaches it from the server
+  std::string job_id;  // the job it runs as ("" when none)
+  std::string log;     // its log file, "" until it runs
+  int pid = 0;         // its process (group) where the launcher knows it; 0 otherwise
+};
+
+struct ReplicaEnd {
+  bool stopped = false;  // it ended because it was asked to (Stop, or cancelled as a job)
+  std::string cause;     // for people: "exit code 3 on rank 0", "cancelled by alice"
 };
 
 class ReplicaLauncher {
  public:
   virtual ~ReplicaLauncher() = default;
-  using ExitCallback = std::function<void(const std::string& id, int exit_code, bool stopped)>;
+  using ExitCallback = std::function<void(const std::string& id, const ReplicaEnd& end)>;
   // Set before any Launch.
   virtual void SetExitCallback(ExitCallback cb) = 0;
-  // Returns the replica's process id (also its process group's).
-  virtual Result<int> Launch(const ReplicaLaunch& launch) = 0;
-  // SIGTERM now, SIGKILL after `grace`; the exit callback follows. NotFound when not running.
-  virtual Status Stop(const std::string& id, std::chrono::milliseconds grace) = 0;
+  // Ends the replicas an earlier run of the server left running (serving starts its replicas
+  // anew on each start). Called once, before any Launch.
+  virtual void EndLeftovers() = 0;
+  // The address a replica's server binds: loopback where replicas run on the server's own
+  // machine, every interface where they run on cluster nodes.
+  virtual std::string BindHost() const = 0;
+  // Queues the replica for placement. InvalidArgument when it can never be placed (it asks for
+  // more than a node has), naming the resources.
+  virtual Status Launch(const ReplicaLaunch& launch) = 0;
+  // Where it is now. kEnded for an id not (or no longer) launched.
+  virtual ReplicaPlacement Placement(const std::string& id) = 0;
+  // Asks it to stop (SIGTERM, SIGKILL after its stop_grace); the exit callback follows.
+  // Does not wait.
+  virtual Status Stop(const std::string& id) = 0;
   // Stops every replica and waits (up to `wait`) for them to end; no callback after it.
   virtual void Shutdown(std::chrono::milliseconds wait) = 0;
 };
-
-// Replicas as one-rank attempts of `executor` (which must be the launcher's alone: it takes
-// the executor's exit callback).
-std::unique_ptr<ReplicaLauncher> MakeExecutorReplicaLauncher(
-    std::unique_ptr<executors::Executor> executor);
 
 }  // namespace trainyard::serving

@@ -32,8 +32,9 @@ std::string ShellQuote(const std::string& s) {
   return out + "'";
 }
 
-// A free TCP port on 127.0.0.1 (bound and released: another process could take it before
-// the replica binds it, which the health check then notices).
+// A free TCP port on this machine (bound and released: another process could take it before
+// the replica binds it; the replica then fails to start, its job fails and serving starts
+// another). For replicas on cluster nodes it is a guess the same way.
 Result<int> FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::IOError("cannot create a socket to find a free port");
@@ -76,8 +77,10 @@ std::string LogTail(const std::string& path) {
 std::string_view StateName(int s) {
   switch (s) {
     case 0:
-      return "STARTING";
+      return "PENDING";
     case 1:
+      return "STARTING";
+    case 2:
       return "READY";
     default:
       return "STOPPING";
@@ -144,9 +147,9 @@ Status ServingService::Start() {
     rt.endpoint = std::move(e);
     runtimes.push_back(std::move(rt));
   }
-  launcher_.SetExitCallback([this](const std::string& id, int exit_code, bool stopped) {
-    OnExit(id, exit_code, stopped);
-  });
+  launcher_.SetExitCallback(
+      [this](const std::string& id, const ReplicaEnd& end) { OnExit(id, end); });
+  launcher_.EndLeftovers();
   {
     MutexLock lock(mu_);
     for (auto& rt : runtimes) Install(std::move(rt));
@@ -238,6 +241,13 @@ Status ServingService::AuthorizeManage(const identity::Principal& who, const Run
   return Status::PermissionDenied("only the owner of endpoint '" + rt.endpoint.name + "' (" +
                                   rt.endpoint.owner +
                                   "), an admin or a holder of MANAGE on it may change it");
+}
+
+Status ServingService::CheckResources(const ReplicaResources& resources) {
+  if (!options_.check_resources) return Status::Ok();
+  Status s = options_.check_resources(resources);
+  if (s.ok()) return s;
+  return Status::InvalidArgument("resources: a replica could never be placed: " + s.message());
 }
 
 Status ServingService::CheckCaptureTable(const Endpoint& e) {
@@ -372,7 +382,7 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
     std::string_view k = kv.key();
     if (k != "name" && k != "served_entities" && k != "routes" && k != "traffic_config" &&
         k != "min_replicas" && k != "max_replicas" && k != "scale_to_zero_seconds" &&
-        k != "target_concurrency" && k != "rate_limits" && k != "capture") {
+        k != "target_concurrency" && k != "rate_limits" && k != "capture" && k != "resources") {
       return Status::InvalidArgument(std::string(k) + " is not a field of an endpoint");
     }
   }
@@ -384,6 +394,7 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
   TY_RETURN_IF_ERROR(CheckEntities(who, e.config));
   TY_RETURN_IF_ERROR(CheckRateLimitPrincipals(e.config));
   TY_RETURN_IF_ERROR(CheckCaptureTable(e));
+  TY_RETURN_IF_ERROR(CheckResources(e.config.resources));
   TY_RETURN_IF_ERROR(store_.Create(e));
   EndpointState state;
   {
@@ -456,7 +467,7 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
     std::string_view k = kv.key();
     if (k != "served_entities" && k != "routes" && k != "traffic_config" && k != "min_replicas" &&
         k != "max_replicas" && k != "scale_to_zero_seconds" && k != "target_concurrency" &&
-        k != "rate_limits" && k != "name" && k != "capture") {
+        k != "rate_limits" && k != "name" && k != "capture" && k != "resources") {
       return Status::InvalidArgument(std::string(k) + " is not a field of an endpoint");
     }
   }
@@ -470,6 +481,7 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
   if (body.contains("served_entities")) TY_RETURN_IF_ERROR(CheckEntities(who, e.config));
   if (body.contains("rate_limits")) TY_RETURN_IF_ERROR(CheckRateLimitPrincipals(e.config));
   if (body.contains("capture")) TY_RETURN_IF_ERROR(CheckCaptureTable(e));
+  if (body.contains("resources")) TY_RETURN_IF_ERROR(CheckResources(e.config.resources));
   e.updated_at = clock_.NowMillis();
   TY_RETURN_IF_ERROR(store_.Update(e));
   EndpointState state;
@@ -576,7 +588,7 @@ EndpointState ServingService::StateLocked(const Runtime& rt) {
     s.replicas.push_back({r.id, r.entity, r.resolved.version,
                           std::string(FlavorName(r.resolved.flavor)),
                           std::string(StateName(static_cast<int>(r.state))), r.url, r.outstanding,
-                          r.served, r.started_at, r.log, r.pid});
+                          r.served, r.started_at, r.log, r.pid, r.job_id, r.pending_reason});
   }
   s.capture = capture_.Stats(rt.endpoint.name);
   s.capture_path = capture_.PathFor(rt.endpoint.name);
@@ -689,6 +701,13 @@ Result<Lease> ServingService::Acquire(const identity::Principal& who, const std:
       --pool.waiters;
       std::string why = pool.last_error.empty() ? "its replica is still starting"
                                                 : "the last replica failed: " + pool.last_error;
+      for (const auto& [id, r] : replicas_) {
+        if (r.endpoint == name && r.entity == entity && r.state == ReplicaState::kPending) {
+          why = "replica " + r.id + (r.job_id.empty() ? "" : " (job " + r.job_id + ")") +
+                " waits for resources" + (r.pending_reason.empty() ? "" : ": " + r.pending_reason);
+          break;
+        }
+      }
       return Status::Unavailable("endpoint '" + name + "' (served entity '" + entity +
                                  "') has no ready replica after " +
                                  std::to_string(options_.cold_start_wait.count() / 1000) + " s (" +
@@ -721,23 +740,24 @@ void ServingService::MarkSuspect(const std::string& replica_id) {
 void ServingService::StopReplicaLocked(Replica& r) {
   if (r.state == ReplicaState::kStopping) return;
   r.state = ReplicaState::kStopping;
-  Status s = launcher_.Stop(r.id, options_.stop_grace);
+  Status s = launcher_.Stop(r.id);
   if (!s.ok()) spdlog::info("serving: stopping replica {}: {}", r.id, s.ToString());
 }
 
-void ServingService::OnExit(const std::string& id, int exit_code, bool stopped) {
+void ServingService::OnExit(const std::string& id, const ReplicaEnd& end) {
   MutexLock lock(mu_);
   auto it = replicas_.find(id);
   if (it == replicas_.end()) return;
   Replica r = std::move(it->second);
   replicas_.erase(it);
-  if (r.state == ReplicaState::kStopping || stopped) {
-    spdlog::info("serving: replica {} of endpoint {} stopped", id, r.endpoint);
+  if (r.state == ReplicaState::kStopping || end.stopped) {
+    spdlog::info("serving: replica {} of endpoint {} stopped ({})", id, r.endpoint, end.cause);
+    ready_cv_.NotifyAll();
     return;
   }
   Runtime* rt = FindLocked(r.endpoint);
-  std::string message =
-      "replica " + id + " exited with code " + std::to_string(exit_code) + " (log: " + r.log + ")";
+  std::string message = "replica " + id + (r.job_id.empty() ? "" : " (job " + r.job_id + ")") +
+                        " ended: " + end.cause + (r.log.empty() ? "" : " (log: " + r.log + ")");
   spdlog::warn("serving: {}; starting another", message);
   if (!rt) return;
   auto pool = rt->pools.find(r.entity);
@@ -806,6 +826,7 @@ void ServingService::CheckAliases() {
 
 void ServingService::Tick() {
   CheckAliases();
+  UpdatePlacements();
   std::vector<StartAction> starts;
   std::vector<std::pair<std::string, std::string>> probes;  // id, url
   {
@@ -873,7 +894,7 @@ void ServingService::Tick() {
           }
         }
         for (Replica* r : live) {
-          if (r->state != ReplicaState::kStarting || r->resolved.dir.empty()) continue;
+          if (r->state != ReplicaState::kStarting || r->url.empty()) continue;
           if (now - r->started > options_.startup_timeout) {
             pool.last_error = "replica " + r->id + " did not pass its health check within " +
                               std::to_string(options_.startup_timeout.count() / 1000) +
@@ -882,13 +903,7 @@ void ServingService::Tick() {
             StopReplicaLocked(*r);
             continue;
           }
-          if (r->url.empty() && !r->port_file.empty()) {
-            std::string text = Trim(ReadSmallFile(r->port_file));
-            if (auto port = ParseInt64(text); port && *port > 0) {
-              r->url = "http://127.0.0.1:" + std::to_string(*port);
-            }
-          }
-          if (!r->url.empty()) probes.push_back({r->id, r->url + r->health_path});
+          probes.push_back({r->id, r->url + r->health_path});
         }
       }
     }
@@ -920,6 +935,42 @@ void ServingService::Tick() {
   ready_cv_.NotifyAll();
 }
 
+void ServingService::UpdatePlacements() {
+  std::vector<std::string> placing;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [id, r] : replicas_) {
+      if (r.state == ReplicaState::kPending && r.launched) placing.push_back(id);
+    }
+  }
+  if (placing.empty()) return;
+  std::vector<std::pair<std::string, ReplicaPlacement>> placements;
+  for (const auto& id : placing) placements.emplace_back(id, launcher_.Placement(id));
+  MutexLock lock(mu_);
+  for (auto& [id, p] : placements) {
+    auto it = replicas_.find(id);
+    if (it == replicas_.end() || it->second.state != ReplicaState::kPending) continue;
+    Replica& r = it->second;
+    if (!p.job_id.empty()) r.job_id = p.job_id;
+    if (p.state == ReplicaPlacement::State::kPending) {
+      r.pending_reason = p.reason;
+      continue;
+    }
+    if (p.state != ReplicaPlacement::State::kRunning) continue;  // the exit callback follows
+    r.state = ReplicaState::kStarting;
+    r.pending_reason.clear();
+    r.url = "http://" + (p.host.find(':') != std::string::npos ? "[" + p.host + "]" : p.host) +
+            ":" + std::to_string(r.port);
+    r.log = p.log;
+    r.pid = p.pid;
+    // The startup timeout counts from the placement, not from the wait in the queue.
+    r.started = clock_.MonotonicNow();
+    spdlog::info("serving: replica {} of endpoint {} placed ({}job {}), starting at {}", id,
+                 r.endpoint, r.pid > 0 ? "pid " + std::to_string(r.pid) + ", " : "", r.job_id,
+                 r.url);
+  }
+}
+
 void ServingService::LaunchReplica(const StartAction& action) {
   auto fail = [&](const std::string& why) {
     MutexLock lock(mu_);
@@ -934,40 +985,34 @@ void ServingService::LaunchReplica(const StartAction& action) {
     spdlog::warn("serving: cannot start a replica of endpoint {}: {}", action.endpoint, why);
     ready_cv_.NotifyAll();
   };
-  if (options_.multi_user) {
-    return fail(
-        "replicas do not run in multi-user mode yet (they would run as the server's own "
-        "account); run the server with --single-user to serve models");
-  }
   auto resolved = Resolve(action.entity, "served entity " + action.entity.name);
   if (!resolved.ok()) return fail(resolved.status().message());
-  fs::path log_dir = fs::path(options_.replica_dir) / action.replica_id;
-  std::error_code ec;
-  fs::remove_all(log_dir, ec);
-  fs::create_directories(log_dir, ec);
-  if (ec) return fail("cannot create " + log_dir.string() + ": " + ec.message());
+  auto port = FreePort();
+  if (!port.ok()) return fail(port.status().message());
+  std::string host = launcher_.BindHost();
   ReplicaLaunch launch;
   launch.id = action.replica_id;
-  launch.log_dir = log_dir;
-  std::string url, port_file, health;
+  launch.endpoint = action.endpoint;
+  launch.served_entity = action.entity.name;
+  launch.stop_grace = options_.stop_grace;
+  launch.model_dir = resolved->dir;
+  launch.env[kModelDirEnv] = resolved->dir;
+  const std::string model_dir = std::string("\"$") + kModelDirEnv + "\"";
+  std::string health;
   if (resolved->flavor == Flavor::kPyfunc) {
-    auto port = FreePort();
-    if (!port.ok()) return fail(port.status().message());
-    url = "http://127.0.0.1:" + std::to_string(*port);
     health = "/ping";
-    launch.command = ShellQuote(options_.mlflow_program) + " models serve -m " +
-                     ShellQuote(resolved->dir) + " --host 127.0.0.1 --port " +
-                     std::to_string(*port) + " --env-manager local";
+    launch.command = ShellQuote(options_.mlflow_program) + " models serve -m " + model_dir +
+                     " --host " + ShellQuote(host) + " --port " + std::to_string(*port) +
+                     " --env-manager local";
     // The scoring server runs Python from the environment mlflow is installed in.
     std::string bin = fs::path(options_.mlflow_program).parent_path().string();
     launch.env["PATH"] = (bin.empty() ? "" : bin + ":") + "/usr/local/bin:/usr/bin:/bin";
   } else {
-    port_file = (log_dir / "port").string();
     health = "/health";
-    launch.command = ShellQuote(options_.serve_model_program) + " --model-dir " +
-                     ShellQuote(resolved->dir) + " --served-model-name " +
-                     ShellQuote(action.endpoint) + " --host 127.0.0.1 --port 0 --port-file " +
-                     ShellQuote(port_file) + " --device " + ShellQuote(options_.device);
+    launch.command = ShellQuote(options_.serve_model_program) + " --model-dir " + model_dir +
+                     " --served-model-name " + ShellQuote(action.endpoint) + " --host " +
+                     ShellQuote(host) + " --port " + std::to_string(*port) + " --device " +
+                     ShellQuote(options_.device);
   }
   {
     MutexLock lock(mu_);
@@ -977,23 +1022,28 @@ void ServingService::LaunchReplica(const StartAction& action) {
       replicas_.erase(it);  // stopped (endpoint deleted or changed) before it was launched
       return;
     }
+    Runtime* rt = FindLocked(action.endpoint);
+    if (!rt) {
+      replicas_.erase(it);
+      return;
+    }
+    launch.owner = rt->endpoint.owner;
+    launch.resources = rt->endpoint.config.resources;
     it->second.resolved = *resolved;
-    it->second.url = url;
-    it->second.port_file = port_file;
+    it->second.port = *port;
     it->second.health_path = health;
-    it->second.log = (log_dir / "rank-0.log").string();
+    it->second.launched = true;
   }
-  spdlog::info("serving: starting replica {} of endpoint {}: {} version {} ({})", action.replica_id,
+  spdlog::info("serving: queueing replica {} of endpoint {}: {} version {} ({})", action.replica_id,
                action.endpoint, action.entity.model, resolved->version,
                FlavorName(resolved->flavor));
-  Result<int> launched = launcher_.Launch(launch);
-  if (!launched.ok()) return fail("cannot launch: " + launched.status().message());
+  Status launched = launcher_.Launch(launch);
+  if (!launched.ok()) return fail("cannot launch: " + launched.message());
   MutexLock lock(mu_);
   auto it = replicas_.find(action.replica_id);
-  if (it != replicas_.end()) it->second.pid = *launched;
   // Stopped while it was being launched: StopReplicaLocked found nothing to stop then.
   if (it != replicas_.end() && it->second.state == ReplicaState::kStopping) {
-    (void)launcher_.Stop(action.replica_id, options_.stop_grace);
+    (void)launcher_.Stop(action.replica_id);
   }
 }
 

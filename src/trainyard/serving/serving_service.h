@@ -49,7 +49,6 @@ using LocationResolver = std::function<Result<std::string>(const std::string& lo
 using HealthProbe = std::function<bool(const std::string& url)>;
 
 struct ServingOptions {
-  std::string replica_dir;  // replicas' logs and port files (created)
   std::string serve_model_program = "trainyard-serve-model";  // serves `llm` entities
   std::string mlflow_program = "mlflow";                      // serves `pyfunc` entities
   std::string device = "auto";                                // trainyard-serve-model --device
@@ -66,15 +65,14 @@ struct ServingOptions {
   std::chrono::milliseconds restart_backoff{std::chrono::seconds(1)};
   std::chrono::milliseconds max_restart_backoff{std::chrono::seconds(60)};
   std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
-  // Multi-user mode (the server is root; jobs run as their owners' accounts): replicas would
-  // run as the server's account, so none is started until they can run as the endpoint
-  // owner's (not yet: the model's files sit in the server's private data directory).
-  bool multi_user = false;
   EndpointLimits limits;
   // Whether an endpoint owned by `owner` may capture into catalog table `table` (CREATE
   // TABLE on its schema while it does not exist, MODIFY on it once it does): Ok, or the
   // error naming capture.table. Unset: no endpoint may name a capture table.
   std::function<Status(const std::string& owner, const std::string& table)> check_capture_table;
+  // Whether a replica asking for `resources` fits a node of the pool it is placed on: Ok, or
+  // why not. Unset: anything is accepted (and refused when a replica is launched).
+  std::function<Status(const ReplicaResources& resources)> check_resources;
 };
 
 struct ReplicaInfo {
@@ -82,13 +80,16 @@ struct ReplicaInfo {
   std::string served_entity;
   int64_t model_version = 0;
   std::string flavor;
-  std::string state;  // "STARTING", "READY", "STOPPING"
-  std::string url;    // "" until its port is known
+  // "PENDING" (queued for resources), "STARTING", "READY", "STOPPING"
+  std::string state;
+  std::string url;  // "" until its port is known
   int outstanding = 0;
   int64_t served = 0;
   int64_t started_at = 0;
-  std::string log;  // the replica's log file
-  int pid = 0;      // its process (group) on this machine; 0 until launched
+  std::string log;             // the replica's log file
+  int pid = 0;                 // its process (group) on this machine; 0 until placed
+  std::string job_id;          // the job it runs as
+  std::string pending_reason;  // PENDING: why the scheduler has not placed it yet
 };
 
 struct ServedEntityState {
@@ -214,16 +215,19 @@ class ServingService {
     std::string dir;
     Flavor flavor = Flavor::kPyfunc;
   };
-  enum class ReplicaState { kStarting, kReady, kStopping };
+  enum class ReplicaState { kPending, kStarting, kReady, kStopping };
   struct Replica {
     std::string id;
     std::string endpoint;
     std::string entity;
     Resolved resolved;
-    ReplicaState state = ReplicaState::kStarting;
-    std::string url;        // "" until the port is known
-    std::string port_file;  // llm replicas write their port here
+    ReplicaState state = ReplicaState::kPending;
+    bool launched = false;  // handed to the launcher (placement is asked about from then)
+    int port = 0;           // the port it listens on (chosen before the launch)
+    std::string url;        // "" until it is placed
     std::string health_path;
+    std::string job_id;
+    std::string pending_reason;
     int outstanding = 0;
     int64_t served = 0;
     int64_t started_at = 0;
@@ -270,11 +274,15 @@ class ServingService {
   void NotifyServes(const identity::Principal& who, const std::string& endpoint,
                     const std::vector<ServedEntity>& entities) TY_EXCLUDES(mu_);
   Status CheckCaptureTable(const Endpoint& e);
+  // InvalidArgument naming `resources` when options_.check_resources refuses them.
+  Status CheckResources(const ReplicaResources& resources);
   void Install(Runtime rt) TY_REQUIRES(mu_);
   EndpointState StateLocked(const Runtime& rt) TY_REQUIRES(mu_);
   void Release(const std::string& replica_id) TY_EXCLUDES(mu_);
   void MarkSuspect(const std::string& replica_id) TY_EXCLUDES(mu_);
-  void OnExit(const std::string& id, int exit_code, bool stopped) TY_EXCLUDES(mu_);
+  void OnExit(const std::string& id, const ReplicaEnd& end) TY_EXCLUDES(mu_);
+  // Asks the launcher where pending replicas are: placed ones start their health checks.
+  void UpdatePlacements() TY_EXCLUDES(mu_);
   std::chrono::milliseconds Backoff(int failures_in_a_row) const;
   void Loop() TY_EXCLUDES(mu_);
   void Tick() TY_EXCLUDES(mu_);

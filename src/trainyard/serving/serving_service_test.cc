@@ -22,33 +22,59 @@ namespace {
 namespace fs = std::filesystem;
 using identity::Principal;
 
-// Records launches and stops; exits come when the test says so (Exit), as the executor's come
-// from its own thread.
+// Records launches and stops; places every replica at once unless the test holds them
+// (HoldPlacement: they stay pending with a scheduler's reason); exits come when the test says
+// so (Exit), as the scheduler's come from its own thread.
 class FakeLauncher : public ReplicaLauncher {
  public:
   void SetExitCallback(ExitCallback cb) override {
     MutexLock lock(mu_);
     cb_ = std::move(cb);
   }
-  Result<int> Launch(const ReplicaLaunch& launch) override {
+  void EndLeftovers() override {}
+  std::string BindHost() const override { return "127.0.0.1"; }
+  Status Launch(const ReplicaLaunch& launch) override {
     MutexLock lock(mu_);
     launched_.push_back(launch.id);
-    return 1000 + static_cast<int>(launched_.size());
+    launches_.push_back(launch);
+    return Status::Ok();
   }
-  Status Stop(const std::string& id, std::chrono::milliseconds) override {
+  ReplicaPlacement Placement(const std::string& id) override {
+    MutexLock lock(mu_);
+    ReplicaPlacement p;
+    p.job_id = "j-" + id;
+    if (hold_) {
+      p.state = ReplicaPlacement::State::kPending;
+      p.reason = "waiting for resources: 1 GPU free of 1 asked";
+      return p;
+    }
+    p.state = ReplicaPlacement::State::kRunning;
+    p.host = "127.0.0.1";
+    p.pid = 1000 + static_cast<int>(launched_.size());
+    return p;
+  }
+  Status Stop(const std::string& id) override {
     MutexLock lock(mu_);
     stopped_.insert(id);
     return Status::Ok();
   }
   void Shutdown(std::chrono::milliseconds) override {}
 
+  void HoldPlacement(bool hold) {
+    MutexLock lock(mu_);
+    hold_ = hold;
+  }
   void Exit(const std::string& id, int code, bool stopped) {
     ExitCallback cb;
     {
       MutexLock lock(mu_);
       cb = cb_;
     }
-    cb(id, code, stopped);
+    cb(id, ReplicaEnd{stopped, "exit code " + std::to_string(code) + " on rank 0"});
+  }
+  std::vector<ReplicaLaunch> launches() {
+    MutexLock lock(mu_);
+    return launches_;
   }
   std::vector<std::string> launched() {
     MutexLock lock(mu_);
@@ -63,6 +89,8 @@ class FakeLauncher : public ReplicaLauncher {
   Mutex mu_;
   ExitCallback cb_ TY_GUARDED_BY(mu_);
   std::vector<std::string> launched_ TY_GUARDED_BY(mu_);
+  std::vector<ReplicaLaunch> launches_ TY_GUARDED_BY(mu_);
+  bool hold_ TY_GUARDED_BY(mu_) = false;
   std::set<std::string> stopped_ TY_GUARDED_BY(mu_);
 };
 
@@ -104,7 +132,6 @@ class ServingServiceTest : public ::testing::Test {
     TY_ASSERT_OK(identity_->CreateUser(kAdmin, {.name = "bob"}).status());
     capture_ = std::make_unique<CaptureWriter>(CaptureOptions{(dir_ / "capture").string()});
     ServingOptions options;
-    options.replica_dir = (dir_ / "replicas").string();
     options.tick = std::chrono::milliseconds(5);
     options.cold_start_wait = std::chrono::seconds(10);
     options.restart_backoff = std::chrono::milliseconds(1);
@@ -191,12 +218,45 @@ TEST_F(ServingServiceTest, ADeadReplicaIsReplacedAndCounted) {
   ASSERT_TRUE(Eventually([&] { return launcher_.launched().size() == 2; }));
   EXPECT_NE(launcher_.launched()[1], first);
   EXPECT_EQ(State("e").entities[0].restarts, 1);
-  EXPECT_NE(State("e").entities[0].last_error.find("exited with code 137"), std::string::npos);
+  EXPECT_NE(State("e").entities[0].last_error.find("ended: exit code 137"), std::string::npos);
   healthy_ = true;
   ASSERT_TRUE(Eventually(
       [&] { return State("e").replicas.size() == 1 && State("e").replicas[0].state == "READY"; }));
   EXPECT_EQ(State("e").entities[0].last_error, "");  // recovered
   EXPECT_EQ(State("e").entities[0].restarts, 1);
+}
+
+TEST_F(ServingServiceTest, APendingReplicaShowsTheSchedulersReasonAndARequestTimesOutSayingIt) {
+  healthy_ = true;
+  options_.cold_start_wait = std::chrono::milliseconds(300);
+  launcher_.HoldPlacement(true);
+  Start();
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}],
+                          "resources": {"gpus": 1, "cpus": 2, "memory": "1Gi"}})"));
+  auto lease = serving_->Acquire(kAdmin, "e");
+  EXPECT_EQ(lease.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(lease.status().message().find("waits for resources: waiting for resources: 1 GPU"),
+            std::string::npos)
+      << lease.status().message();
+  ASSERT_EQ(launcher_.launches().size(), 1u);
+  ReplicaLaunch launch = launcher_.launches()[0];
+  EXPECT_EQ(launch.endpoint, "e");
+  EXPECT_EQ(launch.owner, "admin");
+  EXPECT_EQ(launch.resources.gpus, 1);
+  EXPECT_EQ(launch.resources.cpus, 2);
+  EXPECT_EQ(launch.resources.memory_bytes, int64_t{1} << 30);
+  EXPECT_NE(launch.command.find("--host '127.0.0.1' --port "), std::string::npos) << launch.command;
+  EndpointState s = State("e");
+  ASSERT_EQ(s.replicas.size(), 1u);
+  EXPECT_EQ(s.replicas[0].state, "PENDING");
+  EXPECT_EQ(s.replicas[0].job_id, "j-" + launch.id);
+  EXPECT_NE(s.replicas[0].pending_reason.find("1 GPU"), std::string::npos);
+  EXPECT_EQ(s.replicas[0].url, "");
+  // Placed: its health check starts at the host the launcher says, and it serves.
+  launcher_.HoldPlacement(false);
+  ASSERT_TRUE(Eventually([&] { return State("e").replicas[0].state == "READY"; }));
+  EXPECT_EQ(State("e").replicas[0].url.rfind("http://127.0.0.1:", 0), 0u);
+  TY_ASSERT_OK(serving_->Acquire(kAdmin, "e").status());
 }
 
 TEST_F(ServingServiceTest, RequestsGoToTheReplicaWithFewestInFlight) {

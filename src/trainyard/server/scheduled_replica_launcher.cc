@@ -1,0 +1,395 @@
+#include "trainyard/server/scheduled_replica_launcher.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "trainyard/common/mutex.h"
+#include "trainyard/common/os_account.h"
+#include "trainyard/common/strings.h"
+#include "trainyard/identity/authorizer.h"
+#include "trainyard/jobs/job_info.h"
+#include "trainyard/jobs/job_service.h"
+#include "trainyard/serving/replica_launcher.h"
+
+namespace trainyard::server {
+namespace {
+
+// A job name from `text`: letters, digits, '.', '_' and '-' (others become '_'), at most 128.
+std::string JobName(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    out += ok ? c : '_';
+  }
+  if (out.empty() || out[0] == '.' || out[0] == '_' || out[0] == '-') out = "r" + out;
+  return out.substr(0, 128);
+}
+
+constexpr std::string_view kClusterQueued = "queued in the cluster";
+
+namespace fs = std::filesystem;
+
+Status ChownMode(const fs::path& p, uid_t uid, gid_t gid, mode_t mode) {
+  if (::lchown(p.c_str(), uid, gid) != 0 || ::chmod(p.c_str(), mode) != 0) {
+    return Status::IOError("cannot hand " + p.string() + " to uid " + std::to_string(uid) + ": " +
+                           std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CopyTreeAs(const std::string& from, const std::string& to, uid_t uid, gid_t gid) {
+  std::error_code ec;
+  fs::create_directory(to, ec);
+  if (ec) return Status::IOError("cannot create " + to + ": " + ec.message());
+  TY_RETURN_IF_ERROR(ChownMode(to, uid, gid, 0700));
+  fs::recursive_directory_iterator it(from, fs::directory_options::none, ec), end;
+  if (ec) return Status::IOError("cannot read " + from + ": " + ec.message());
+  for (; it != end; it.increment(ec)) {
+    if (ec) return Status::IOError("cannot read " + from + ": " + ec.message());
+    const fs::directory_entry& entry = *it;
+    fs::path target = fs::path(to) / fs::relative(entry.path(), from);
+    if (entry.is_symlink(ec)) continue;
+    if (entry.is_directory(ec)) {
+      fs::create_directory(target, ec);
+      if (ec) return Status::IOError("cannot create " + target.string() + ": " + ec.message());
+      TY_RETURN_IF_ERROR(ChownMode(target, uid, gid, 0700));
+    } else if (entry.is_regular_file(ec)) {
+      fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, ec);
+      if (ec) {
+        return Status::IOError("cannot copy " + entry.path().string() + ": " + ec.message());
+      }
+      TY_RETURN_IF_ERROR(ChownMode(target, uid, gid, 0600));
+    }
+  }
+  return Status::Ok();
+}
+
+// See the header. JobService calls OnJobFinished with its lock held; the launcher only queues
+// there, and calls JobService (Cancel) and serving's exit callback from a thread of its own,
+// holding no lock, so that neither service ever waits on the other's lock.
+class ScheduledReplicaLauncher : public serving::ReplicaLauncher {
+ public:
+  using Options = ScheduledReplicaLauncherOptions;
+  ScheduledReplicaLauncher(jobs::JobService& jobs, Options options);
+  ~ScheduledReplicaLauncher() override;
+  ScheduledReplicaLauncher(const ScheduledReplicaLauncher&) = delete;
+  ScheduledReplicaLauncher& operator=(const ScheduledReplicaLauncher&) = delete;
+
+  // JobService's finish listener: queues the end of a service job's replica.
+  void OnJobFinished(const jobs::JobInfo& job) TY_EXCLUDES(mu_);
+
+  void SetExitCallback(ExitCallback cb) override TY_EXCLUDES(mu_);
+  void EndLeftovers() override;
+  std::string BindHost() const override { return options_.cluster_nodes ? "0.0.0.0" : "127.0.0.1"; }
+  Status Launch(const serving::ReplicaLaunch& launch) override TY_EXCLUDES(mu_);
+  serving::ReplicaPlacement Placement(const std::string& id) override TY_EXCLUDES(mu_);
+  Status Stop(const std::string& id) override TY_EXCLUDES(mu_);
+  void Shutdown(std::chrono::milliseconds wait) override TY_EXCLUDES(mu_);
+
+ private:
+  struct Replica {
+    std::string job_id;  // "" while SubmitService runs
+    bool stop_requested = false;
+    std::string staged;  // its private copy of the model ("" = none)
+  };
+  // Gives the replica a private copy of its model as its owner's account (see the options):
+  // rewrites launch.env's model directory; returns the directory to remove at its end.
+  Result<std::string> Stage(serving::ReplicaLaunch& launch);
+  static void RemoveStaged(const std::string& dir);
+  void Work() TY_EXCLUDES(mu_);
+  void CancelJob(const std::string& job_id, const std::string& replica_id);
+
+  jobs::JobService& jobs_;
+  const Options options_;
+  Mutex mu_;
+  CondVar cv_;
+  ExitCallback callback_ TY_GUARDED_BY(mu_);
+  std::map<std::string, Replica> replicas_ TY_GUARDED_BY(mu_);                  // by replica id
+  std::deque<std::pair<std::string, std::string>> cancels_ TY_GUARDED_BY(mu_);  // job, replica
+  std::deque<std::pair<std::string, serving::ReplicaEnd>> ended_ TY_GUARDED_BY(mu_);
+  std::deque<std::string> unstage_ TY_GUARDED_BY(mu_);  // staged copies to remove
+  bool shut_down_ TY_GUARDED_BY(mu_) = false;
+  bool stop_worker_ TY_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+jobs::JobSpec ReplicaJobSpec(const serving::ReplicaLaunch& launch, const std::string& project) {
+  jobs::JobSpec spec;
+  spec.name = JobName(launch.endpoint + "." + launch.served_entity);
+  spec.kind = jobs::JobKind::kService;
+  spec.endpoint = launch.endpoint;
+  spec.project = project;
+  spec.experiment = "serving-endpoint-" + launch.endpoint;
+  spec.command = launch.command;
+  spec.env = launch.env;
+  spec.env[kReplicaIdEnv] = launch.id;
+  spec.env["TRAINYARD_ENDPOINT"] = launch.endpoint;
+  spec.resources.nodes = 1;
+  spec.resources.gpus_per_node = launch.resources.gpus;
+  spec.resources.cpus_per_node = launch.resources.cpus;
+  spec.resources.memory_bytes = launch.resources.memory_bytes;
+  spec.processes_per_node = 1;  // one server process, however many GPUs it holds
+  spec.max_restarts = 0;
+  spec.preemption_grace_ms = launch.stop_grace.count();
+  return spec;
+}
+
+serving::ReplicaPlacement PlacementOfJob(const jobs::JobInfo& job, bool cluster_nodes) {
+  serving::ReplicaPlacement p;
+  p.job_id = job.job_id;
+  if (jobs::IsTerminal(job.state)) {
+    p.state = serving::ReplicaPlacement::State::kEnded;
+    p.reason = job.message;
+    return p;
+  }
+  if (job.state == jobs::JobState::kPending) {
+    p.state = serving::ReplicaPlacement::State::kPending;
+    p.reason = job.message.empty() ? "queued" : job.message;
+    return p;
+  }
+  // Running as far as the scheduler is concerned; a cluster executor may still queue it.
+  if (StartsWith(job.message, kClusterQueued)) {
+    p.state = serving::ReplicaPlacement::State::kPending;
+    p.reason = job.message;
+    return p;
+  }
+  p.state = serving::ReplicaPlacement::State::kRunning;
+  const jobs::AttemptInfo* attempt = nullptr;
+  for (const auto& a : job.attempt_list) {
+    if (a.attempt == job.attempts) attempt = &a;
+  }
+  p.host = "127.0.0.1";
+  if (attempt) {
+    p.log = attempt->log_dir + "/rank-0.log";
+    if (cluster_nodes && !attempt->nodes.empty()) p.host = attempt->nodes.front();
+  }
+  return p;
+}
+
+serving::ReplicaEnd EndOfJob(const jobs::JobInfo& job) {
+  serving::ReplicaEnd end;
+  end.stopped = job.state == jobs::JobState::kCancelled;
+  end.cause =
+      std::string(jobs::JobStateName(job.state)) + (job.message.empty() ? "" : ": " + job.message);
+  return end;
+}
+
+ScheduledReplicaLauncher::ScheduledReplicaLauncher(jobs::JobService& jobs, Options options)
+    : jobs_(jobs), options_(std::move(options)) {
+  worker_ = std::thread([this] { Work(); });
+}
+
+ScheduledReplicaLauncher::~ScheduledReplicaLauncher() {
+  Shutdown(std::chrono::milliseconds(0));
+  {
+    MutexLock lock(mu_);
+    stop_worker_ = true;
+  }
+  cv_.NotifyAll();
+  if (worker_.joinable()) worker_.join();
+  MutexLock lock(mu_);
+  for (const auto& [id, r] : replicas_) {
+    if (!r.staged.empty()) RemoveStaged(r.staged);  // replicas that outlived Shutdown's wait
+  }
+}
+
+void ScheduledReplicaLauncher::SetExitCallback(ExitCallback cb) {
+  MutexLock lock(mu_);
+  callback_ = std::move(cb);
+}
+
+void ScheduledReplicaLauncher::OnJobFinished(const jobs::JobInfo& job) {
+  if (job.spec.kind != jobs::JobKind::kService) return;
+  auto id = job.spec.env.find(kReplicaIdEnv);
+  if (id == job.spec.env.end()) return;
+  {
+    MutexLock lock(mu_);
+    auto it = replicas_.find(id->second);
+    if (it == replicas_.end()) return;  // a leftover of an earlier run
+    if (!it->second.staged.empty()) unstage_.push_back(it->second.staged);
+    replicas_.erase(it);
+    ended_.emplace_back(id->second, EndOfJob(job));
+  }
+  cv_.NotifyAll();
+}
+
+void ScheduledReplicaLauncher::EndLeftovers() {
+  jobs::ListJobsRequest request;
+  request.active_only = true;
+  request.max_results = 1000;
+  auto active = jobs_.ListJobs(request);
+  if (!active.ok()) {
+    spdlog::warn("serving: cannot list the replicas an earlier run left: {}",
+                 active.status().message());
+    return;
+  }
+  for (const auto& job : *active) {
+    if (job.spec.kind != jobs::JobKind::kService) continue;
+    spdlog::info("serving: ending replica job {} of endpoint {} left by an earlier run", job.job_id,
+                 job.spec.endpoint);
+    Status s = jobs_.Cancel(identity::Principal::System(), job.job_id);
+    if (!s.ok()) spdlog::warn("serving: cannot end job {}: {}", job.job_id, s.message());
+  }
+}
+
+Result<std::string> ScheduledReplicaLauncher::Stage(serving::ReplicaLaunch& launch) {
+  if (options_.staging_root.empty() || launch.model_dir.empty()) return std::string();
+  if (!options_.owner_account) return Status::Internal("no way to find owners' OS accounts");
+  TY_ASSIGN_OR_RETURN(auto account, options_.owner_account(launch.owner));
+  auto [uid, gid] = account;
+  std::string dir = (fs::path(options_.staging_root) / launch.id).string();
+  RemoveStaged(dir);
+  Status s = EnsurePrivateDirectory(dir, uid, gid, {});
+  if (s.ok()) s = CopyTreeAs(launch.model_dir, dir + "/model", uid, gid);
+  if (!s.ok()) {
+    RemoveStaged(dir);
+    return s.WithContext("giving the replica a copy of its model");
+  }
+  launch.env[serving::kModelDirEnv] = dir + "/model";
+  return dir;
+}
+
+void ScheduledReplicaLauncher::RemoveStaged(const std::string& dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) spdlog::warn("serving: cannot remove {}: {}", dir, ec.message());
+}
+
+Status ScheduledReplicaLauncher::Launch(const serving::ReplicaLaunch& request) {
+  serving::ReplicaLaunch launch = request;
+  {
+    MutexLock lock(mu_);
+    if (shut_down_) return Status::Unavailable("the server is stopping");
+  }
+  TY_ASSIGN_OR_RETURN(std::string staged, Stage(launch));
+  {
+    MutexLock lock(mu_);
+    replicas_[launch.id] = Replica{"", false, staged};
+  }
+  auto job = jobs_.SubmitService(launch.owner, ReplicaJobSpec(launch, options_.project));
+  MutexLock lock(mu_);
+  if (!job.ok()) {
+    replicas_.erase(launch.id);
+    if (!staged.empty()) RemoveStaged(staged);
+    return job.status();
+  }
+  auto it = replicas_.find(launch.id);
+  if (it == replicas_.end()) return Status::Ok();  // it ended already; the callback is queued
+  it->second.job_id = job->job_id;
+  if (it->second.stop_requested || shut_down_) {
+    cancels_.emplace_back(job->job_id, launch.id);
+    cv_.NotifyAll();
+  }
+  return Status::Ok();
+}
+
+serving::ReplicaPlacement ScheduledReplicaLauncher::Placement(const std::string& id) {
+  std::string job_id;
+  {
+    MutexLock lock(mu_);
+    auto it = replicas_.find(id);
+    if (it == replicas_.end()) return {serving::ReplicaPlacement::State::kEnded, "", "", "", "", 0};
+    job_id = it->second.job_id;
+  }
+  if (job_id.empty())
+    return {serving::ReplicaPlacement::State::kPending, "submitting", "", "", "", 0};
+  auto job = jobs_.GetJob(job_id);
+  if (!job.ok()) {
+    return {serving::ReplicaPlacement::State::kPending, job.status().message(), "", job_id, "", 0};
+  }
+  serving::ReplicaPlacement p = PlacementOfJob(*job, options_.cluster_nodes);
+  if (p.state == serving::ReplicaPlacement::State::kRunning && !options_.cluster_nodes) {
+    auto pids = jobs_.RunningProcessIds(job_id);
+    if (pids.ok() && !pids->empty()) p.pid = pids->front();
+  }
+  return p;
+}
+
+Status ScheduledReplicaLauncher::Stop(const std::string& id) {
+  MutexLock lock(mu_);
+  auto it = replicas_.find(id);
+  if (it == replicas_.end()) return Status::NotFound("replica " + id + " is not running");
+  if (it->second.stop_requested) return Status::Ok();
+  it->second.stop_requested = true;
+  if (!it->second.job_id.empty()) cancels_.emplace_back(it->second.job_id, id);
+  cv_.NotifyAll();
+  return Status::Ok();
+}
+
+void ScheduledReplicaLauncher::CancelJob(const std::string& job_id, const std::string& replica_id) {
+  Status s = jobs_.Cancel(identity::Principal::System(), job_id);
+  if (!s.ok() && s.code() != StatusCode::kFailedPrecondition) {  // it has ended already
+    spdlog::warn("serving: cannot stop replica {} (job {}): {}", replica_id, job_id, s.message());
+  }
+}
+
+void ScheduledReplicaLauncher::Work() {
+  while (true) {
+    std::vector<std::pair<std::string, std::string>> cancels;
+    std::vector<std::pair<std::string, serving::ReplicaEnd>> ended;
+    std::vector<std::string> unstage;
+    ExitCallback cb;
+    {
+      MutexLock lock(mu_);
+      while (!stop_worker_ && cancels_.empty() && ended_.empty() && unstage_.empty()) {
+        cv_.Wait(mu_);
+      }
+      if (stop_worker_ && cancels_.empty() && ended_.empty() && unstage_.empty()) return;
+      unstage.assign(unstage_.begin(), unstage_.end());
+      unstage_.clear();
+      cancels.assign(cancels_.begin(), cancels_.end());
+      cancels_.clear();
+      ended.assign(ended_.begin(), ended_.end());
+      ended_.clear();
+      cb = shut_down_ ? nullptr : callback_;
+    }
+    for (const auto& dir : unstage) RemoveStaged(dir);
+    for (const auto& [job_id, replica_id] : cancels) CancelJob(job_id, replica_id);
+    for (const auto& [id, end] : ended) {
+      if (cb) cb(id, end);
+    }
+    cv_.NotifyAll();  // Shutdown waits for replicas_ to empty
+  }
+}
+
+void ScheduledReplicaLauncher::Shutdown(std::chrono::milliseconds wait) {
+  std::vector<std::pair<std::string, std::string>> running;
+  {
+    MutexLock lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    for (auto& [id, r] : replicas_) {
+      if (!r.job_id.empty()) running.emplace_back(r.job_id, id);
+      r.stop_requested = true;
+    }
+  }
+  for (const auto& [job_id, replica_id] : running) CancelJob(job_id, replica_id);
+  MutexLock lock(mu_);
+  auto deadline = std::chrono::steady_clock::now() + wait + std::chrono::seconds(1);
+  while (!replicas_.empty()) {
+    if (!cv_.WaitUntil(mu_, deadline)) break;
+  }
+}
+
+std::unique_ptr<serving::ReplicaLauncher> MakeScheduledReplicaLauncher(
+    jobs::JobService& jobs, ScheduledReplicaLauncherOptions options) {
+  auto launcher = std::make_unique<ScheduledReplicaLauncher>(jobs, std::move(options));
+  jobs.SetFinishListener([l = launcher.get()](const jobs::JobInfo& job) { l->OnJobFinished(job); });
+  return launcher;
+}
+
+}  // namespace trainyard::server
