@@ -203,17 +203,21 @@ def test_token_limit_is_charged_after_the_answer_streamed_too(server, admin, llm
     # The stand-in counts a word as a token, prompt and completion: 3 + 3.
     reply = chat(client, name, "one two three")
     assert reply.usage.total_tokens == 6
-    # 4 tokens are left: the next request is admitted, and its 8 streamed tokens are charged
-    # when the stream ends, before the client sees its end.
-    pieces = [c.choices[0].delta.content for c in chat(client, name, "a b c d", stream=True)
+    # 4 tokens are left: the next request is admitted, and its 60 streamed tokens (30 prompt,
+    # 30 completion) are charged when the stream ends, before the client sees its end. The
+    # deficit is deep on purpose: at 10 a minute it takes 336 s to refill, so however slowly a
+    # loaded machine runs the next lines, the budget cannot be positive again.
+    words = [f"w{i}" for i in range(30)]
+    pieces = [c.choices[0].delta.content for c in chat(client, name, " ".join(words), stream=True)
               if c.choices and c.choices[0].delta.content]
-    assert pieces == ["a", " b", " c", " d"]
+    assert pieces == [words[0]] + [" " + w for w in words[1:]]
     with pytest.raises(RateLimitError) as refused:
         chat(client, name, "x")
     error = refused.value.response.json()["error"]
     assert error["type"] == "tokens" and "10 tokens/min" in error["message"]
-    # 4 tokens over the budget at 10 a minute: 24 s until it is above zero again.
-    assert 20 <= int(refused.value.response.headers["Retry-After"]) <= 25
+    # 56 tokens under zero at 10 a minute: 336 s until it is above zero again, less the time
+    # since the first request (minutes would be a broken limiter, not a slow machine).
+    assert 240 <= int(refused.value.response.headers["Retry-After"]) <= 337
     ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
 
 

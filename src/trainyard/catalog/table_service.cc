@@ -216,7 +216,7 @@ namespace {
 // users have no separate numeric id), userName the same name; a workload's job-scoped token
 // acts as its user, so the user is named, not the job.
 tables::TableOptions CommitterOptions(const identity::Principal* who,
-                                      tables::TableOptions options) {
+                                      tables::TableOptions options = {}) {
   if (who != nullptr) {
     options.user_id = who->user;
     options.user_name = who->user;
