@@ -460,3 +460,31 @@ def test_spark_engine_refuses_what_it_cannot_run_before_starting_spark(tmp_path)
     r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--master", "local[2]"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--master is for --engine spark" in r.stderr, r.stderr
+
+
+def test_spark_engine_checks_output_grants_before_staging_or_starting_spark(server, tmp_path):
+    """A user without CREATE TABLE / MODIFY gets the import's refusal before the source is
+    staged or a JVM starts (the TRAINYARD_PREP_SPARK program would fail loudly if started)."""
+    schema = make_schema(server)
+    bob = f"bob{uuid.uuid4().hex[:6]}"
+    bob_token = server.create_user(bob)
+    (tmp_path / "t.jsonl").write_text('{"text": "hello there, a ticket long enough"}\n')
+    never = tmp_path / "never.py"
+    never.write_text("import sys\nsys.exit('the Spark program was started')\n")
+    spec = tmp_path / "p.yaml"
+    spec.write_text(f"name: p\nsource: {{files: [t.jsonl]}}\nsteps:\n  - dedup_exact: {{}}\n"
+                    f"outputs:\n  rows: {schema}.spark_rows\n")
+    env = {"PATH": "/usr/bin:/bin", "TRAINYARD_PREP_SPARK": str(never)}
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--engine", "spark", "--url",
+                        server.url, "--token", bob_token],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"writing {schema}.spark_rows" in r.stderr and "HTTP 403" in r.stderr, r.stderr
+    assert "writing needs MODIFY on the table" in r.stderr, r.stderr
+    assert "the Spark program was started" not in r.stderr, r.stderr
+    # The owner passes the check and gets as far as the program.
+    r = subprocess.run([str(TRAINYARD_BIN), "prep", str(spec), "--engine", "spark", "--url",
+                        server.url, "--token", server.token],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode != 0 and "the Spark program was started" in r.stderr, r.stderr
+

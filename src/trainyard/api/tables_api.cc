@@ -143,6 +143,17 @@ Result<json::value> Import(TableService& ts, Call& c) {
   const http::Request& r = c.request;
   catalog::ImportTableRequest req;
   req.full_name = FullName(c);
+  TY_ASSIGN_OR_RETURN(req.mode, catalog::ParseImportMode(r.Query("mode").value_or("append")));
+  req.context.run_id = r.Query("run_id").value_or("");
+  const std::string dry_run = r.Query("dry_run").value_or("false");
+  if (dry_run != "true" && dry_run != "false") {
+    return Status::InvalidArgument("dry_run: must be true or false (got '" + dry_run + "')");
+  }
+  // The import's checks without its data (a client about to compute the rows asks first).
+  if (dry_run == "true") {
+    TY_ASSIGN_OR_RETURN(bool created, ts.CheckImport(c.principal, req));
+    return json::object{{"dry_run", true}, {"created", created}};
+  }
   std::string format = r.Query("format").value_or("");
   if (format.empty()) return Status::InvalidArgument("format: required (jsonl, csv or parquet)");
   Result<tables::ImportFormat> f = tables::ImportFormatFromPath("body." + format);
@@ -150,11 +161,9 @@ Result<json::value> Import(TableService& ts, Call& c) {
     return Status::InvalidArgument("format: must be jsonl, csv or parquet (got '" + format + "')");
   }
   req.format = *f;
-  TY_ASSIGN_OR_RETURN(req.mode, catalog::ParseImportMode(r.Query("mode").value_or("append")));
   req.file_path = r.body_file;
   if (req.file_path.empty()) req.data = r.body;
   req.source_name = r.Query("source_name").value_or("body");
-  req.context.run_id = r.Query("run_id").value_or("");
   req.user_metadata = r.Query("user_metadata").value_or("");
   TY_ASSIGN_OR_RETURN(req.context.column_lineage,
                       lineage::ParseColumnLineage(r.Query("column_lineage").value_or("")));

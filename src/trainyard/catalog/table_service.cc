@@ -142,6 +142,22 @@ Result<tables::CommitResult> WriteRows(tables::DeltaTable& table, ImporterReader
   return r;
 }
 
+// catalog.schema.table as its three parts.
+Result<std::vector<std::string>> TableNameParts(const std::string& full_name) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t dot = full_name.find('.', start);
+    parts.push_back(full_name.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() != 3) {
+    return Status::InvalidArgument("full_name: a table is named catalog.schema.table (got '" +
+                                   full_name + "')");
+  }
+  return parts;
+}
+
 }  // namespace
 
 Result<ImportMode> ParseImportMode(std::string_view text) {
@@ -332,19 +348,27 @@ Result<TableInfo> TableService::CreateManagedTable(const identity::Principal& wh
   return row;
 }
 
+bool TableService::IsNewTable(const Result<Opened>& opened, const std::string& full_name) {
+  return !opened.ok() && opened.status().code() == StatusCode::kNotFound &&
+         !catalog_.GetTable(identity::Principal::System(), full_name).ok();
+}
+
+Status TableService::CheckOverwrite(const identity::Principal& who, const Opened& o,
+                                    ImportMode mode, const arrow::Schema& schema) {
+  if (mode != ImportMode::kOverwrite) return Status::Ok();
+  TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, o, schema));
+  if (policy.row_filter) {
+    return Status::PermissionDenied(
+        "mode: table " + o.row.full_name +
+        " has a row filter that hides rows from you, and an overwrite would replace them too; "
+        "append, or delete the rows you see first");
+  }
+  return Status::Ok();
+}
+
 Result<ImportTableResult> TableService::ImportNew(const identity::Principal& who,
                                                   const ImportTableRequest& request) {
-  std::vector<std::string> parts;
-  for (size_t start = 0;;) {
-    size_t dot = request.full_name.find('.', start);
-    parts.push_back(request.full_name.substr(start, dot - start));
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  if (parts.size() != 3) {
-    return Status::InvalidArgument("full_name: a table is named catalog.schema.table (got '" +
-                                   request.full_name + "')");
-  }
+  TY_ASSIGN_OR_RETURN(std::vector<std::string> parts, TableNameParts(request.full_name));
   TY_ASSIGN_OR_RETURN(auto importer, OpenImporter(request, {}));
   TY_RETURN_IF_ERROR(CheckContext(who, request.context, importer->schema().get()));
   CreateTableRequest create;
@@ -422,8 +446,7 @@ Result<ImportTableResult> TableService::Import(const identity::Principal& who,
     return Status::InvalidArgument("user_metadata: must be UTF-8 text");
   }
   Result<Opened> opened = Open(who, request.full_name, Privilege::kModify, WriteOptions(request));
-  if (!opened.ok() && opened.status().code() == StatusCode::kNotFound &&
-      !catalog_.GetTable(identity::Principal::System(), request.full_name).ok()) {
+  if (IsNewTable(opened, request.full_name)) {
     Result<ImportTableResult> created = ImportNew(who, request);
     // Another first import created the table meanwhile: append to (or overwrite) theirs.
     if (created.ok() || created.status().code() != StatusCode::kAlreadyExists) return created;
@@ -432,15 +455,7 @@ Result<ImportTableResult> TableService::Import(const identity::Principal& who,
   TY_RETURN_IF_ERROR(opened.status());
   TY_ASSIGN_OR_RETURN(tables::TableInfo current, opened->table->Describe());
   TY_RETURN_IF_ERROR(CheckContext(who, request.context, current.schema.get()));
-  if (request.mode == ImportMode::kOverwrite) {
-    TY_ASSIGN_OR_RETURN(ReadPolicy policy, PolicyOf(who, *opened, *current.schema));
-    if (policy.row_filter) {
-      return Status::PermissionDenied(
-          "mode: table " + opened->row.full_name +
-          " has a row filter that hides rows from you, and an overwrite would replace them too; "
-          "append, or delete the rows you see first");
-    }
-  }
+  TY_RETURN_IF_ERROR(CheckOverwrite(who, *opened, request.mode, *current.schema));
   tables::ImportOptions options;
   options.expected_schema = current.schema;
   TY_ASSIGN_OR_RETURN(auto importer, OpenImporter(request, std::move(options)));
@@ -448,6 +463,24 @@ Result<ImportTableResult> TableService::Import(const identity::Principal& who,
   TY_ASSIGN_OR_RETURN(tables::CommitResult commit, WriteRows(*opened->table, reader, request.mode));
   RecordWrite(who, opened->row.full_name, commit.version, request.context);
   return ImportTableResult{commit.version, commit.rows_written, false};
+}
+
+Result<bool> TableService::CheckImport(const identity::Principal& who,
+                                       const ImportTableRequest& request) {
+  TY_RETURN_IF_ERROR(CheckContext(who, request.context));
+  Result<Opened> opened = Open(who, request.full_name, Privilege::kModify);
+  if (IsNewTable(opened, request.full_name)) {
+    // A new table, as ImportNew creates it: CREATE TABLE (and USE) on its schema.
+    TY_ASSIGN_OR_RETURN(std::vector<std::string> parts, TableNameParts(request.full_name));
+    TY_RETURN_IF_ERROR(catalog_.Authorize(who, Privilege::kCreateTable, SecurableType::kSchema,
+                                          parts[0] + "." + parts[1]));
+    return true;
+  }
+  TY_RETURN_IF_ERROR(opened.status());
+  TY_ASSIGN_OR_RETURN(tables::TableInfo current, opened->table->Describe());
+  TY_RETURN_IF_ERROR(CheckContext(who, request.context, current.schema.get()));
+  TY_RETURN_IF_ERROR(CheckOverwrite(who, *opened, request.mode, *current.schema));
+  return false;
 }
 
 Result<RowsPage> TableService::ReadRows(const identity::Principal& who,

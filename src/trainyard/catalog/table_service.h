@@ -163,6 +163,11 @@ class TableService {
 
   Result<ImportTableResult> Import(const identity::Principal& who,
                                    const ImportTableRequest& request);
+  // What Import checks before it reads the data, with the same errors, and nothing written:
+  // the context's run, MODIFY on the table (or, for a table that does not exist yet, CREATE
+  // TABLE on its schema), and that an overwrite replaces no rows a row filter hides from `who`.
+  // True when the import would create the table. For clients that check before long work.
+  Result<bool> CheckImport(const identity::Principal& who, const ImportTableRequest& request);
   Result<RowsPage> ReadRows(const identity::Principal& who, const ReadRowsRequest& request);
   Result<TableDescription> Describe(const identity::Principal& who, std::string_view full_name,
                                     const tables::VersionSpec& at = {});
@@ -197,6 +202,12 @@ class TableService {
       std::optional<tables::Predicate> filter);
   Result<ImportTableResult> ImportNew(const identity::Principal& who,
                                       const ImportTableRequest& request);
+  // Whether Open failed because no table has that name (an import creates it), not because
+  // it is hidden from the caller.
+  bool IsNewTable(const Result<Opened>& opened, const std::string& full_name);
+  // Ok unless `mode` overwrites rows of `o` that a row filter hides from `who`.
+  Status CheckOverwrite(const identity::Principal& who, const Opened& o, ImportMode mode,
+                        const arrow::Schema& schema);
   // Ok when the context names no run or `who` may log to the one it names, and its column
   // lineage (if any) names readable source tables and columns of `schema` (when given).
   Status CheckContext(const identity::Principal& who, const TableCallContext& context,

@@ -168,6 +168,37 @@ TEST_P(TableServiceTest, ReadsNeedSelectAndWritesModify) {
   EXPECT_THAT(Import("{\"id\":2}\n", bob_), StatusIs(StatusCode::kPermissionDenied));
 }
 
+// CheckImport refuses what Import refuses, with the same error, and writes nothing.
+TEST_P(TableServiceTest, CheckImportRefusesAsImportDoesAndWritesNothing) {
+  ImportTableRequest check{.full_name = "main.support.tickets"};
+  check.context.run_id = "r1";
+  auto same_refusal = [&](const Principal& who) {
+    auto checked = tables_->CheckImport(who, check);
+    auto imported = Import("{\"id\":1}\n", who);
+    ASSERT_FALSE(checked.ok());
+    EXPECT_EQ(checked.status().code(), imported.status().code());
+    EXPECT_EQ(checked.status().message(), imported.status().message());
+  };
+  same_refusal(bob_);  // a new table: no CREATE TABLE on the schema
+  TY_ASSERT_OK_AND_ASSIGN(bool created, tables_->CheckImport(admin_, check));
+  EXPECT_TRUE(created);
+  EXPECT_THAT(tables_->Describe(admin_, "main.support.tickets"), StatusIs(StatusCode::kNotFound));
+
+  TY_ASSERT_OK(Import("{\"id\":1}\n", admin_).status());
+  TY_ASSERT_OK(catalog_->UpdatePermissions(
+      admin_, SecurableType::kCatalog, "main",
+      {{"bob", {Privilege::kUseCatalog, Privilege::kUseSchema, Privilege::kSelect}, {}}}));
+  same_refusal(bob_);  // an existing table: no MODIFY
+  check.context.run_id = "r-nosuch";
+  EXPECT_THAT(tables_->CheckImport(admin_, check),
+              StatusIs(StatusCode::kNotFound, HasSubstr("run_id")));
+  check.context.run_id = "r1";
+  TY_ASSERT_OK_AND_ASSIGN(created, tables_->CheckImport(admin_, check));
+  EXPECT_FALSE(created);
+  TY_ASSERT_OK_AND_ASSIGN(auto d, tables_->Describe(admin_, "main.support.tickets"));
+  EXPECT_EQ(d.delta.version, 1);  // only the one import
+}
+
 // A run id puts a read or write in that run's lineage: only who may log to the run may name
 // it, and nothing is read, written or recorded otherwise.
 TEST_P(TableServiceTest, ARunIdNeedsWriteOnTheRun) {

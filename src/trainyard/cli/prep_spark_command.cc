@@ -111,6 +111,11 @@ Result<prep::PipelineReport> RunPrepOnSpark(const PrepSparkOptions& options) {
   if (!fs::exists(python, ec)) python = "python3";
   python = EnvOr("TRAINYARD_PYTHON", python);
 
+  // Spark and the staging take minutes; the imports after them must not be refused then.
+  for (const auto& o : spec.outputs) {
+    if (o.table.empty()) continue;
+    TY_RETURN_IF_ERROR(prep::CheckCatalogOutput(server, o.name, o.table, options.run_id));
+  }
   TY_ASSIGN_OR_RETURN(StagingDir staging, StagingDir::Create());
   json::object staged_json;
   std::optional<prep::StagedSource> staged;

@@ -412,4 +412,20 @@ std::unique_ptr<OutputWriter> OpenCatalogOutput(const ServerEndpoint& server,
                                          std::move(column_lineage), std::move(commit_metadata));
 }
 
+Status CheckCatalogOutput(const ServerEndpoint& server, const std::string& output,
+                          const std::string& table, const std::string& run_id) {
+  if (server.empty()) {
+    return Status::FailedPrecondition(
+        "outputs." + output + " writes the catalog table " + table +
+        " through the Trainyard server: pass --url and --token (or set TRAINYARD_URL and "
+        "TRAINYARD_TOKEN), or write a local directory with {path: DIR}");
+  }
+  // The first commit overwrites (BufferedWriter), so that is the mode to check.
+  std::string path = TablePath(table) + "/import?dry_run=true&mode=overwrite";
+  if (!run_id.empty()) path += "&run_id=" + UrlEncode(run_id);
+  auto r = CallServerJson(server, "POST", path, {}, "writing " + table);
+  if (!r.ok()) return Explain(r.status(), table, true);
+  return Status::Ok();
+}
+
 }  // namespace trainyard::prep

@@ -98,4 +98,11 @@ std::unique_ptr<OutputWriter> OpenCatalogOutput(const ServerEndpoint& server,
                                                 std::string column_lineage = "",
                                                 std::string commit_metadata = "");
 
+// Whether the server would take OpenCatalogOutput's writes to `table` (outputs.`output`):
+// the import API's own checks (MODIFY on the table, or CREATE TABLE on its schema for a new
+// one; the run), asked with dry_run before any rows are computed, so that a missing grant fails
+// in seconds with the error the first write would give.
+Status CheckCatalogOutput(const ServerEndpoint& server, const std::string& output,
+                          const std::string& table, const std::string& run_id);
+
 }  // namespace trainyard::prep

@@ -174,6 +174,7 @@ class Engine {
         options_.threads > 0 ? options_.threads : std::max(1u, std::thread::hardware_concurrency());
     TY_RETURN_IF_ERROR(OpenSource());
     TY_RETURN_IF_ERROR(Compile());
+    TY_RETURN_IF_ERROR(CheckCatalogOutputs());
     TY_RETURN_IF_ERROR(PassOne());
     ResolveDuplicates();
     TY_RETURN_IF_ERROR(OpenOutputs());
@@ -903,6 +904,16 @@ class Engine {
          arrow::field("reason", arrow::utf8()), arrow::field("duplicate_of", arrow::utf8())});
   }
 
+  // Before the passes: the server would take every catalog output's writes (grants, the run),
+  // so that a missing grant fails now rather than after the work.
+  Status CheckCatalogOutputs() {
+    for (const OutputSpec& o : spec_.outputs) {
+      if (o.table.empty()) continue;
+      TY_RETURN_IF_ERROR(CheckCatalogOutput(options_.server, o.name, o.table, options_.run_id));
+    }
+    return Status::Ok();
+  }
+
   Status OpenOutputs() {
     output_schema_ = OutputSchema();
     std::map<std::string, std::string> properties = {{"trainyard.prep.pipeline", spec_.name},
@@ -922,12 +933,6 @@ class Engine {
       if (!o.path.empty()) {
         return OpenLocalOutput(JoinPath(spec_.base_dir, o.path), schema, properties,
                                options_.flush_rows, commit_metadata);
-      }
-      if (options_.server.empty()) {
-        return Status::FailedPrecondition(
-            "outputs." + o.name + " writes the catalog table " + o.table +
-            " through the Trainyard server: pass --url and --token (or set TRAINYARD_URL and "
-            "TRAINYARD_TOKEN), or write a local directory with {path: DIR}");
       }
       // Column lineage for a catalog source (a table version lineage knows; not for files),
       // when there is a run to record it under (lineage's writer).

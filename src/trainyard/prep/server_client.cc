@@ -1,31 +1,15 @@
 #include "trainyard/prep/server_client.h"
 
 #include <chrono>
-#include <thread>
 
 #include "trainyard/common/strings.h"
-#include "trainyard/http/client.h"
+#include "trainyard/http/api_call.h"
 
 namespace trainyard::prep {
 namespace {
 
-constexpr int kCallAttempts = 5;
-constexpr int kFirstRetryDelayMs = 400;
-constexpr size_t kErrorBodyChars = 300;
-
-Status HttpError(const http::ClientResponse& r, const std::string& what) {
-  std::string message = Abbreviate(r.body, kErrorBodyChars);
-  auto parsed = ParseJsonObject(r.body);
-  if (parsed.ok()) {
-    auto m = OptionalString(*parsed, "message");
-    if (m.ok() && *m) message = **m;
-  }
-  std::string text = what + ": HTTP " + std::to_string(r.status) + ": " + message;
-  if (r.status == 401 || r.status == 403) return Status::PermissionDenied(text);
-  if (r.status == 404) return Status::NotFound(text);
-  if (r.status >= 500) return Status::Unavailable(text);
-  return Status::InvalidArgument(text);
-}
+// A prep call may move a whole Parquet file: each try gets longer than http's default.
+constexpr std::chrono::seconds kCallTimeout(600);
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -38,40 +22,16 @@ int64_t NowMs() {
 Result<ServerReply> CallServer(const ServerEndpoint& server, const std::string& method,
                                const std::string& path_and_query, const std::string& body,
                                const std::string& content_type, const std::string& what) {
-  std::map<std::string, std::string> headers;
-  if (!server.token.empty()) headers["Authorization"] = "Bearer " + server.token;
-  if (!content_type.empty()) headers["Content-Type"] = content_type;
-  Status last;
-  for (int attempt = 0; attempt < kCallAttempts; ++attempt) {
-    if (attempt > 0) {
-      // Backoff between retries of a failed call (the server restarting), not synchronization.
-      std::this_thread::sleep_for(std::chrono::milliseconds(kFirstRetryDelayMs << (attempt - 1)));
-    }
-    auto r =
-        http::Fetch(method, server.url + path_and_query, headers, body, std::chrono::seconds(600));
-    if (!r.ok()) {
-      last = Status(r.status().code(), what + ": " + r.status().message());
-      continue;
-    }
-    if (r->status >= 200 && r->status < 300) {
-      return ServerReply{r->status, std::move(r->body), std::move(r->headers)};
-    }
-    last = HttpError(*r, what);
-    if (r->status < 500) return last;
-  }
-  return last;
+  TY_ASSIGN_OR_RETURN(auto r, http::CallApi(method, server.url + path_and_query, server.token, body,
+                                            content_type, what, kCallTimeout));
+  return ServerReply{r.status, std::move(r.body), std::move(r.headers)};
 }
 
 Result<json::object> CallServerJson(const ServerEndpoint& server, const std::string& method,
                                     const std::string& path_and_query, const json::object& body,
                                     const std::string& what) {
-  std::string payload = method == "GET" ? std::string() : json::serialize(body);
-  TY_ASSIGN_OR_RETURN(auto r, CallServer(server, method, path_and_query, payload,
-                                         method == "GET" ? "" : "application/json", what));
-  if (r.body.empty()) return json::object{};
-  auto parsed = ParseJsonObject(r.body);
-  if (!parsed.ok()) return Status::Unavailable(what + ": the server answered with invalid JSON");
-  return std::move(*parsed);
+  return http::CallApiJson(method, server.url + path_and_query, server.token, body, what,
+                           kCallTimeout);
 }
 
 Status RunLog::LogBatch(const std::map<std::string, double>& metrics,

@@ -1,10 +1,7 @@
-// prep's calls to the Trainyard server's REST API (the tables API, MLflow runs): a bearer
-// token, retries with backoff on connection failures and 5xx answers, and the server's error
-// body {"error_code", "message"} turned into a Status (401/403 PermissionDenied, 404 NotFound,
-// other 4xx InvalidArgument, 5xx Unavailable) prefixed with `what`.
-//
-// This repeats train/server_api.h's CallServer: prep may not include train/ (the dependency
-// table), and the trainer's client lives there. Thread-safe (no state).
+// prep's calls to the Trainyard server's REST API (the tables API, MLflow runs), relative to a
+// ServerEndpoint: http/api_call.h's CallApi (a bearer token, retries with backoff on connection
+// failures and 5xx answers, the server's error body turned into a Status prefixed with `what`)
+// with a longer timeout for each try. Thread-safe (no state).
 #pragma once
 
 #include <map>

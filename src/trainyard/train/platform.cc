@@ -14,7 +14,7 @@
 #include "trainyard/common/json.h"
 #include "trainyard/common/page_token.h"
 #include "trainyard/common/strings.h"
-#include "trainyard/http/client.h"
+#include "trainyard/http/api_call.h"
 #include "trainyard/train/server_api.h"
 
 namespace trainyard::train {
@@ -54,12 +54,12 @@ class ServerSink : public CheckpointSink {
   Result<std::string> Save(int64_t step, int rank, int world_size,
                            checkpoints::CheckpointData data) override {
     const std::string api = StripSlash(env_.url) + "/api/trainyard/v1/checkpoints";
-    TY_ASSIGN_OR_RETURN(auto upload, CallServerJson("POST", api + "/uploads", env_.token,
-                                                    json::object{{"job_id", env_.job_id},
-                                                                 {"step", step},
-                                                                 {"rank", rank},
-                                                                 {"world_size", world_size}},
-                                                    "starting checkpoint upload"));
+    TY_ASSIGN_OR_RETURN(auto upload, http::CallApiJson("POST", api + "/uploads", env_.token,
+                                                       json::object{{"job_id", env_.job_id},
+                                                                    {"step", step},
+                                                                    {"rank", rank},
+                                                                    {"world_size", world_size}},
+                                                       "starting checkpoint upload"));
     TY_ASSIGN_OR_RETURN(std::string id, RequiredString(upload, "upload_id"));
     const std::string base = api + "/uploads/" + UrlEncode(id);
     json::array names;
@@ -69,10 +69,10 @@ class ServerSink : public CheckpointSink {
         url += "&dtype=" + std::string(checkpoints::DTypeName(b.dtype)) +
                "&shape=" + UrlEncode(checkpoints::FormatShape(b.shape));
       }
-      auto put = CallServer("PUT", url, env_.token, std::string(b.view()),
-                            "application/octet-stream", "uploading checkpoint blob " + b.name);
+      auto put = http::CallApi("PUT", url, env_.token, std::string(b.view()),
+                               "application/octet-stream", "uploading checkpoint blob " + b.name);
       if (!put.ok()) {
-        (void)CallServer("DELETE", base, env_.token, "", "", "abandoning upload");
+        (void)http::CallApi("DELETE", base, env_.token, "", "", "abandoning upload");
         return put.status();
       }
       names.emplace_back(b.name);
@@ -85,8 +85,8 @@ class ServerSink : public CheckpointSink {
       commit["metadata"] = meta.ok() ? *meta : json::value(data.user_metadata);
     }
     if (!data.rng_state.empty()) commit["rng_state_base64"] = Base64Encode(data.rng_state);
-    TY_ASSIGN_OR_RETURN(auto done, CallServerJson("POST", base + "/commit", env_.token, commit,
-                                                  "committing checkpoint"));
+    TY_ASSIGN_OR_RETURN(auto done, http::CallApiJson("POST", base + "/commit", env_.token, commit,
+                                                     "committing checkpoint"));
     TY_ASSIGN_OR_RETURN(std::string uri, RequiredString(done, "uri"));
     return uri;
   }
@@ -96,8 +96,8 @@ class ServerSink : public CheckpointSink {
     TY_ASSIGN_OR_RETURN(auto addr, checkpoints::ParseCheckpointUri(env_.resume_from));
     const std::string base = StripSlash(env_.url) + "/api/trainyard/v1/checkpoints/jobs/" +
                              UrlEncode(addr.job) + "/steps/" + std::to_string(addr.step);
-    TY_ASSIGN_OR_RETURN(auto info, CallServerJson("GET", base, env_.token, {},
-                                                  "reading checkpoint " + env_.resume_from));
+    TY_ASSIGN_OR_RETURN(auto info, http::CallApiJson("GET", base, env_.token, {},
+                                                     "reading checkpoint " + env_.resume_from));
     const json::value* ck = info.if_contains("checkpoint");
     if (ck == nullptr || !ck->is_object()) return Status::Internal("no checkpoint in answer");
     const json::value* ranks = ck->as_object().if_contains("ranks");
@@ -131,9 +131,9 @@ class ServerSink : public CheckpointSink {
       TY_ASSIGN_OR_RETURN(std::string name, RequiredString(b.as_object(), "name"));
       TY_ASSIGN_OR_RETURN(
           auto r,
-          CallServer("GET",
-                     base + "/blob?name=" + UrlEncode(name) + "&rank=" + std::to_string(want),
-                     env_.token, "", "", "downloading checkpoint blob " + name));
+          http::CallApi("GET",
+                        base + "/blob?name=" + UrlEncode(name) + "&rank=" + std::to_string(want),
+                        env_.token, "", "", "downloading checkpoint blob " + name));
       checkpoints::Bytes bytes(r.body.size());
       if (!r.body.empty()) std::memcpy(bytes.data(), r.body.data(), r.body.size());
       if (r.headers["x-trainyard-blob-kind"] == "tensor") {
@@ -151,7 +151,7 @@ class ServerSink : public CheckpointSink {
   }
 
   Status Heartbeat() override {
-    auto r = CallServerJson(
+    auto r = http::CallApiJson(
         "POST",
         StripSlash(env_.url) + "/api/trainyard/v1/jobs/" + UrlEncode(env_.job_id) + "/heartbeat",
         env_.token, json::object{}, "heartbeat");
@@ -287,7 +287,7 @@ Result<std::unique_ptr<RunLogger>> RunLogger::Open(const WorkloadEnv& env,
     std::string experiment = Env("MLFLOW_EXPERIMENT_NAME");
     if (experiment.empty()) experiment = "Default";
     std::string experiment_id;
-    auto found = CallServerJson(
+    auto found = http::CallApiJson(
         "GET", api + "/experiments/get-by-name?experiment_name=" + UrlEncode(experiment),
         logger->token_, {}, "finding experiment " + experiment);
     if (found.ok()) {
@@ -296,19 +296,19 @@ Result<std::unique_ptr<RunLogger>> RunLogger::Open(const WorkloadEnv& env,
         TY_ASSIGN_OR_RETURN(experiment_id, RequiredString(exp->as_object(), "experiment_id"));
       }
     } else if (found.status().code() == StatusCode::kNotFound) {
-      TY_ASSIGN_OR_RETURN(
-          auto created,
-          CallServerJson("POST", api + "/experiments/create", logger->token_,
-                         json::object{{"name", experiment}}, "creating experiment " + experiment));
+      TY_ASSIGN_OR_RETURN(auto created,
+                          http::CallApiJson("POST", api + "/experiments/create", logger->token_,
+                                            json::object{{"name", experiment}},
+                                            "creating experiment " + experiment));
       TY_ASSIGN_OR_RETURN(experiment_id, RequiredString(created, "experiment_id"));
     } else {
       return found.status();
     }
-    TY_ASSIGN_OR_RETURN(auto run, CallServerJson("POST", api + "/runs/create", logger->token_,
-                                                 json::object{{"experiment_id", experiment_id},
-                                                              {"run_name", run_name},
-                                                              {"start_time", NowMs()}},
-                                                 "creating a run"));
+    TY_ASSIGN_OR_RETURN(auto run, http::CallApiJson("POST", api + "/runs/create", logger->token_,
+                                                    json::object{{"experiment_id", experiment_id},
+                                                                 {"run_name", run_name},
+                                                                 {"start_time", NowMs()}},
+                                                    "creating a run"));
     const json::value* info = run.if_contains("run");
     if (info == nullptr) return Status::Internal("runs/create answered without a run");
     const json::value* i = info->as_object().if_contains("info");
@@ -316,9 +316,9 @@ Result<std::unique_ptr<RunLogger>> RunLogger::Open(const WorkloadEnv& env,
     TY_ASSIGN_OR_RETURN(logger->run_id_, RequiredString(i->as_object(), "run_id"));
     logger->owns_run_ = true;
   }
-  TY_ASSIGN_OR_RETURN(auto got,
-                      CallServerJson("GET", api + "/runs/get?run_id=" + UrlEncode(logger->run_id_),
-                                     logger->token_, {}, "reading run " + logger->run_id_));
+  TY_ASSIGN_OR_RETURN(
+      auto got, http::CallApiJson("GET", api + "/runs/get?run_id=" + UrlEncode(logger->run_id_),
+                                  logger->token_, {}, "reading run " + logger->run_id_));
   const json::value* run = got.if_contains("run");
   const json::value* info = run ? run->as_object().if_contains("info") : nullptr;
   const json::value* data = run ? run->as_object().if_contains("data") : nullptr;
@@ -345,8 +345,8 @@ Result<std::unique_ptr<RunLogger>> RunLogger::Open(const WorkloadEnv& env,
 }
 
 Result<std::string> RunLogger::Post(const std::string& path, const std::string& json_body) {
-  TY_ASSIGN_OR_RETURN(auto r, CallServer("POST", base_ + "/api/2.0/mlflow" + path, token_,
-                                         json_body, "application/json", "MLflow " + path));
+  TY_ASSIGN_OR_RETURN(auto r, http::CallApi("POST", base_ + "/api/2.0/mlflow" + path, token_,
+                                            json_body, "application/json", "MLflow " + path));
   return std::move(r.body);
 }
 
@@ -414,8 +414,8 @@ Status RunLogger::PutArtifact(const std::string& local_file, const std::string& 
     if (part.empty()) continue;
     path += "/" + UrlEncode(part);
   }
-  return CallServer("PUT", base_ + "/api/2.0/mlflow-artifacts/artifacts" + path, token_, buf.str(),
-                    "application/octet-stream", "uploading artifact " + relative)
+  return http::CallApi("PUT", base_ + "/api/2.0/mlflow-artifacts/artifacts" + path, token_,
+                       buf.str(), "application/octet-stream", "uploading artifact " + relative)
       .status();
 }
 

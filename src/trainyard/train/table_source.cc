@@ -6,6 +6,7 @@
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/strings.h"
+#include "trainyard/http/api_call.h"
 #include "trainyard/train/server_api.h"
 
 namespace trainyard::train {
@@ -71,7 +72,7 @@ class TableRecordSource : public RecordSource {
     do {
       std::string page_url = url;
       if (!page_token.empty()) page_url += "&page_token=" + UrlEncode(page_token);
-      auto r = CallServer("GET", page_url, env_.token, "", "", what);
+      auto r = http::CallApi("GET", page_url, env_.token, "", "", what);
       if (!r.ok()) return Explain(r.status(), source_.table);
       auto served = r->headers.find("x-trainyard-table-version");
       if (served == r->headers.end() || served->second != std::to_string(version_)) {
@@ -130,7 +131,7 @@ Result<int64_t> ResolveTableVersion(const WorkloadEnv& env, const TableSource& s
     url += "?timestamp=" + UrlEncode(source.timestamp);
   }
   auto described =
-      CallServerJson("GET", url, env.token, {}, field + ": reading table " + source.ToString());
+      http::CallApiJson("GET", url, env.token, {}, field + ": reading table " + source.ToString());
   if (!described.ok()) return Explain(described.status(), source.table);
   auto version = OptionalInt64(*described, "version");
   if (!version.ok() || !*version || **version < 0) {
