@@ -12,12 +12,15 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <deque>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "trainyard/common/json.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/tables/arrow_util.h"
+#include "trainyard/tables/recycling_pool.h"
 
 namespace trainyard::tables {
 
@@ -718,6 +721,11 @@ std::optional<Literal> ParquetStat(const parquet::Statistics& s, bool is_min) {
   }
 }
 
+// Files are opened (footer, row-group pruning) on the caller's thread; their row groups are
+// decoded by a few decoder threads of the reader, a bounded number of units ahead of the
+// caller, and handed out in file and row-group order. A unit is a run of consecutive row
+// groups of one file with at least batch_rows rows (or the file's last ones): batches never
+// span units, as they did not span files before.
 class ScanReader : public arrow::RecordBatchReader {
  public:
   ScanReader(blob::BlobStore& store, std::shared_ptr<const DeltaLog> log,
@@ -740,6 +748,17 @@ class ScanReader : public arrow::RecordBatchReader {
       }
     }
     read_schema_ = arrow::schema(fields);
+    unsigned cores = std::thread::hardware_concurrency();
+    threads_ = static_cast<int>(std::clamp(cores, 1u, kMaxDecoders));
+  }
+
+  ~ScanReader() override {
+    {
+      MutexLock lock(mu_);
+      stopping_ = true;
+    }
+    changed_.NotifyAll();
+    for (auto& t : decoders_) t.join();
   }
 
   std::shared_ptr<arrow::Schema> schema() const override { return output_; }
@@ -753,24 +772,140 @@ class ScanReader : public arrow::RecordBatchReader {
   }
 
  private:
+  static constexpr unsigned kMaxDecoders = 4;
+  // Uncompressed bytes of row groups decoded ahead of the caller, beyond the first unit.
+  static constexpr int64_t kReadAheadBytes = int64_t{512} << 20;
+
+  // An open data file, shared by its units (read-only once made).
+  struct File {
+    const AddAction* add = nullptr;
+    std::string context;  // "reading data file ..."
+    std::shared_ptr<arrow::io::RandomAccessFile> source;
+    std::shared_ptr<parquet::FileMetaData> metadata;
+    std::vector<int> leaves;
+    std::map<std::string, std::shared_ptr<arrow::Scalar>> partition_scalars;
+  };
+  struct Unit {
+    std::shared_ptr<const File> file;
+    std::vector<int> groups;
+    int64_t bytes = 0;  // uncompressed, from the footer
+    // Set by the decoder that takes it, under mu_.
+    bool done = false;
+    Status status;
+    std::deque<std::shared_ptr<arrow::RecordBatch>> batches;
+  };
+
   Status Next(std::shared_ptr<arrow::RecordBatch>* out) {
     while (true) {
-      if (!batches_) {
-        if (next_file_ >= files_.size()) {
-          *out = nullptr;
+      if (current_ && !current_->batches.empty()) {
+        *out = std::move(current_->batches.front());
+        current_->batches.pop_front();
+        return Status::Ok();
+      }
+      current_.reset();
+      TY_RETURN_IF_ERROR(Plan());
+      MutexLock lock(mu_);
+      if (ahead_.empty()) {
+        *out = nullptr;
+        return Status::Ok();
+      }
+      while (!ahead_.front()->done) changed_.Wait(mu_);
+      current_ = std::move(ahead_.front());
+      ahead_.pop_front();
+      ahead_bytes_ -= current_->bytes;
+      TY_RETURN_IF_ERROR(current_->status);
+    }
+  }
+
+  // Queues units for the decoders until the read-ahead is full or every file is planned.
+  Status Plan() {
+    while (true) {
+      {
+        MutexLock lock(mu_);
+        if (!ahead_.empty() &&
+            (static_cast<int>(ahead_.size()) > threads_ || ahead_bytes_ >= kReadAheadBytes)) {
           return Status::Ok();
         }
+      }
+      if (next_group_ >= groups_.size()) {
+        if (next_file_ >= files_.size()) return Status::Ok();
         TY_RETURN_IF_ERROR(OpenNext());
         continue;
       }
-      std::shared_ptr<arrow::RecordBatch> raw;
-      TY_RETURN_IF_ERROR(FromArrow(batches_->ReadNext(&raw), "reading " + current_->path));
-      if (raw == nullptr) {
-        batches_.reset();
-        reader_.reset();
-        continue;
+      auto unit = std::make_shared<Unit>();
+      unit->file = file_;
+      int64_t rows = 0;
+      while (next_group_ < groups_.size() && (unit->groups.empty() || rows < batch_rows_)) {
+        int g = groups_[next_group_++];
+        auto rg = file_->metadata->RowGroup(g);
+        rows += rg->num_rows();
+        unit->bytes += rg->total_byte_size();
+        unit->groups.push_back(g);
       }
-      TY_ASSIGN_OR_RETURN(auto batch, Shape(*raw));
+      StartDecoders();
+      {
+        MutexLock lock(mu_);
+        ahead_bytes_ += unit->bytes;
+        ahead_.push_back(unit);
+        queued_.push_back(std::move(unit));
+      }
+      changed_.NotifyAll();
+    }
+  }
+
+  void StartDecoders() {
+    while (static_cast<int>(decoders_.size()) < threads_) {
+      decoders_.emplace_back([this] { Decoder(); });
+    }
+  }
+
+  void Decoder() TY_EXCLUDES(mu_) {
+    while (true) {
+      std::shared_ptr<Unit> unit;
+      {
+        MutexLock lock(mu_);
+        while (!stopping_ && queued_.empty()) changed_.Wait(mu_);
+        if (stopping_) return;
+        unit = std::move(queued_.front());
+        queued_.pop_front();
+      }
+      std::deque<std::shared_ptr<arrow::RecordBatch>> batches;
+      Status status = Decode(*unit, batches);
+      {
+        MutexLock lock(mu_);
+        unit->status = std::move(status);
+        unit->batches = std::move(batches);
+        unit->done = true;
+      }
+      changed_.NotifyAll();
+    }
+  }
+
+  // On a decoder: the unit's rows, shaped to the read schema and filtered, in batches.
+  Status Decode(const Unit& unit, std::deque<std::shared_ptr<arrow::RecordBatch>>& out) const {
+    const File& file = *unit.file;
+    arrow::MemoryPool* pool = ScanMemoryPool();
+    std::unique_ptr<parquet::ParquetFileReader> raw;
+    try {
+      raw = parquet::ParquetFileReader::Open(file.source, parquet::ReaderProperties(pool),
+                                             file.metadata);
+    } catch (const std::exception& e) {
+      return Status::IOError(file.context + ": " + e.what());
+    }
+    parquet::ArrowReaderProperties props;
+    props.set_batch_size(batch_rows_);
+    std::unique_ptr<parquet::arrow::FileReader> reader;
+    TY_ASSIGN_OR_RETURN(
+        reader,
+        FromArrow(parquet::arrow::FileReader::Make(pool, std::move(raw), props), file.context));
+    TY_ASSIGN_OR_RETURN(
+        auto batches,
+        FromArrow(reader->GetRecordBatchReader(unit.groups, file.leaves), file.context));
+    while (true) {
+      std::shared_ptr<arrow::RecordBatch> raw_batch;
+      TY_RETURN_IF_ERROR(FromArrow(batches->ReadNext(&raw_batch), file.context));
+      if (raw_batch == nullptr) return Status::Ok();
+      TY_ASSIGN_OR_RETURN(auto batch, Shape(file, *raw_batch));
       if (filter_) {
         TY_ASSIGN_OR_RETURN(auto mask, filter_->Evaluate(*batch));
         TY_ASSIGN_OR_RETURN(auto filtered, FromArrow(cp::Filter(batch, mask), "filter"));
@@ -779,60 +914,67 @@ class ScanReader : public arrow::RecordBatchReader {
       if (batch->num_rows() == 0) continue;
       arrow::ArrayVector columns(batch->columns().begin(),
                                  batch->columns().begin() + output_->num_fields());
-      *out = arrow::RecordBatch::Make(output_, batch->num_rows(), columns);
-      return Status::Ok();
+      out.push_back(arrow::RecordBatch::Make(output_, batch->num_rows(), columns));
     }
   }
 
+  // Opens the next file and lists its row groups that the filter does not rule out.
   Status OpenNext() {
-    current_ = &files_[next_file_++];
-    if (filter_ && !filter_->MayMatch(StatsOfFile(*current_, *snapshot_->schema))) {
+    const AddAction* add = &files_[next_file_++];
+    groups_.clear();
+    next_group_ = 0;
+    if (filter_ && !filter_->MayMatch(StatsOfFile(*add, *snapshot_->schema))) {
       return Status::Ok();
     }
-    TY_ASSIGN_OR_RETURN(std::string relative, DecodePathUri(current_->path));
+    TY_ASSIGN_OR_RETURN(std::string relative, DecodePathUri(add->path));
     if (relative.find("://") != std::string::npos || StartsWith(relative, "/")) {
-      return Status::NotImplemented("data file " + current_->path +
+      return Status::NotImplemented("data file " + add->path +
                                     " has an absolute path; only relative paths are supported");
     }
     TY_ASSIGN_OR_RETURN(std::string local, store_.LocalPathForRead(log_->Key(relative)));
+    auto file = std::make_shared<File>();
+    file->add = add;
+    file->context = "reading data file " + relative;
+    arrow::MemoryPool* pool = ScanMemoryPool();
+    // ReadAt is thread-safe: the decoders of the file's units share it.
+    TY_ASSIGN_OR_RETURN(file->source,
+                        FromArrow(arrow::io::ReadableFile::Open(local, pool), file->context));
     parquet::arrow::FileReaderBuilder builder;
-    std::string context = "reading data file " + relative;
-    TY_RETURN_IF_ERROR(FromArrow(builder.OpenFile(local), context));
-    parquet::ArrowReaderProperties props;
-    props.set_batch_size(batch_rows_);
-    TY_ASSIGN_OR_RETURN(reader_, FromArrow(builder.properties(props)->Build(), context));
+    TY_RETURN_IF_ERROR(
+        FromArrow(builder.Open(file->source, parquet::ReaderProperties(pool)), file->context));
+    file->metadata = builder.raw_reader()->metadata();
+    TY_ASSIGN_OR_RETURN(auto reader, FromArrow(builder.memory_pool(pool)->Build(), file->context));
     std::shared_ptr<arrow::Schema> file_schema;
-    TY_RETURN_IF_ERROR(FromArrow(reader_->GetSchema(&file_schema), context));
-    std::vector<int> leaves;
-    const auto& manifest = reader_->manifest();
+    TY_RETURN_IF_ERROR(FromArrow(reader->GetSchema(&file_schema), file->context));
+    const auto& manifest = reader->manifest();
     for (const auto& f : read_schema_->fields()) {
       int i = file_schema->GetFieldIndex(f->name());
-      if (i >= 0) CollectLeafIndices(manifest.schema_fields[i], leaves);
+      if (i >= 0) CollectLeafIndices(manifest.schema_fields[i], file->leaves);
     }
-    if (leaves.empty() && !manifest.schema_fields.empty()) {
-      CollectLeafIndices(manifest.schema_fields[0], leaves);  // for the row count only
+    if (file->leaves.empty() && !manifest.schema_fields.empty()) {
+      CollectLeafIndices(manifest.schema_fields[0], file->leaves);  // for the row count only
     }
-    TY_ASSIGN_OR_RETURN(std::vector<int> groups, RowGroups(*file_schema));
-    TY_ASSIGN_OR_RETURN(batches_,
-                        FromArrow(reader_->GetRecordBatchReader(groups, leaves), context));
-    return PartitionColumns();
+    TY_ASSIGN_OR_RETURN(groups_, RowGroups(*file->metadata, *file_schema));
+    TY_ASSIGN_OR_RETURN(file->partition_scalars, PartitionColumns(*add));
+    file_ = std::move(file);
+    return Status::Ok();
   }
 
-  Result<std::vector<int>> RowGroups(const arrow::Schema& file_schema) {
-    auto metadata = reader_->parquet_reader()->metadata();
+  Result<std::vector<int>> RowGroups(const parquet::FileMetaData& metadata,
+                                     const arrow::Schema& file_schema) {
     std::vector<int> groups;
-    for (int g = 0; g < metadata->num_row_groups(); ++g) {
+    for (int g = 0; g < metadata.num_row_groups(); ++g) {
       if (!filter_) {
         groups.push_back(g);
         continue;
       }
-      auto rg = metadata->RowGroup(g);
+      auto rg = metadata.RowGroup(g);
       FileStats stats;
       stats.num_records = rg->num_rows();
       for (int c = 0; c < rg->num_columns(); ++c) {
         auto chunk = rg->ColumnChunk(c);
         auto s = chunk->statistics();
-        std::string name = metadata->schema()->Column(c)->path()->ToDotString();
+        std::string name = metadata.schema()->Column(c)->path()->ToDotString();
         if (s == nullptr || file_schema.GetFieldIndex(name) < 0) continue;
         ColumnStats cs;
         if (s->HasNullCount()) cs.null_count = s->null_count();
@@ -847,33 +989,35 @@ class ScanReader : public arrow::RecordBatchReader {
     return groups;
   }
 
-  Status PartitionColumns() {
-    partition_scalars_.clear();
-    for (const auto& [name, value] : current_->partition_values) {
+  Result<std::map<std::string, std::shared_ptr<arrow::Scalar>>> PartitionColumns(
+      const AddAction& add) {
+    std::map<std::string, std::shared_ptr<arrow::Scalar>> scalars;
+    for (const auto& [name, value] : add.partition_values) {
       auto field = read_schema_->GetFieldByName(name);
       if (field == nullptr) continue;
       if (!value) {
-        partition_scalars_[name] = arrow::MakeNullScalar(field->type());
+        scalars[name] = arrow::MakeNullScalar(field->type());
         continue;
       }
       auto text = arrow::MakeScalar(*value);
       auto cast = text->CastTo(field->type());
       if (!cast.ok()) {
-        return Status::InvalidArgument("data file " + current_->path + ": partition value '" +
-                                       *value + "' of column " + name + " is not a " +
+        return Status::InvalidArgument("data file " + add.path + ": partition value '" + *value +
+                                       "' of column " + name + " is not a " +
                                        field->type()->ToString());
       }
-      partition_scalars_[name] = *cast;
+      scalars[name] = *cast;
     }
-    return Status::Ok();
+    return scalars;
   }
 
-  Result<std::shared_ptr<arrow::RecordBatch>> Shape(const arrow::RecordBatch& raw) {
+  Result<std::shared_ptr<arrow::RecordBatch>> Shape(const File& file,
+                                                    const arrow::RecordBatch& raw) const {
     arrow::ArrayVector columns;
     int64_t n = raw.num_rows();
     for (const auto& f : read_schema_->fields()) {
       std::shared_ptr<arrow::Array> column;
-      if (auto p = partition_scalars_.find(f->name()); p != partition_scalars_.end()) {
+      if (auto p = file.partition_scalars.find(f->name()); p != file.partition_scalars.end()) {
         TY_ASSIGN_OR_RETURN(column,
                             FromArrow(arrow::MakeArrayFromScalar(*p->second, n), f->name()));
       } else if (auto c = raw.GetColumnByName(f->name())) {
@@ -881,7 +1025,7 @@ class ScanReader : public arrow::RecordBatchReader {
         if (!c->type()->Equals(*f->type())) {
           TY_ASSIGN_OR_RETURN(column,
                               FromArrow(cp::Cast(*c, f->type()),
-                                        "reading column " + f->name() + " of " + current_->path));
+                                        "reading column " + f->name() + " of " + file.add->path));
         }
       } else {
         TY_ASSIGN_OR_RETURN(column, FromArrow(arrow::MakeArrayOfNull(f->type(), n), f->name()));
@@ -891,19 +1035,30 @@ class ScanReader : public arrow::RecordBatchReader {
     return arrow::RecordBatch::Make(read_schema_, n, columns);
   }
 
+  // Read-only after construction (the decoders read them).
   blob::BlobStore& store_;
   std::shared_ptr<const DeltaLog> log_;
   std::shared_ptr<const Snapshot> snapshot_;
-  std::vector<AddAction> files_;
+  const std::vector<AddAction> files_;
   std::shared_ptr<arrow::Schema> output_;
   std::shared_ptr<arrow::Schema> read_schema_;  // output + the filter's other columns
-  std::optional<Predicate> filter_;
-  int64_t batch_rows_;
+  const std::optional<Predicate> filter_;
+  const int64_t batch_rows_;
+  int threads_ = 1;
+  // The caller's.
   size_t next_file_ = 0;
-  const AddAction* current_ = nullptr;
-  std::unique_ptr<parquet::arrow::FileReader> reader_;
-  std::unique_ptr<arrow::RecordBatchReader> batches_;
-  std::map<std::string, std::shared_ptr<arrow::Scalar>> partition_scalars_;
+  std::shared_ptr<const File> file_;  // the file being planned
+  std::vector<int> groups_;           // its row groups left after pruning
+  size_t next_group_ = 0;
+  std::shared_ptr<Unit> current_;  // the unit whose batches are being handed out
+  std::vector<std::thread> decoders_;
+  // Shared with the decoders.
+  Mutex mu_;
+  CondVar changed_;  // a unit was queued or decoded, or the reader stops
+  std::deque<std::shared_ptr<Unit>> ahead_ TY_GUARDED_BY(mu_);   // planned, in order
+  std::deque<std::shared_ptr<Unit>> queued_ TY_GUARDED_BY(mu_);  // not yet taken by a decoder
+  int64_t ahead_bytes_ TY_GUARDED_BY(mu_) = 0;
+  bool stopping_ TY_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -2,7 +2,7 @@
 // directories, per-file statistics for the `add` action) and scanning a snapshot's files into
 // batches (projection, partition values as columns, pruning by statistics, row filter).
 // Internal to tables/. A DataFileWriter is used by one thread (it runs two of its own); a scan
-// reader is used by one thread.
+// reader is used by one thread (it runs decoders of its own).
 #pragma once
 
 #include <arrow/api.h>
@@ -98,7 +98,11 @@ class DataFileWriter {
 };
 
 // A streaming reader over `files` of `snapshot`: columns in `output_schema` order, rows where
-// `filter` is TRUE. Files and row groups the filter rules out are skipped.
+// `filter` is TRUE. Files and row groups the filter rules out are skipped. Batches come in file
+// and row-group order; the reader decodes row groups ahead of its caller on threads of its own
+// (one per core, at most 4), up to one run of row groups more than it has threads and 512 MiB
+// of uncompressed row groups ahead, into buffers from ScanMemoryPool() (recycling_pool.h).
+// Used by one thread.
 Result<std::unique_ptr<arrow::RecordBatchReader>> ScanFiles(
     blob::BlobStore& store, std::shared_ptr<const DeltaLog> log,
     std::shared_ptr<const Snapshot> snapshot, std::vector<AddAction> files,

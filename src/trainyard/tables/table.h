@@ -193,7 +193,8 @@ class DeltaTable {
   Result<CommitResult> AddColumns(const std::vector<std::shared_ptr<arrow::Field>>& fields);
 
   // Streams the snapshot's rows in batches of at most `batch_rows`; memory does not grow with
-  // the table. The reader keeps the snapshot it started with.
+  // the table (a few row groups are decoded ahead on the reader's own threads, at most 512 MiB
+  // of them). The reader keeps the snapshot it started with.
   Result<std::unique_ptr<arrow::RecordBatchReader>> Read(const ReadOptions& options);
   // Read() collected into one table (for tests and small tables).
   Result<std::shared_ptr<arrow::Table>> ReadAll(const ReadOptions& options);

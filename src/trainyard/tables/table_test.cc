@@ -329,6 +329,49 @@ TEST_F(TableTest, StatsPruneFilesAndFilterRows) {
   EXPECT_EQ(ids, (std::vector<int64_t>{250, 251, 252, 253, 254, 255, 256, 257, 258, 259}));
 }
 
+// Row groups are decoded ahead of the caller on the reader's threads; batches still come in
+// file and row-group order, at most batch_rows each, and a reader dropped half way stops.
+TEST_F(TableTest, ReadsRowGroupsAheadInOrder) {
+  options_.target_file_rows = 400;
+  options_.row_group_rows = 30;
+  auto table = CreateTickets();
+  TY_ASSERT_OK(table->Append(*Tickets(0, 2000)).status());
+  for (int64_t batch_rows : {7, 45, 1000}) {
+    ReadOptions options;
+    options.batch_rows = batch_rows;
+    TY_ASSERT_OK_AND_ASSIGN(auto reader, table->Read(options));
+    std::vector<int64_t> ids;
+    while (true) {
+      std::shared_ptr<arrow::RecordBatch> batch;
+      ASSERT_TRUE(reader->ReadNext(&batch).ok());
+      if (!batch) break;
+      EXPECT_LE(batch->num_rows(), batch_rows);
+      auto column = std::static_pointer_cast<arrow::Int64Array>(batch->column(0));
+      for (int64_t i = 0; i < column->length(); ++i) ids.push_back(column->Value(i));
+    }
+    ASSERT_EQ(ids.size(), 2000u) << batch_rows;
+    // Five files of 400 consecutive ids (in the snapshot's file order), each read in order.
+    for (size_t file = 0; file < 5; ++file) {
+      int64_t first = ids[file * 400];
+      EXPECT_EQ(first % 400, 0) << batch_rows;
+      for (size_t i = 0; i < 400; ++i) {
+        ASSERT_EQ(ids[file * 400 + i], first + static_cast<int64_t>(i)) << batch_rows;
+      }
+    }
+  }
+  ReadOptions filtered;
+  TY_ASSERT_OK_AND_ASSIGN(filtered.filter, Predicate::Parse("id < 100 OR lang = 'de'"));
+  filtered.batch_rows = 16;
+  for (int stop_after : {0, 1, 5}) {
+    TY_ASSERT_OK_AND_ASSIGN(auto reader, table->Read(filtered));
+    for (int i = 0; i < stop_after; ++i) {
+      std::shared_ptr<arrow::RecordBatch> batch;
+      ASSERT_TRUE(reader->ReadNext(&batch).ok());
+      ASSERT_NE(batch, nullptr);
+    }
+  }  // each reader is destroyed with units still decoding or queued
+}
+
 TEST_F(TableTest, OverwriteDeleteUpdate) {
   auto table = CreateTickets({"lang"});
   TY_ASSERT_OK(table->Append(*Tickets(0, 20)).status());
