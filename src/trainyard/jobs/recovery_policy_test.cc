@@ -91,7 +91,8 @@ TEST(RecoveryPolicyTest, AFailedServiceReplicaEndsItsJobInsteadOfRetrying) {
   EXPECT_EQ(d.attempt_state, AttemptState::kFailed);
   EXPECT_EQ(d.delay_ms, 0);
   EXPECT_EQ(d.restarts, 0);
-  EXPECT_EQ(d.message, "replica failed: exit code 3 on rank 0 (node n0); serving starts its replacement");
+  EXPECT_EQ(d.message,
+            "replica failed: exit code 3 on rank 0 (node n0); serving starts its replacement");
 }
 
 TEST(RecoveryPolicyTest, APreemptedOrLostServiceReplicaIsNotRequeued) {

@@ -231,7 +231,8 @@ TEST(EndpointConfigTest, BadReplicaResourcesNameTheField) {
                   c)
         .message();
   };
-  EXPECT_THAT(with(R"({"gpus": -1})"), HasSubstr("resources.gpus must be an integer between 0 and 64"));
+  EXPECT_THAT(with(R"({"gpus": -1})"),
+              HasSubstr("resources.gpus must be an integer between 0 and 64"));
   EXPECT_THAT(with(R"({"gpus": "two"})"), HasSubstr("gpus"));
   EXPECT_THAT(with(R"({"cpus": 0})"), HasSubstr("resources.cpus must be an integer between 1"));
   EXPECT_THAT(with(R"({"memory": "lots"})"), HasSubstr("resources.memory must be a size"));
