@@ -221,3 +221,36 @@ def test_endpoint_resources_are_validated_naming_the_field(server, admin, llm_mo
     error_of(create({"gpu": 1}), 400, "resources.gpu is not a field")
     # More GPUs than any node of the pool has: refused, saying what the pool has.
     error_of(create({"gpus": 4}), 400, "resources: a replica could never be placed", "gpu")
+
+
+def test_replicas_count_against_the_endpoints_project(server, admin, jobs, llm_model):
+    """An endpoint names the project its replicas count against (quotas, fair share), as a
+    training job does; its owner must be allowed to submit to that project."""
+    project = f"serve-{uuid.uuid4().hex[:6]}"
+    user = f"pat{uuid.uuid4().hex[:6]}"
+    pat = server.session(server.create_user(user))
+    ok(admin.post(server.api(f"{TY}/projects"), json={"name": project}))
+    name = f"proj-{uuid.uuid4().hex[:6]}"
+    body = {"name": name, "served_entities": [{"model": llm_model, "version": 1}],
+            "min_replicas": 1, "scale_to_zero_seconds": 0, "project": project}
+    # Not a member: refused before anything starts, naming the project and what to do.
+    error_of(pat.post(server.api(f"{TY}/endpoints"), json=body), 403, "project",
+             f"trainyard projects add-member {project} {user}")
+    error_of(pat.post(server.api(f"{TY}/endpoints"), json={**body, "project": "no such"}), 400,
+             "project must be")
+    ok(admin.post(server.api(f"{TY}/projects/{project}/members"), json={"user": user}))
+    ok(pat.post(server.api(f"{TY}/endpoints"), json=body))
+    try:
+        state = wait_for(lambda: (lambda e: e if e["state"] == "READY" else None)(
+            ok(pat.get(server.api(f"{TY}/endpoints/{name}")))), "a ready replica")
+        assert state["project"] == project
+        job = jobs.get(state["replicas"][0]["job_id"])
+        assert job["spec"]["project"] == project and job["owner"] == user
+        shown = cli(server, "endpoints", "show", name)
+        assert shown.returncode == 0, shown.stderr
+        assert project in shown.stdout
+        # Moving it to a project its owner may not use is refused the same way.
+        error_of(pat.patch(server.api(f"{TY}/endpoints/{name}"), json={"project": "other-x"}),
+                 403, "project")
+    finally:
+        ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))

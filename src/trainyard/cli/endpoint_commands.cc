@@ -46,6 +46,7 @@ struct Options {
   std::optional<int> gpus;
   std::optional<int> cpus;
   std::optional<std::string> memory;
+  std::optional<std::string> project;
   std::string privilege = "QUERY";
   std::string principal;
 };
@@ -190,6 +191,7 @@ Result<json::object> ConfigBody(const Options& o, bool create) {
     TY_ASSIGN_OR_RETURN(body["rate_limits"], ParseRateLimitFlags(o.rate_limits));
   }
   if (o.capture_table) body["capture"] = json::object{{"table", *o.capture_table}};
+  if (o.project) body["project"] = *o.project;
   if (o.gpus || o.cpus || o.memory) {
     json::object resources;
     if (o.gpus) resources["gpus"] = *o.gpus;
@@ -286,6 +288,7 @@ void PrintEndpoint(const json::value& e) {
                                     : "after " + Str(e, "scale_to_zero_seconds") + " s idle"},
               {"rate limits", RateLimits(e)},
               {"per replica", ReplicaResourcesSummary(e)},
+              {"project", Str(e, "project")},
               {"created", FormatTime(Int(e, "created_at"))},
               {"capture", Str(e.as_object().at("capture"), "path") + " (" +
                               Str(e.as_object().at("capture"), "captured") + " captured, " +
@@ -504,6 +507,9 @@ std::function<std::optional<int>(Client&)> AddEndpointCommands(
     sub->add_option("--cpus", o->cpus, "CPUs each replica takes from the pool (default 1)")
         ->check(CLI::PositiveNumber);
     sub->add_option("--memory", o->memory, "memory each replica asks for, e.g. 16Gi");
+    sub->add_option("--project", o->project,
+                    "project whose quotas and fair share the replicas count against "
+                    "(default: default)");
     sub->add_option("--capture-table", o->capture_table,
                     "also capture requests into this catalog table (catalog.schema.table; "
                     "\"\" to stop)");

@@ -127,12 +127,12 @@ class ScheduledReplicaLauncher : public serving::ReplicaLauncher {
   std::thread worker_;
 };
 
-jobs::JobSpec ReplicaJobSpec(const serving::ReplicaLaunch& launch, const std::string& project) {
+jobs::JobSpec ReplicaJobSpec(const serving::ReplicaLaunch& launch) {
   jobs::JobSpec spec;
   spec.name = JobName(launch.endpoint + "." + launch.served_entity);
   spec.kind = jobs::JobKind::kService;
   spec.endpoint = launch.endpoint;
-  spec.project = project;
+  spec.project = launch.project.empty() ? "default" : launch.project;
   spec.experiment = "serving-endpoint-" + launch.endpoint;
   spec.command = launch.command;
   spec.env = launch.env;
@@ -280,7 +280,7 @@ Status ScheduledReplicaLauncher::Launch(const serving::ReplicaLaunch& request) {
     MutexLock lock(mu_);
     replicas_[launch.id] = Replica{"", false, staged};
   }
-  auto job = jobs_.SubmitService(launch.owner, ReplicaJobSpec(launch, options_.project));
+  auto job = jobs_.SubmitService(launch.owner, ReplicaJobSpec(launch));
   MutexLock lock(mu_);
   if (!job.ok()) {
     replicas_.erase(launch.id);

@@ -36,9 +36,9 @@ struct ReplicaEnd;
 
 namespace trainyard::server {
 
-// The job a replica runs as (pure: tested without a scheduler). `project`: whose quotas and
-// fair share it counts against.
-jobs::JobSpec ReplicaJobSpec(const serving::ReplicaLaunch& launch, const std::string& project);
+// The job a replica runs as (pure: tested without a scheduler). It counts against the
+// endpoint's project (launch.project; "default" when empty): its quotas and fair share.
+jobs::JobSpec ReplicaJobSpec(const serving::ReplicaLaunch& launch);
 // Where a replica is, from its job (pure). `cluster_nodes`: replicas run on the pool's nodes
 // and are reached by the node's name (Slurm); otherwise on this machine, at 127.0.0.1.
 serving::ReplicaPlacement PlacementOfJob(const jobs::JobInfo& job, bool cluster_nodes);
@@ -51,7 +51,6 @@ inline constexpr char kReplicaIdEnv[] = "TRAINYARD_REPLICA_ID";
 
 struct ScheduledReplicaLauncherOptions {
   bool cluster_nodes = false;  // see PlacementOfJob
-  std::string project = "default";
   // Multi-user mode: replicas run as their endpoint owner's OS account, which cannot read the
   // server's private artifact store. Each replica then gets a private copy of its model
   // (owned by that account, 0700) in <staging_root>/<replica id>, removed when it ends.

@@ -26,8 +26,16 @@ serving::ReplicaLaunch Launch() {
   return l;
 }
 
+TEST(ReplicaJobSpecTest, AReplicaCountsAgainstItsEndpointsProject) {
+  serving::ReplicaLaunch l = Launch();
+  l.project = "nlp";
+  EXPECT_EQ(ReplicaJobSpec(l).project, "nlp");
+  l.project.clear();
+  EXPECT_EQ(ReplicaJobSpec(l).project, "default");
+}
+
 TEST(ReplicaJobSpecTest, AReplicaIsAOneProcessServiceJobWithTheEndpointsResources) {
-  jobs::JobSpec spec = ReplicaJobSpec(Launch(), "default");
+  jobs::JobSpec spec = ReplicaJobSpec(Launch());
   EXPECT_EQ(spec.kind, jobs::JobKind::kService);
   EXPECT_EQ(spec.endpoint, "chat");
   EXPECT_EQ(spec.name, "chat.main.support.model-1");
@@ -55,7 +63,7 @@ TEST(ReplicaJobSpecTest, NamesThatAreNotJobNamesAreMadeSo) {
   serving::ReplicaLaunch l = Launch();
   l.endpoint = "_x";
   l.served_entity = "a/b c";
-  EXPECT_EQ(ReplicaJobSpec(l, "p").name, "r_x.a_b_c");
+  EXPECT_EQ(ReplicaJobSpec(l).name, "r_x.a_b_c");
 }
 
 jobs::JobInfo Job(jobs::JobState state, const std::string& message) {

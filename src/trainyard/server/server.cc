@@ -436,6 +436,13 @@ Status Server::InitServing() {
                                     const std::string& owner, const std::string& table) {
     return CheckCaptureTable(*ids, *catalog, owner, table);
   };
+  // The owner must be allowed to submit to the project, as for a job of their own.
+  options.check_project = [ids = identity_.get(), projects = projects_.get()](
+                              const std::string& owner, const std::string& project) -> Status {
+    TY_ASSIGN_OR_RETURN(identity::User user, ids->GetUser(owner));
+    return projects->AuthorizeSubmit(identity::Principal{user.name, user.is_admin, "", ""}, project,
+                                     0);
+  };
   std::string artifacts = config_.artifacts.empty() ? data_dir + "/artifacts" : config_.artifacts;
   bool local_artifacts = IsLocalPath(artifacts);
   artifacts = local_artifacts ? fs::absolute(artifacts).string() : artifacts;

@@ -1,5 +1,6 @@
 #include "trainyard/serving/endpoint.h"
 
+#include <cctype>
 #include <limits>
 #include <optional>
 #include <set>
@@ -12,6 +13,20 @@ namespace {
 
 Status Invalid(const std::string& field, const std::string& what) {
   return Status::InvalidArgument(field + " " + what);
+}
+
+// The shape of a project name, as jobs' specs take it (whether the owner may use the project
+// is the server's check_project).
+Status ValidateProjectField(const std::string& project) {
+  constexpr size_t kMaxBytes = 128;
+  bool ok = !project.empty() && project.size() <= kMaxBytes;
+  for (char c : project) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.');
+  }
+  if (ok) return Status::Ok();
+  return Invalid("project", "must be 1-" + std::to_string(kMaxBytes) +
+                                " letters, digits, '_', '-' or '.' (a project from "
+                                "'trainyard projects list')");
 }
 
 Result<int> BoundedInt(const json::object& o, std::string_view field, int64_t lo, int64_t hi,
@@ -352,6 +367,11 @@ Status DecodeEndpointConfig(const json::object& body, EndpointConfig& config,
                                                       config.max_replicas));
   TY_ASSIGN_OR_RETURN(config.target_concurrency,
                       BoundedInt(body, "target_concurrency", 1, 1024, config.target_concurrency));
+  TY_ASSIGN_OR_RETURN(auto project, OptionalString(body, "project"));
+  if (project) {
+    TY_RETURN_IF_ERROR(ValidateProjectField(*project));
+    config.project = *project;
+  }
   TY_ASSIGN_OR_RETURN(auto idle, OptionalInt64(body, "scale_to_zero_seconds"));
   if (idle) {
     if (*idle < 0 || *idle > limits.max_scale_to_zero_seconds) {
@@ -455,6 +475,7 @@ json::object EndpointConfigToJson(const EndpointConfig& config) {
                    {"max_replicas", config.max_replicas},
                    {"scale_to_zero_seconds", config.scale_to_zero_seconds},
                    {"target_concurrency", config.target_concurrency},
+                   {"project", config.project},
                    {"rate_limits", std::move(limits)},
                    {"resources", json::object{{"gpus", config.resources.gpus},
                                               {"cpus", config.resources.cpus},

@@ -74,6 +74,9 @@ struct EndpointConfig {
   // while it does not exist, MODIFY on it once it does).
   std::string capture_table;
   ReplicaResources resources;
+  // The project the replicas count against (quotas, fair share, priority ceiling), as a
+  // training job's `project`: the owner must be allowed to submit to it.
+  std::string project = "default";
 };
 
 struct Endpoint {

@@ -242,6 +242,24 @@ TEST(EndpointConfigTest, BadReplicaResourcesNameTheField) {
   EXPECT_THAT(with(R"(4)"), HasSubstr("resources must be an object"));
 }
 
+TEST(EndpointConfigTest, ProjectDefaultsRoundTripsAndIsCheckedForShape) {
+  EndpointConfig c;
+  EXPECT_EQ(c.project, "default");
+  TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 1}],
+                          "project": "nlp.team-1"})",
+                      c));
+  EXPECT_EQ(c.project, "nlp.team-1");
+  EndpointConfig back;
+  TY_ASSERT_OK(DecodeEndpointConfig(EndpointConfigToJson(c), back));
+  EXPECT_EQ(back.project, "nlp.team-1");
+  TY_ASSERT_OK(Decode(R"({"min_replicas": 1})", back));  // an update that omits it keeps it
+  EXPECT_EQ(back.project, "nlp.team-1");
+  EXPECT_THAT(ErrorOf(R"({"project": ""})"), HasSubstr("project must be 1-128"));
+  EXPECT_THAT(ErrorOf(R"({"project": "a b"})"), HasSubstr("project must be"));
+  EXPECT_THAT(ErrorOf(R"({"project": "../x"})"), HasSubstr("project must be"));
+  EXPECT_THAT(ErrorOf(R"({"project": 7})"), HasSubstr("project"));
+}
+
 TEST(EndpointConfigTest, CaptureTableIsDecodedKeptAndCleared) {
   EndpointConfig c;
   TY_ASSERT_OK(Decode(R"({"served_entities": [{"model": "m", "version": 1}],

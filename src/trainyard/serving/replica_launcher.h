@@ -32,6 +32,7 @@ struct ReplicaLaunch {
   std::string served_entity;
   std::string owner;  // the endpoint's owner: whose account the replica runs as
   ReplicaResources resources;
+  std::string project = "default";  // the project its resources count against
   // The directory of the model it serves. The command reads it as "$TRAINYARD_MODEL_DIR": a
   // launcher whose replicas cannot read it in place (they run as another account, on another
   // node) hands them a copy there instead.

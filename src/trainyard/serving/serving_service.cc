@@ -250,6 +250,13 @@ Status ServingService::CheckResources(const ReplicaResources& resources) {
   return Status::InvalidArgument("resources: a replica could never be placed: " + s.message());
 }
 
+Status ServingService::CheckProject(const Endpoint& e) {
+  if (!options_.check_project) return Status::Ok();
+  Status s = options_.check_project(e.owner, e.config.project);
+  if (s.ok()) return s;
+  return Status(s.code(), "project: " + s.message());
+}
+
 Status ServingService::CheckCaptureTable(const Endpoint& e) {
   if (e.config.capture_table.empty()) return Status::Ok();
   if (!options_.check_capture_table) {
@@ -382,7 +389,8 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
     std::string_view k = kv.key();
     if (k != "name" && k != "served_entities" && k != "routes" && k != "traffic_config" &&
         k != "min_replicas" && k != "max_replicas" && k != "scale_to_zero_seconds" &&
-        k != "target_concurrency" && k != "rate_limits" && k != "capture" && k != "resources") {
+        k != "target_concurrency" && k != "rate_limits" && k != "capture" && k != "resources" &&
+        k != "project") {
       return Status::InvalidArgument(std::string(k) + " is not a field of an endpoint");
     }
   }
@@ -395,6 +403,7 @@ Result<EndpointState> ServingService::Create(const identity::Principal& who,
   TY_RETURN_IF_ERROR(CheckRateLimitPrincipals(e.config));
   TY_RETURN_IF_ERROR(CheckCaptureTable(e));
   TY_RETURN_IF_ERROR(CheckResources(e.config.resources));
+  TY_RETURN_IF_ERROR(CheckProject(e));
   TY_RETURN_IF_ERROR(store_.Create(e));
   EndpointState state;
   {
@@ -467,7 +476,7 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
     std::string_view k = kv.key();
     if (k != "served_entities" && k != "routes" && k != "traffic_config" && k != "min_replicas" &&
         k != "max_replicas" && k != "scale_to_zero_seconds" && k != "target_concurrency" &&
-        k != "rate_limits" && k != "name" && k != "capture" && k != "resources") {
+        k != "rate_limits" && k != "name" && k != "capture" && k != "resources" && k != "project") {
       return Status::InvalidArgument(std::string(k) + " is not a field of an endpoint");
     }
   }
@@ -482,6 +491,7 @@ Result<EndpointState> ServingService::Update(const identity::Principal& who,
   if (body.contains("rate_limits")) TY_RETURN_IF_ERROR(CheckRateLimitPrincipals(e.config));
   if (body.contains("capture")) TY_RETURN_IF_ERROR(CheckCaptureTable(e));
   if (body.contains("resources")) TY_RETURN_IF_ERROR(CheckResources(e.config.resources));
+  if (body.contains("project")) TY_RETURN_IF_ERROR(CheckProject(e));
   e.updated_at = clock_.NowMillis();
   TY_RETURN_IF_ERROR(store_.Update(e));
   EndpointState state;
@@ -1029,6 +1039,7 @@ void ServingService::LaunchReplica(const StartAction& action) {
     }
     launch.owner = rt->endpoint.owner;
     launch.resources = rt->endpoint.config.resources;
+    launch.project = rt->endpoint.config.project;
     it->second.resolved = *resolved;
     it->second.port = *port;
     it->second.health_path = health;

@@ -73,6 +73,9 @@ struct ServingOptions {
   // Whether a replica asking for `resources` fits a node of the pool it is placed on: Ok, or
   // why not. Unset: anything is accepted (and refused when a replica is launched).
   std::function<Status(const ReplicaResources& resources)> check_resources;
+  // Whether an endpoint owned by `owner` may count its replicas against `project` (the
+  // owner may submit jobs to it): Ok, or the error naming the project. Unset: any project.
+  std::function<Status(const std::string& owner, const std::string& project)> check_project;
 };
 
 struct ReplicaInfo {
@@ -276,6 +279,8 @@ class ServingService {
   Status CheckCaptureTable(const Endpoint& e);
   // InvalidArgument naming `resources` when options_.check_resources refuses them.
   Status CheckResources(const ReplicaResources& resources);
+  // options_.check_project on the endpoint's owner and project.
+  Status CheckProject(const Endpoint& e);
   void Install(Runtime rt) TY_REQUIRES(mu_);
   EndpointState StateLocked(const Runtime& rt) TY_REQUIRES(mu_);
   void Release(const std::string& replica_id) TY_EXCLUDES(mu_);
