@@ -866,6 +866,23 @@ Result<std::vector<std::string>> SbatchArguments(const SlurmPoolConfig& pool,
   if (req.term_grace.count() > 0) {
     a.push_back("--signal=TERM@" + std::to_string(req.term_grace.count()));
   }
+  // The nodes the job scheduler planned: Slurm runs the attempt on exactly those, so what the
+  // scheduler counts as taken is what runs (and a serving replica is where it is looked for).
+  std::vector<std::string> planned;
+  for (const auto& r : launch.ranks) {
+    if (r.node_name.empty()) continue;
+    if (std::find(planned.begin(), planned.end(), r.node_name) == planned.end()) {
+      planned.push_back(r.node_name);
+    }
+  }
+  if (!planned.empty()) {
+    if (planned.size() != static_cast<size_t>(launch.nnodes)) {
+      return Status::InvalidArgument("launch.ranks: the ranks name " +
+                                     std::to_string(planned.size()) + " nodes, not nnodes (" +
+                                     std::to_string(launch.nnodes) + ")");
+    }
+    a.push_back("--nodelist=" + Join(planned, ","));
+  }
   if (!req.exclude_nodes.empty()) a.push_back("--exclude=" + Join(req.exclude_nodes, ","));
   if (!pool.partition.empty()) a.push_back("--partition=" + pool.partition);
   if (!pool.account.empty()) a.push_back("--account=" + pool.account);
@@ -1021,6 +1038,8 @@ std::vector<SlurmNode> ParseSinfoNodes(const std::string& text) {
     if (f.size() < 4 || f[0].empty()) continue;
     SlurmNode n;
     n.name = f[0];
+    if (f.size() >= 5) n.address = Trim(f[4]);
+    if (n.address == "(null)" || n.address == "N/A") n.address.clear();
     n.cpus = static_cast<int>(std::strtol(f[1].c_str(), nullptr, 10));
     n.memory_bytes = std::strtoll(f[2].c_str(), nullptr, 10) * 1024 * 1024;
     // gres: comma-separated "gpu[:type]:count[(S:...)]" entries.
@@ -1044,7 +1063,7 @@ std::vector<SlurmNode> ParseSinfoNodes(const std::string& text) {
 Result<std::vector<SlurmNode>> DiscoverSlurmNodes(const SlurmPoolConfig& pool, Clock& clock) {
   std::vector<std::string> argv = {
       pool.bin_dir.empty() ? "sinfo" : (fs::path(pool.bin_dir) / "sinfo").string(), "-N", "-h",
-      "-o", "%N|%c|%m|%G"};
+      "-o", "%N|%c|%m|%G|%o"};
   if (!pool.partition.empty()) argv.push_back("--partition=" + pool.partition);
   TY_ASSIGN_OR_RETURN(CommandOutput out, RunCommand(argv, pool.client_env, clock));
   if (out.exit_code != 0) {

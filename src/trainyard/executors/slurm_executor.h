@@ -4,7 +4,8 @@
 // Design:
 // - Launch writes log_dir/batch.sh and submits it with `sbatch --parsable` and --nodes,
 //   --ntasks-per-node, --gres=gpu:N (N = local_world_size * GPUs per rank, when GPUs),
-//   --cpus-per-task, --mem, --time, --signal=TERM@grace, --exclude, --no-requeue (recovery
+//   --cpus-per-task, --mem, --time, --signal=TERM@grace, --nodelist (the nodes the job
+//   scheduler planned, from the ranks' node names), --exclude, --no-requeue (recovery
 //   is Trainyard's: a new attempt, with failed nodes excluded), and the pool's partition,
 //   account, QoS and extra arguments. The job is named "ty-<job id>-a<attempt>".
 // - The batch script sets MASTER_ADDR to the first node of the allocation and MASTER_PORT
@@ -85,11 +86,14 @@ struct SlurmNode {
   int cpus = 0;
   int64_t memory_bytes = 0;
   int gpus = 0;  // from its gres, e.g. "gpu:a100:4" or "gpu:4"
+  // Its NodeAddr: where other machines reach it (the name when Slurm has no other; "" when
+  // sinfo gave none). Node names need not resolve outside the cluster.
+  std::string address;
 };
 // Asks `sinfo` for the nodes of the pool's partition (its timeout on `clock`). An error names
 // the command and what it printed (e.g. munge or slurmctld unreachable).
 Result<std::vector<SlurmNode>> DiscoverSlurmNodes(const SlurmPoolConfig& pool, Clock& clock);
-// Parses `sinfo -N -h -o "%N|%c|%m|%G"` output (exposed for tests); duplicates are merged.
+// Parses `sinfo -N -h -o "%N|%c|%m|%G|%o"` output (exposed for tests); duplicates are merged.
 std::vector<SlurmNode> ParseSinfoNodes(const std::string& text);
 
 // --- Exposed for tests.

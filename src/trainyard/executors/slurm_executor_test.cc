@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -124,6 +125,18 @@ TEST(SlurmExecutorUnitTest, SbatchArgumentsLeaveOutWhatWasNotAskedAndRejectUneve
   EXPECT_NE(bad.status().message().find("same number of GPUs"), std::string::npos);
 }
 
+TEST(SlurmExecutorUnitTest, SbatchArgumentsPinTheNodesTheSchedulerPlanned) {
+  AttemptLaunch l = TwoByTwo();
+  for (auto& r : l.ranks) r.node_name = r.node_rank == 0 ? "gpu7" : "gpu3";
+  auto args = SbatchArguments({}, l, "s.sh");
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  EXPECT_NE(std::find(args->begin(), args->end(), "--nodelist=gpu7,gpu3"), args->end());
+  l.ranks[3].node_name = "gpu9";  // three nodes for a two-node attempt
+  auto bad = SbatchArguments({}, l, "s.sh");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("nnodes"), std::string::npos);
+}
+
 // The batch script under stand-ins for srun (runs the wrapper once per task, as two nodes
 // of two tasks) and scontrol (names the first node): the ranks get the torchrun
 // environment, their exit files, and the workload's quoting survives.
@@ -205,12 +218,15 @@ TEST(SlurmExecutorUnitTest, APreemptionWithAGraceTimeIsReportedAsOne) {
 
 TEST(SlurmExecutorUnitTest, ParsesSinfoNodesWithTheirGpus) {
   auto nodes = ParseSinfoNodes(
-      "node1|64|512000|gpu:a100:8(S:0-1)\n"
-      "node2|64|512000|gpu:4,shard:8\n"
-      "node2|64|512000|gpu:4,shard:8\n"  // listed again for a second partition
-      "cpu1|32|128000|(null)\n"
+      "node1|64|512000|gpu:a100:8(S:0-1)|10.0.0.1\n"
+      "node2|64|512000|gpu:4,shard:8|node2\n"
+      "node2|64|512000|gpu:4,shard:8|node2\n"  // listed again for a second partition
+      "cpu1|32|128000|(null)\n"                // an older format, without the address
       "garbage\n");
   ASSERT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(nodes[0].address, "10.0.0.1");
+  EXPECT_EQ(nodes[1].address, "node2");
+  EXPECT_EQ(nodes[2].address, "");
   EXPECT_EQ(nodes[0].name, "node1");
   EXPECT_EQ(nodes[0].gpus, 8);
   EXPECT_EQ(nodes[0].cpus, 64);

@@ -63,6 +63,9 @@ struct PoolConfig {
   std::string name = "local";
   std::vector<NodeInfo> nodes;
   std::string master_addr = "127.0.0.1";
+  // Where other machines reach a node, by its name (Slurm's NodeAddr); a node not here is
+  // reached by its name.
+  std::map<std::string, std::string> node_addresses;
 };
 
 struct JobServiceOptions {

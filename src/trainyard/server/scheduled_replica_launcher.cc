@@ -11,11 +11,13 @@
 #include <filesystem>
 #include <map>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "trainyard/common/mutex.h"
 #include "trainyard/common/os_account.h"
+#include "trainyard/common/paths.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/identity/authorizer.h"
 #include "trainyard/jobs/job_info.h"
@@ -49,7 +51,15 @@ Status ChownMode(const fs::path& p, uid_t uid, gid_t gid, mode_t mode) {
   return Status::Ok();
 }
 
+// The file in a replica's private directory its port is reported in.
+constexpr char kPortFileName[] = "port";
+
 }  // namespace
+
+int ParseReplicaPort(const std::string& text) {
+  auto port = ParseInt64(Trim(text));
+  return port && *port > 0 && *port < 65536 ? static_cast<int>(*port) : 0;
+}
 
 Status CopyTreeAs(const std::string& from, const std::string& to, uid_t uid, gid_t gid) {
   std::error_code ec;
@@ -95,6 +105,7 @@ class ScheduledReplicaLauncher : public serving::ReplicaLauncher {
   void SetExitCallback(ExitCallback cb) override TY_EXCLUDES(mu_);
   void EndLeftovers() override;
   std::string BindHost() const override { return options_.cluster_nodes ? "0.0.0.0" : "127.0.0.1"; }
+  bool ReplicasReportPorts() const override { return options_.cluster_nodes; }
   Status Launch(const serving::ReplicaLaunch& launch) override TY_EXCLUDES(mu_);
   serving::ReplicaPlacement Placement(const std::string& id) override TY_EXCLUDES(mu_);
   Status Stop(const std::string& id) override TY_EXCLUDES(mu_);
@@ -104,10 +115,12 @@ class ScheduledReplicaLauncher : public serving::ReplicaLauncher {
   struct Replica {
     std::string job_id;  // "" while SubmitService runs
     bool stop_requested = false;
-    std::string staged;  // its private copy of the model ("" = none)
+    std::string staged;  // its private directory: model copy, port file ("" = none)
   };
-  // Gives the replica a private copy of its model as its owner's account (see the options):
-  // rewrites launch.env's model directory; returns the directory to remove at its end.
+  // Gives the replica its private directory (see the options): a copy of its model as its
+  // owner's account, and the file it reports its port in on cluster nodes. Rewrites
+  // launch.env's model directory and sets its port file; returns the directory to remove at
+  // its end.
   Result<std::string> Stage(serving::ReplicaLaunch& launch);
   static void RemoveStaged(const std::string& dir);
   void Work() TY_EXCLUDES(mu_);
@@ -148,7 +161,8 @@ jobs::JobSpec ReplicaJobSpec(const serving::ReplicaLaunch& launch) {
   return spec;
 }
 
-serving::ReplicaPlacement PlacementOfJob(const jobs::JobInfo& job, bool cluster_nodes) {
+serving::ReplicaPlacement PlacementOfJob(const jobs::JobInfo& job, bool cluster_nodes,
+                                         const std::map<std::string, std::string>& addresses) {
   serving::ReplicaPlacement p;
   p.job_id = job.job_id;
   if (jobs::IsTerminal(job.state)) {
@@ -175,7 +189,10 @@ serving::ReplicaPlacement PlacementOfJob(const jobs::JobInfo& job, bool cluster_
   p.host = "127.0.0.1";
   if (attempt) {
     p.log = attempt->log_dir + "/rank-0.log";
-    if (cluster_nodes && !attempt->nodes.empty()) p.host = attempt->nodes.front();
+    if (cluster_nodes && !attempt->nodes.empty()) {
+      auto address = addresses.find(attempt->nodes.front());
+      p.host = address != addresses.end() ? address->second : attempt->nodes.front();
+    }
   }
   return p;
 }
@@ -247,19 +264,27 @@ void ScheduledReplicaLauncher::EndLeftovers() {
 }
 
 Result<std::string> ScheduledReplicaLauncher::Stage(serving::ReplicaLaunch& launch) {
-  if (options_.staging_root.empty() || launch.model_dir.empty()) return std::string();
-  if (!options_.owner_account) return Status::Internal("no way to find owners' OS accounts");
-  TY_ASSIGN_OR_RETURN(auto account, options_.owner_account(launch.owner));
-  auto [uid, gid] = account;
+  const bool copy_model = options_.owner_account && !launch.model_dir.empty();
+  if (options_.staging_root.empty() || (!copy_model && !options_.cluster_nodes)) {
+    return std::string();
+  }
+  uid_t uid = ::geteuid();
+  gid_t gid = ::getegid();
+  if (options_.owner_account) {
+    TY_ASSIGN_OR_RETURN(auto account, options_.owner_account(launch.owner));
+    std::tie(uid, gid) = account;
+  }
   std::string dir = (fs::path(options_.staging_root) / launch.id).string();
   RemoveStaged(dir);
   Status s = EnsurePrivateDirectory(dir, uid, gid, {});
-  if (s.ok()) s = CopyTreeAs(launch.model_dir, dir + "/model", uid, gid);
+  if (s.ok() && copy_model) s = CopyTreeAs(launch.model_dir, dir + "/model", uid, gid);
   if (!s.ok()) {
     RemoveStaged(dir);
-    return s.WithContext("giving the replica a copy of its model");
+    return s.WithContext(copy_model ? "giving the replica a copy of its model"
+                                    : "giving the replica a directory for its port file");
   }
-  launch.env[serving::kModelDirEnv] = dir + "/model";
+  if (copy_model) launch.env[serving::kModelDirEnv] = dir + "/model";
+  if (options_.cluster_nodes) launch.env[serving::kPortFileEnv] = dir + "/" + kPortFileName;
   return dir;
 }
 
@@ -299,22 +324,36 @@ Status ScheduledReplicaLauncher::Launch(const serving::ReplicaLaunch& request) {
 
 serving::ReplicaPlacement ScheduledReplicaLauncher::Placement(const std::string& id) {
   std::string job_id;
+  std::string staged;
+  serving::ReplicaPlacement p;
   {
     MutexLock lock(mu_);
     auto it = replicas_.find(id);
-    if (it == replicas_.end()) return {serving::ReplicaPlacement::State::kEnded, "", "", "", "", 0};
+    if (it == replicas_.end()) {
+      p.state = serving::ReplicaPlacement::State::kEnded;
+      return p;
+    }
     job_id = it->second.job_id;
+    staged = it->second.staged;
   }
-  if (job_id.empty())
-    return {serving::ReplicaPlacement::State::kPending, "submitting", "", "", "", 0};
+  p.job_id = job_id;
+  if (job_id.empty()) {
+    p.reason = "submitting";
+    return p;
+  }
   auto job = jobs_.GetJob(job_id);
   if (!job.ok()) {
-    return {serving::ReplicaPlacement::State::kPending, job.status().message(), "", job_id, "", 0};
+    p.reason = job.status().message();
+    return p;
   }
-  serving::ReplicaPlacement p = PlacementOfJob(*job, options_.cluster_nodes);
-  if (p.state == serving::ReplicaPlacement::State::kRunning && !options_.cluster_nodes) {
+  p = PlacementOfJob(*job, options_.cluster_nodes, jobs_.pool().node_addresses);
+  if (p.state != serving::ReplicaPlacement::State::kRunning) return p;
+  if (!options_.cluster_nodes) {
     auto pids = jobs_.RunningProcessIds(job_id);
     if (pids.ok() && !pids->empty()) p.pid = pids->front();
+  } else if (!staged.empty()) {
+    // The replica's account writes this file: read it without following links, a few bytes.
+    p.port = ParseReplicaPort(ReadFileTailSafely(staged + "/" + kPortFileName, 16));
   }
   return p;
 }

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,8 +41,14 @@ namespace trainyard::server {
 // endpoint's project (launch.project; "default" when empty): its quotas and fair share.
 jobs::JobSpec ReplicaJobSpec(const serving::ReplicaLaunch& launch);
 // Where a replica is, from its job (pure). `cluster_nodes`: replicas run on the pool's nodes
-// and are reached by the node's name (Slurm); otherwise on this machine, at 127.0.0.1.
-serving::ReplicaPlacement PlacementOfJob(const jobs::JobInfo& job, bool cluster_nodes);
+// (Slurm) and are reached at the node's address in `addresses` (by node name: Slurm's
+// NodeAddr), else by its name; otherwise on this machine, at 127.0.0.1. The port is not
+// known here (see Placement: the replica reports it).
+serving::ReplicaPlacement PlacementOfJob(const jobs::JobInfo& job, bool cluster_nodes,
+                                         const std::map<std::string, std::string>& addresses = {});
+// The port in a replica's port file (pure): its number, blanks around it allowed; 0 when it is
+// not (yet) a port.
+int ParseReplicaPort(const std::string& text);
 // How the replica ended, from its finished job (pure).
 serving::ReplicaEnd EndOfJob(const jobs::JobInfo& job);
 
@@ -50,12 +57,18 @@ serving::ReplicaEnd EndOfJob(const jobs::JobInfo& job);
 inline constexpr char kReplicaIdEnv[] = "TRAINYARD_REPLICA_ID";
 
 struct ScheduledReplicaLauncherOptions {
-  bool cluster_nodes = false;  // see PlacementOfJob
-  // Multi-user mode: replicas run as their endpoint owner's OS account, which cannot read the
-  // server's private artifact store. Each replica then gets a private copy of its model
-  // (owned by that account, 0700) in <staging_root>/<replica id>, removed when it ends.
-  // staging_root must be a directory no job account may write (the jobs' root, 0711). "":
-  // replicas read their model in place.
+  // Replicas run on cluster nodes (Slurm), the executor pins each to the node the scheduler
+  // planned, and the server reaches it at that node's address (see PlacementOfJob). A port
+  // free on the server's machine may be taken there, so each replica binds a free port on its
+  // node and writes it to <staging_root>/<replica id>/port ($TRAINYARD_REPLICA_PORT_FILE);
+  // staging_root must then be on the filesystem the nodes share.
+  bool cluster_nodes = false;
+  // Each replica's private directory <staging_root>/<replica id> (owned by its account, 0700,
+  // removed when it ends): its port file on cluster nodes, and in multi-user mode (where
+  // owner_account is set) a copy of its model: replicas run as their endpoint owner's OS
+  // account, which cannot read the server's private artifact store. staging_root must be a
+  // directory no job account may write (the jobs' root, 0711). "": neither (replicas read
+  // their model in place).
   std::string staging_root;
   // The uid and gid of an owner's OS account (multi-user mode); an error says why there is
   // none.

@@ -106,7 +106,20 @@ TEST(PlacementOfJobTest, ARunningJobIsReachedLocallyOrOnItsClusterNode) {
   EXPECT_EQ(local.host, "127.0.0.1");
   EXPECT_EQ(local.log, "/logs/attempt-2/rank-0.log");
   ReplicaPlacement cluster = PlacementOfJob(j, true);
-  EXPECT_EQ(cluster.host, "n3");
+  EXPECT_EQ(cluster.host, "n3");  // no address recorded: the node's name
+  // Slurm's NodeAddr: node names need not resolve on the server's machine.
+  ReplicaPlacement addressed = PlacementOfJob(j, true, {{"n0", "10.0.0.1"}, {"n3", "10.0.0.4"}});
+  EXPECT_EQ(addressed.host, "10.0.0.4");
+  EXPECT_EQ(addressed.port, 0);  // the replica reports it; not known from the job
+  EXPECT_EQ(PlacementOfJob(j, false, {{"n3", "10.0.0.4"}}).host, "127.0.0.1");
+}
+
+TEST(ParseReplicaPortTest, OnlyAPortNumberIsAPort) {
+  EXPECT_EQ(ParseReplicaPort("41234\n"), 41234);
+  EXPECT_EQ(ParseReplicaPort(" 80 "), 80);
+  for (const char* bad : {"", "0", "65536", "-1", "12ab", "port", "99999999999999999999"}) {
+    EXPECT_EQ(ParseReplicaPort(bad), 0) << bad;
+  }
 }
 
 TEST(PlacementOfJobTest, AFinishedJobIsAnEndedReplica) {

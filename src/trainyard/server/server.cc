@@ -207,7 +207,10 @@ Status Server::InitJobs() {
     slurm.extra_sbatch_args = config_.slurm_sbatch_args;
     if (!config_.slurm_conf.empty()) slurm.client_env["SLURM_CONF"] = config_.slurm_conf;
     TY_ASSIGN_OR_RETURN(auto nodes, executors::DiscoverSlurmNodes(slurm, clock_));
-    for (const auto& n : nodes) pool.nodes.push_back({n.name, n.gpus, n.cpus, n.memory_bytes});
+    for (const auto& n : nodes) {
+      pool.nodes.push_back({n.name, n.gpus, n.cpus, n.memory_bytes});
+      if (!n.address.empty()) pool.node_addresses[n.name] = n.address;
+    }
     pool.master_addr = "";  // the batch script takes the allocation's first node
     executor_ = executors::MakeSlurmExecutor({slurm, kSlurmPollInterval}, clock_);
   } else if (config_.executor == "local") {
@@ -393,16 +396,21 @@ Status Server::InitServing() {
   // Replicas are jobs of kind service on the training pool (scheduled_replica_launcher.h).
   ScheduledReplicaLauncherOptions placement;
   placement.cluster_nodes = config_.executor == "slurm";
-  if (multi_user_) {
-    // Replicas run as their owners, who cannot read the private artifact store: each gets a
-    // copy of its model beside the jobs' private directories (see scheduled_replica_launcher.h).
-    placement.staging_root = job_dir_root_ + "/serving-models";
+  if (multi_user_ || placement.cluster_nodes) {
+    // Replicas get private directories beside the jobs' (see scheduled_replica_launcher.h):
+    // in multi-user mode for a copy of their model (their owners cannot read the private
+    // artifact store), on Slurm for the file they report their port in (the jobs' root is on
+    // the filesystem the nodes share).
+    placement.staging_root =
+        (job_dir_root_.empty() ? data_dir + "/jobs" : job_dir_root_) + "/serving-models";
     std::error_code staging_ec;
     fs::create_directories(placement.staging_root, staging_ec);
     if (staging_ec || ::chmod(placement.staging_root.c_str(), 0711) != 0) {
       return Status::IOError("cannot prepare " + placement.staging_root + ": " +
                              (staging_ec ? staging_ec.message() : std::strerror(errno)));
     }
+  }
+  if (multi_user_) {
     placement.owner_account =
         [ids = identity_.get()](const std::string& owner) -> Result<std::pair<uid_t, gid_t>> {
       TY_ASSIGN_OR_RETURN(identity::User user, ids->GetUser(owner));

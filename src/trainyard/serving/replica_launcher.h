@@ -25,6 +25,9 @@ namespace trainyard::serving {
 
 // The variable a replica's command reads its model directory from.
 inline constexpr char kModelDirEnv[] = "TRAINYARD_MODEL_DIR";
+// Where a replica that picks its own port (ReplicaLauncher::ReplicasReportPorts) writes it:
+// the port number, once it listens, written to a temporary name and renamed to this one.
+inline constexpr char kPortFileEnv[] = "TRAINYARD_REPLICA_PORT_FILE";
 
 struct ReplicaLaunch {
   std::string id;        // unique among running replicas
@@ -38,7 +41,8 @@ struct ReplicaLaunch {
   // node) hands them a copy there instead.
   std::string model_dir;
   // Run with /bin/sh -c, in a working directory of the launcher's choosing. It listens on
-  // BindHost() and the port serving chose.
+  // BindHost() and the port serving chose, or (ReplicasReportPorts) on a free port it writes
+  // to "$TRAINYARD_REPLICA_PORT_FILE".
   std::string command;
   std::map<std::string, std::string> env;
   std::chrono::milliseconds stop_grace{std::chrono::seconds(10)};
@@ -54,6 +58,9 @@ struct ReplicaPlacement {
   State state = State::kPending;
   std::string reason;  // kPending: why it waits, in the scheduler's words
   std::string host;    // kRunning: the address that reaches it from the server
+  // kRunning, where ReplicasReportPorts: the port it wrote to its port file; 0 until it has
+  // (it is starting: loading its model).
+  int port = 0;
   std::string job_id;  // the job it runs as ("" when none)
   std::string log;     // its log file, "" until it runs
   int pid = 0;         // its process (group) where the launcher knows it; 0 otherwise
@@ -76,6 +83,11 @@ class ReplicaLauncher {
   // The address a replica's server binds: loopback where replicas run on the server's own
   // machine, every interface where they run on cluster nodes.
   virtual std::string BindHost() const = 0;
+  // Where a replica's port comes from. false: serving picks a free port on this machine and
+  // passes it (replicas run here). true: replicas run on other machines, where a port free
+  // here may be taken; each binds a free port on its node and writes it to the file
+  // $TRAINYARD_REPLICA_PORT_FILE names (the launcher sets it), and Placement reports it.
+  virtual bool ReplicasReportPorts() const { return false; }
   // Queues the replica for placement. InvalidArgument when it can never be placed (it asks for
   // more than a node has), naming the resources.
   virtual Status Launch(const ReplicaLaunch& launch) = 0;

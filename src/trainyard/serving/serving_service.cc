@@ -34,7 +34,7 @@ std::string ShellQuote(const std::string& s) {
 
 // A free TCP port on this machine (bound and released: another process could take it before
 // the replica binds it; the replica then fails to start, its job fails and serving starts
-// another). For replicas on cluster nodes it is a guess the same way.
+// another). Only for replicas on this machine: those on cluster nodes pick their own.
 Result<int> FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::IOError("cannot create a socket to find a free port");
@@ -904,15 +904,18 @@ void ServingService::Tick() {
           }
         }
         for (Replica* r : live) {
-          if (r->state != ReplicaState::kStarting || r->url.empty()) continue;
+          if (r->state != ReplicaState::kStarting) continue;
           if (now - r->started > options_.startup_timeout) {
-            pool.last_error = "replica " + r->id + " did not pass its health check within " +
-                              std::to_string(options_.startup_timeout.count() / 1000) +
-                              " s (log: " + r->log + ")";
+            pool.last_error =
+                "replica " + r->id +
+                (r->url.empty() ? " did not report its port" : " did not pass its health check") +
+                " within " + std::to_string(options_.startup_timeout.count() / 1000) +
+                " s (log: " + r->log + ")";
             spdlog::warn("serving: {}; stopping it", pool.last_error);
             StopReplicaLocked(*r);
             continue;
           }
+          if (r->url.empty()) continue;  // placed, its port not reported yet
           probes.push_back({r->id, r->url + r->health_path});
         }
       }
@@ -950,7 +953,9 @@ void ServingService::UpdatePlacements() {
   {
     MutexLock lock(mu_);
     for (const auto& [id, r] : replicas_) {
-      if (r.state == ReplicaState::kPending && r.launched) placing.push_back(id);
+      bool unplaced = r.state == ReplicaState::kPending && r.launched;
+      bool port_unknown = r.state == ReplicaState::kStarting && r.url.empty();
+      if (unplaced || port_unknown) placing.push_back(id);
     }
   }
   if (placing.empty()) return;
@@ -959,22 +964,38 @@ void ServingService::UpdatePlacements() {
   MutexLock lock(mu_);
   for (auto& [id, p] : placements) {
     auto it = replicas_.find(id);
-    if (it == replicas_.end() || it->second.state != ReplicaState::kPending) continue;
+    if (it == replicas_.end()) continue;
     Replica& r = it->second;
+    bool placed_before = r.state == ReplicaState::kStarting;
+    if (!placed_before && r.state != ReplicaState::kPending) continue;
+    if (placed_before && !r.url.empty()) continue;
     if (!p.job_id.empty()) r.job_id = p.job_id;
     if (p.state == ReplicaPlacement::State::kPending) {
       r.pending_reason = p.reason;
       continue;
     }
     if (p.state != ReplicaPlacement::State::kRunning) continue;  // the exit callback follows
-    r.state = ReplicaState::kStarting;
-    r.pending_reason.clear();
+    if (!placed_before) {
+      r.state = ReplicaState::kStarting;
+      r.pending_reason.clear();
+      r.log = p.log;
+      r.pid = p.pid;
+      // The startup timeout counts from the placement, not from the wait in the queue.
+      r.started = clock_.MonotonicNow();
+    }
+    if (p.port > 0) r.port = p.port;
+    if (r.port <= 0) {
+      // It picks its port on its node and reports it once it listens.
+      if (!placed_before) {
+        spdlog::info(
+            "serving: replica {} of endpoint {} placed (job {}) on {}, waiting for its "
+            "port",
+            id, r.endpoint, r.job_id, p.host);
+      }
+      continue;
+    }
     r.url = "http://" + (p.host.find(':') != std::string::npos ? "[" + p.host + "]" : p.host) +
             ":" + std::to_string(r.port);
-    r.log = p.log;
-    r.pid = p.pid;
-    // The startup timeout counts from the placement, not from the wait in the queue.
-    r.started = clock_.MonotonicNow();
     spdlog::info("serving: replica {} of endpoint {} placed ({}job {}), starting at {}", id,
                  r.endpoint, r.pid > 0 ? "pid " + std::to_string(r.pid) + ", " : "", r.job_id,
                  r.url);
@@ -997,8 +1018,13 @@ void ServingService::LaunchReplica(const StartAction& action) {
   };
   auto resolved = Resolve(action.entity, "served entity " + action.entity.name);
   if (!resolved.ok()) return fail(resolved.status().message());
-  auto port = FreePort();
+  // The replica's port: one free here, or (replicas on other machines) one it picks on its
+  // node and writes to $TRAINYARD_REPLICA_PORT_FILE.
+  const bool reports_port = launcher_.ReplicasReportPorts();
+  Result<int> port = 0;
+  if (!reports_port) port = FreePort();
   if (!port.ok()) return fail(port.status().message());
+  const std::string port_file = std::string("\"$") + kPortFileEnv + "\"";
   std::string host = launcher_.BindHost();
   ReplicaLaunch launch;
   launch.id = action.replica_id;
@@ -1011,18 +1037,31 @@ void ServingService::LaunchReplica(const StartAction& action) {
   std::string health;
   if (resolved->flavor == Flavor::kPyfunc) {
     health = "/ping";
-    launch.command = ShellQuote(options_.mlflow_program) + " models serve -m " + model_dir +
-                     " --host " + ShellQuote(host) + " --port " + std::to_string(*port) +
-                     " --env-manager local";
+    auto serve = [&](const std::string& port_arg) {
+      return ShellQuote(options_.mlflow_program) + " models serve -m " + model_dir + " --host " +
+             ShellQuote(host) + " --port " + port_arg + " --env-manager local";
+    };
+    if (!reports_port) {
+      launch.command = serve(std::to_string(*port));
+    } else {
+      // MLflow's scoring server cannot report a port it bound; pick a free one on the node
+      // (with the Python mlflow runs on) just before it starts.
+      launch.command =
+          "port=$(python3 -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); "
+          "print(s.getsockname()[1])') && printf '%s\\n' \"$port\" > " +
+          port_file + ".tmp && mv -f " + port_file + ".tmp " + port_file + " && exec " +
+          serve("\"$port\"");
+    }
     // The scoring server runs Python from the environment mlflow is installed in.
     std::string bin = fs::path(options_.mlflow_program).parent_path().string();
     launch.env["PATH"] = (bin.empty() ? "" : bin + ":") + "/usr/local/bin:/usr/bin:/bin";
   } else {
     health = "/health";
-    launch.command = ShellQuote(options_.serve_model_program) + " --model-dir " + model_dir +
-                     " --served-model-name " + ShellQuote(action.endpoint) + " --host " +
-                     ShellQuote(host) + " --port " + std::to_string(*port) + " --device " +
-                     ShellQuote(options_.device);
+    launch.command =
+        ShellQuote(options_.serve_model_program) + " --model-dir " + model_dir +
+        " --served-model-name " + ShellQuote(action.endpoint) + " --host " + ShellQuote(host) +
+        " --device " + ShellQuote(options_.device) +
+        (reports_port ? " --port 0 --port-file " + port_file : " --port " + std::to_string(*port));
   }
   {
     MutexLock lock(mu_);

@@ -226,8 +226,8 @@ class ServingService {
     Resolved resolved;
     ReplicaState state = ReplicaState::kPending;
     bool launched = false;  // handed to the launcher (placement is asked about from then)
-    int port = 0;           // the port it listens on (chosen before the launch)
-    std::string url;        // "" until it is placed
+    int port = 0;     // the port it listens on: chosen before the launch, or reported (0 till then)
+    std::string url;  // "" until it is placed and its port known
     std::string health_path;
     std::string job_id;
     std::string pending_reason;

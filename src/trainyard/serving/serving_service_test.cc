@@ -33,6 +33,7 @@ class FakeLauncher : public ReplicaLauncher {
   }
   void EndLeftovers() override {}
   std::string BindHost() const override { return "127.0.0.1"; }
+  bool ReplicasReportPorts() const override { return reports_ports_.load(); }
   Status Launch(const ReplicaLaunch& launch) override {
     MutexLock lock(mu_);
     launched_.push_back(launch.id);
@@ -51,6 +52,7 @@ class FakeLauncher : public ReplicaLauncher {
     p.state = ReplicaPlacement::State::kRunning;
     p.host = "127.0.0.1";
     p.pid = 1000 + static_cast<int>(launched_.size());
+    if (reports_ports_) p.port = reported_port_;
     return p;
   }
   Status Stop(const std::string& id) override {
@@ -60,6 +62,12 @@ class FakeLauncher : public ReplicaLauncher {
   }
   void Shutdown(std::chrono::milliseconds) override {}
 
+  // Replicas pick their ports (as on cluster nodes); Placement reports `port` (0: not yet).
+  void ReportPorts() { reports_ports_ = true; }
+  void SetReportedPort(int port) {
+    MutexLock lock(mu_);
+    reported_port_ = port;
+  }
   void HoldPlacement(bool hold) {
     MutexLock lock(mu_);
     hold_ = hold;
@@ -91,6 +99,8 @@ class FakeLauncher : public ReplicaLauncher {
   std::vector<std::string> launched_ TY_GUARDED_BY(mu_);
   std::vector<ReplicaLaunch> launches_ TY_GUARDED_BY(mu_);
   bool hold_ TY_GUARDED_BY(mu_) = false;
+  std::atomic<bool> reports_ports_{false};
+  int reported_port_ TY_GUARDED_BY(mu_) = 0;
   std::set<std::string> stopped_ TY_GUARDED_BY(mu_);
 };
 
@@ -257,6 +267,50 @@ TEST_F(ServingServiceTest, APendingReplicaShowsTheSchedulersReasonAndARequestTim
   ASSERT_TRUE(Eventually([&] { return State("e").replicas[0].state == "READY"; }));
   EXPECT_EQ(State("e").replicas[0].url.rfind("http://127.0.0.1:", 0), 0u);
   TY_ASSERT_OK(serving_->Acquire(kAdmin, "e").status());
+}
+
+TEST_F(ServingServiceTest, AReplicaThatPicksItsPortIsReachedOnceItReportsIt) {
+  healthy_ = true;
+  options_.cold_start_wait = std::chrono::milliseconds(200);
+  launcher_.ReportPorts();
+  fs::create_directories(dir_ / "llm");
+  std::ofstream(dir_ / "llm" / "config.json") << R"({"model_type": "gpt2"})";
+  TY_ASSERT_OK(
+      registry_->CreateModelVersion(kAdmin, {.name = "m", .source = "mlflow-artifacts:/llm"})
+          .status());
+  Start();
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 2}],
+                          "min_replicas": 1})"));
+  ASSERT_TRUE(Eventually([&] {
+    auto s = State("e");
+    return s.replicas.size() == 1 && s.replicas[0].state == "STARTING";
+  }));
+  ReplicaLaunch launch = launcher_.launches()[0];
+  EXPECT_NE(launch.command.find("--port 0 --port-file \"$TRAINYARD_REPLICA_PORT_FILE\""),
+            std::string::npos)
+      << launch.command;
+  // Placed but its port unknown: not probed (the probe would pass), not routed to.
+  EXPECT_EQ(serving_->Acquire(kAdmin, "e").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(State("e").replicas[0].url, "");
+  EXPECT_EQ(State("e").replicas[0].state, "STARTING");
+  launcher_.SetReportedPort(41234);
+  ASSERT_TRUE(Eventually([&] { return State("e").replicas[0].state == "READY"; }));
+  EXPECT_EQ(State("e").replicas[0].url, "http://127.0.0.1:41234");
+  TY_ASSERT_OK(serving_->Acquire(kAdmin, "e").status());
+}
+
+TEST_F(ServingServiceTest, APyfuncReplicaThatPicksItsPortPicksOneOnItsNode) {
+  launcher_.ReportPorts();
+  Start();
+  TY_ASSERT_OK(Create(R"({"name": "e", "served_entities": [{"model": "m", "version": 1}],
+                          "min_replicas": 1})"));
+  ASSERT_TRUE(Eventually([&] { return launcher_.launches().size() == 1; }));
+  const std::string command = launcher_.launches()[0].command;
+  EXPECT_EQ(command.rfind("port=$(python3 -c ", 0), 0u) << command;
+  EXPECT_NE(command.find("> \"$TRAINYARD_REPLICA_PORT_FILE\".tmp && mv -f"), std::string::npos)
+      << command;
+  EXPECT_NE(command.find("models serve -m \"$TRAINYARD_MODEL_DIR\""), std::string::npos);
+  EXPECT_NE(command.find(" --port \"$port\" --env-manager local"), std::string::npos) << command;
 }
 
 TEST_F(ServingServiceTest, RequestsGoToTheReplicaWithFewestInFlight) {
