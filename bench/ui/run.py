@@ -13,10 +13,15 @@ bench/ui/measure.mjs (playwright-core over CDP) time three pages in each UI, alt
           chart holds every run's series and is drawn.
   long:   one run x --long-points points of `loss`: navigation until its chart is drawn.
 
+With --pages every (ours only): each of the UI's 16 pages, in a workspace around an experiment
+of --runs runs (README.md lists what is seeded), from navigation until its main parts are on
+screen and nothing in it is still loading.
+
 README.md gives the definitions and figures; the run ends with one JSON line per figure.
 
 Usage: bench/run ui [--quick] [--runs N] [--chart-runs N] [--points N] [--long-points N]
-                    [--repeats N] [--keep] [--ours-only]
+                    [--repeats N] [--keep] [--ours-only] [--pages table,chart,long]
+       bench/run ui --pages every --ours-only [--only PAGE,...] [--data-dir DIR] [--repeats N]
 """
 from __future__ import annotations
 

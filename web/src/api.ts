@@ -227,40 +227,6 @@ export function getExperiment(id: string): Promise<{ experiment: Experiment }> {
   return call('GET', `${MLFLOW}/experiments/get`, { query: { experiment_id: id } });
 }
 
-// All runs of an experiment matching `filter` (MLflow's grammar), page by page; `progress`
-// sees the runs so far after each page (so a table can show them while the rest load), and
-// an aborted `signal` stops the paging.
-export async function searchRuns(
-  experimentId: string,
-  filter: string,
-  progress?: (soFar: Run[]) => void,
-  signal?: AbortSignal,
-  limit = 100000,
-): Promise<Run[]> {
-  const out: Run[] = [];
-  let page_token: string | undefined;
-  do {
-    const r = await call<{ runs?: Run[]; next_page_token?: string }>(
-      'POST',
-      `${MLFLOW}/runs/search`,
-      {
-        body: {
-          experiment_ids: [experimentId],
-          filter: filter || undefined,
-          max_results: 1000,
-          order_by: ['attributes.start_time DESC'],
-          page_token,
-        },
-      },
-    );
-    if (signal?.aborted) return out;
-    out.push(...(r.runs ?? []));
-    page_token = r.next_page_token || undefined;
-    if (page_token) progress?.(out.slice());
-  } while (page_token && out.length < limit);
-  return out;
-}
-
 export async function getRun(runId: string): Promise<Run> {
   const r = await call<{ run: Run }>('GET', `${MLFLOW}/runs/get`, { query: { run_id: runId } });
   return r.run;
