@@ -411,6 +411,13 @@ def test_a_reader_sees_masked_rows_and_disabled_actions(server, chromium_cdp, ui
     run_browser_check("reader", chromium_cdp, server, {**ui_data, **governed_data})
 
 
+def test_each_page_opened_by_its_address_asks_for_its_reads_at_once(server, chromium_cdp, ui_data,
+                                                                   governed_data):
+    # Every page's reads leave with the entry module, before React's chunk, and none is made
+    # twice (a prefetch that no longer matches its page's request would be).
+    run_browser_check("direct_links", chromium_cdp, server, {**ui_data, **governed_data})
+
+
 def test_my_permissions_and_request_samples_routes(server, ui_data, governed_data):
     g = governed_data
     reader = {"Authorization": f"Bearer {g['reader_token']}"}

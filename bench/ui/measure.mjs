@@ -25,7 +25,7 @@ async function until(page, fn, arg, what) {
     throw new Error(`${c.ui} ${c.page}: timed out waiting for ${what}: ${e.message}`);
   }
   const t = await handle.jsonValue();
-  return typeof t === 'number' ? t : page.evaluate(() => performance.now());
+  return typeof t === 'number' || typeof t === 'string' ? t : page.evaluate(() => performance.now());
 }
 
 // Trainyard: the token goes in sessionStorage before the app starts, as the login page does.
@@ -113,16 +113,81 @@ async function metricPage(page, runs, experiment, points) {
   return { total_ms: drawn, points_per_run: pointsPerTrace };
 }
 
+// --pages every: each page of our UI, by its route and what "ready" means there: the page's
+// main parts are on screen (`need`: selectors that must match, with a minimum count of
+// matches), nothing in it still says it is loading (a section's "Loading…", a chart without
+// its data), and any extra condition holds (`also`). An error shown on the page ends the wait.
+const q = encodeURIComponent;
+const everyPages = {
+  experiments: () => ({ url: '#/experiments', need: [['[data-testid=experiments-table] tbody tr', 4]] }),
+  runs: () => ({ url: `#/experiments/${c.table_experiment}`, need: [['[data-testid=runs-table] .vtable-row', 1]] }),
+  run: () => ({
+    url: `#/experiments/${c.table_experiment}/runs/${c.detail_run}`,
+    need: [['[data-testid=run-params] tr', 5], ['[data-testid=run-metrics] tr', 8], ['[data-testid=artifacts] .artifact-list', 1]],
+  }),
+  compare: () => ({
+    url: `#/experiments/${c.table_experiment}/compare?runs=${c.compare_runs.join(',')}`,
+    need: [['[data-testid=metric-chart] canvas', 1]],
+  }),
+  jobs: () => ({ url: '#/jobs', need: [['[data-testid=jobs-table] tbody tr', 11], ['[data-testid=cluster-table]', 1]] }),
+  job: () => ({
+    url: `#/jobs/${q(c.job)}`,
+    need: [['[data-testid=attempts-table] tbody tr', 2], ['[data-testid=checkpoints-table] tbody tr', 12]],
+    also: 'log',
+  }),
+  models: () => ({ url: '#/models', need: [['[data-testid=models-table] tbody tr', 5]] }),
+  model: () => ({ url: `#/models/${q(c.model)}`, need: [['[data-testid=model-versions] tbody tr', 5], ['form[aria-label="move alias"] button:not([disabled])', 1]] }),
+  'model-version': () => ({ url: `#/models/${q(c.model)}/versions/${c.model_version}`, need: [['[data-testid=model-version] tr', 6]] }),
+  catalogs: () => ({ url: '#/catalog', need: [['[data-testid=catalogs-table] tbody tr', 1]] }),
+  catalog: () => ({ url: `#/catalog/${q(c.catalog)}`, need: [['[data-testid=schemas-table] tbody tr', 1]] }),
+  schema: () => ({ url: `#/catalog/${q(c.catalog)}/${q(c.schema)}`, need: [['[data-testid=tables-table] tbody tr', 4]] }),
+  table: () => ({
+    url: `#/catalog/${c.uc_table.split('.').map(q).join('/')}`,
+    need: [['[data-testid=table-columns] tbody tr', 3], ['[data-testid=table-preview] tbody tr', 1],
+      ['[data-testid=table-history] tbody tr', 3], ['form[aria-label="change grants"] button:not([disabled])', 1]],
+  }),
+  lineage: () => ({ url: `#/lineage?object=${q(c.lineage_object)}`, need: [['[data-testid=lineage-node]', 3]] }),
+  endpoints: () => ({ url: '#/endpoints', need: [['[data-testid=endpoints-table] tbody tr', 1]] }),
+  endpoint: () => ({
+    url: `#/endpoints/${q(c.endpoint)}`,
+    need: [['[data-testid=endpoint-detail]', 1], ['[data-testid=served-entities] tbody tr', 2], ['[data-testid=no-requests], [data-testid=request-samples]', 1]],
+  }),
+};
+
+async function everyPage(page, name) {
+  const spec = everyPages[name]();
+  await page.goto(`${base}/${spec.url}`);
+  const ready = await until(page, ({ need, also }) => {
+    const main = document.querySelector('main');
+    if (!main) return false;
+    const error = main.querySelector('.error, [role=alert]');
+    if (error) return `error: ${error.textContent}`;
+    for (const [sel, n] of need) if (main.querySelectorAll(sel).length < n) return false;
+    if (main.querySelector('[data-testid=loading]')) return false;
+    // Every chart on screen holds its data and is drawn.
+    for (const el of main.querySelectorAll('[data-testid=metric-chart]')) {
+      if (el.dataset.exact === undefined || !el.querySelector('canvas')) return false;
+    }
+    if (also === 'log') {
+      const log = main.querySelector('[data-testid=log-text]')?.textContent ?? '';
+      if (!log || log === '(no output yet)') return false;
+    }
+    return performance.now();
+  }, spec, `page ${name} ready (${spec.need.map(([s, n]) => `${n} x ${s}`).join(', ')})`);
+  if (typeof ready === 'string') throw new Error(`${name}: the page shows ${ready}`);
+  return { total_ms: ready };
+}
+
 const browser = await chromium.connectOverCDP(c.cdp);
 const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
 await signIn(context);
 const page = await context.newPage();
 try {
-  const result = await pages[c.ui][c.page](page);
+  const result = c.page.startsWith('page:') ? await everyPage(page, c.page.slice(5)) : await pages[c.ui][c.page](page);
   for (const k of Object.keys(result)) result[k] = Math.round(result[k]);
   console.log(JSON.stringify(result));
 } catch (e) {
-  const shot = path.join(tmpdir(), `bench-ui-${c.ui}-${c.page}.png`);
+  const shot = path.join(tmpdir(), `bench-ui-${c.ui}-${c.page.replace(':', '-')}.png`);
   await page.screenshot({ path: shot, fullPage: true }).catch(() => {});
   console.error(`${e.message}\n(screenshot: ${shot})`);
   process.exitCode = 1;

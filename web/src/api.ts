@@ -48,11 +48,44 @@ function queryString(query?: Query): string {
   return s ? `?${s}` : '';
 }
 
+// Reads started by the entry module (prefetch.ts) before the page that needs them has loaded,
+// by request (method, URL, body). The page's own call() for the same request takes the answer
+// once instead of asking again; a prefetch no page took costs one request. Only reads are
+// prefetched; a navigation drops what was not taken (dropPrefetchedCalls), so an answer is
+// never older than the page that opened with it.
+const early = new Map<string, Promise<unknown>>();
+
+function requestKey(method: string, url: string, body: unknown): string {
+  return `${method} ${url} ${body === undefined ? '' : JSON.stringify(body)}`;
+}
+
+export function prefetchCall(kind: 'json' | 'text', method: 'GET' | 'POST', path: string, query?: Query, body?: unknown): void {
+  const key = `${kind} ${requestKey(method, path + queryString(query), body)}`;
+  if (early.has(key)) return;
+  const p = kind === 'json' ? call(method, path, { query, body }) : callText(path, query ?? {});
+  p.catch(() => {}); // the page that takes it sees the error; none is left unhandled
+  early.set(key, p);
+}
+
+export function dropPrefetchedCalls(): void {
+  early.clear();
+}
+
+function takeEarly<T>(key: string): Promise<T> | undefined {
+  const p = early.get(key);
+  if (p) early.delete(key);
+  return p as Promise<T> | undefined;
+}
+
 export async function call<T>(
   method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
   path: string,
   options: { query?: Query; body?: unknown; token?: string; signal?: AbortSignal } = {},
 ): Promise<T> {
+  if ((method === 'GET' || method === 'POST') && options.token === undefined && early.size) {
+    const taken = takeEarly<T>(`json ${requestKey(method, path + queryString(options.query), options.body)}`);
+    if (taken) return taken;
+  }
   const token = options.token ?? getToken();
   const headers: Record<string, string> = { Accept: 'application/json' };
   if (token) headers.Authorization = `Bearer ${token}`;
@@ -92,6 +125,10 @@ export async function callText(
   path: string,
   query: Query,
 ): Promise<{ text: string; headers: Headers }> {
+  if (early.size) {
+    const taken = takeEarly<{ text: string; headers: Headers }>(`text ${requestKey('GET', path + queryString(query), undefined)}`);
+    if (taken) return taken;
+  }
   const token = getToken();
   const response = await fetch(path + queryString(query), {
     headers: token ? { Authorization: `Bearer ${token}` } : {},
@@ -188,40 +225,6 @@ export async function searchExperiments(): Promise<Experiment[]> {
 
 export function getExperiment(id: string): Promise<{ experiment: Experiment }> {
   return call('GET', `${MLFLOW}/experiments/get`, { query: { experiment_id: id } });
-}
-
-// All runs of an experiment matching `filter` (MLflow's grammar), page by page; `progress`
-// sees the runs so far after each page (so a table can show them while the rest load), and
-// an aborted `signal` stops the paging.
-export async function searchRuns(
-  experimentId: string,
-  filter: string,
-  progress?: (soFar: Run[]) => void,
-  signal?: AbortSignal,
-  limit = 100000,
-): Promise<Run[]> {
-  const out: Run[] = [];
-  let page_token: string | undefined;
-  do {
-    const r = await call<{ runs?: Run[]; next_page_token?: string }>(
-      'POST',
-      `${MLFLOW}/runs/search`,
-      {
-        body: {
-          experiment_ids: [experimentId],
-          filter: filter || undefined,
-          max_results: 1000,
-          order_by: ['attributes.start_time DESC'],
-          page_token,
-        },
-      },
-    );
-    if (signal?.aborted) return out;
-    out.push(...(r.runs ?? []));
-    page_token = r.next_page_token || undefined;
-    if (page_token) progress?.(out.slice());
-  } while (page_token && out.length < limit);
-  return out;
 }
 
 export async function getRun(runId: string): Promise<Run> {

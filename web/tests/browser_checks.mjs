@@ -366,6 +366,61 @@ const scenarios = {
     check(urls.some((u) => u.includes('/logs/stream')), 'the log came over /logs/stream');
     check(!urls.some((u) => /\/logs\?/.test(u)), `no polling of /logs: ${urls.filter((u) => u.includes('/logs')).join(' ')}`);
   },
+
+  // Each page opened by its address (a fresh tab, the token already in sessionStorage): the
+  // entry module asks for the page's reads before the page's code has loaded (prefetch.ts),
+  // and the page takes those answers rather than asking again.
+  async direct_links(page) {
+    const enc = encodeURIComponent;
+    const [catalog, schema, table] = config.table.split('.');
+    const pages = [
+      ['#/experiments', 'experiments-table', 'Experiments', ['/experiments/search']],
+      [`#/experiments/${config.chart_experiment_id}/runs/${config.curve_run_ids[0]}`, 'run-detail', 'RunDetail',
+        [`/runs/get?run_id=${config.curve_run_ids[0]}`, `/artifacts/list?run_id=${config.curve_run_ids[0]}`]],
+      [`#/experiments/${config.chart_experiment_id}/compare?runs=${config.curve_run_ids.join(',')}`, 'compare', 'Compare',
+        config.curve_run_ids.map((id) => `/runs/get?run_id=${id}`)],
+      ['#/jobs', 'jobs-table', 'Jobs', ['/jobs?max_results=1000', '/cluster']],
+      [`#/jobs/${config.job_id}`, 'job-detail', 'Jobs', [`/jobs/${config.job_id}`, `/jobs/${config.job_id}/checkpoints`]],
+      ['#/models', 'models-table', 'Models', ['/registered-models/search?']],
+      [`#/models/${enc(config.model_name)}`, 'model-versions', 'Models',
+        ['/registered-models/get?', '/model-versions/search?', '/registered-models/my-permissions?']],
+      [`#/models/${enc(config.model_name)}/versions/1`, 'model-version', 'Models', ['/model-versions/get?']],
+      ['#/catalog', 'catalogs-table', 'Catalog', ['/unity-catalog/catalogs?']],
+      [`#/catalog/${catalog}`, 'schemas-table', 'Catalog', ['/unity-catalog/schemas?']],
+      [`#/catalog/${catalog}/${schema}`, 'tables-table', 'Catalog', ['/unity-catalog/tables?', '/unity-catalog/volumes?', '/unity-catalog/models?']],
+      [`#/catalog/${catalog}/${schema}/${table}`, 'table-grants', 'Catalog',
+        [`/unity-catalog/tables/${config.table}`, `/v1/tables/${config.table}/history`, `/v1/tables/${config.table}/rows?`,
+          `/permissions/table/${config.table}`, `/permissions/catalog/${catalog}`]],
+      [`#/lineage?object=${enc(`run:${config.writer_run}`)}`, 'lineage-graph', 'Lineage', ['/lineage?']],
+      ['#/endpoints', 'endpoints-table', 'Endpoints', ['/v1/endpoints']],
+      [`#/endpoints/${config.endpoint}`, 'no-requests', 'Endpoints', [`/endpoints/${config.endpoint}`, `/endpoints/${config.endpoint}/requests?`]],
+    ];
+    for (const [route, testId, chunk, reads] of pages) {
+      const context = await page.context().browser().newContext({ viewport: { width: 1280, height: 900 } });
+      await context.addInitScript((token) => sessionStorage.setItem('trainyard.token', token), config.token);
+      const tab = await context.newPage();
+      const requests = [];
+      tab.on('request', (r) => requests.push(`${r.method()} ${r.url().replace(base, '')}`));
+      try {
+        await tab.goto(`${base}/${route}`);
+        await tab.getByTestId(testId).first().waitFor({ timeout: TIMEOUT });
+        const api = requests.filter((r) => r.includes(' /api/'));
+        const twice = api.filter((r, i) => api.indexOf(r) !== i);
+        check(twice.length === 0, `${route}: asked twice: ${twice.join(', ')} (of ${api.join(', ')})`);
+        // The entry module asks for the page's reads, then for the page's chunk; a read the
+        // page made itself would come after its chunk (and React) had loaded.
+        const code = requests.findIndex((r) => new RegExp(`/assets/${chunk}-[^/]*\\.js$`).test(r));
+        check(code > 0, `${route}: the page's chunk ${chunk} was not loaded: ${requests.join(', ')}`);
+        for (const read of reads) {
+          const at = requests.findIndex((r) => r.includes(' /api/') && r.includes(read));
+          check(at >= 0, `${route}: no request for ${read}: ${api.join(', ')}`);
+          check(at < code, `${route}: ${read} was asked for after the page's chunk, not by the entry module: ${requests.join(', ')}`);
+        }
+      } finally {
+        await context.close();
+      }
+    }
+  },
 };
 
 async function main() {
