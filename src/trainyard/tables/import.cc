@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -833,6 +834,8 @@ CsvScan ScanCsvRecord(std::string_view buf, size_t pos, bool eof, char delim, si
   using ScanKind = CsvScan::Kind;
   const size_t n = buf.size();
   const CsvScan need_more{ScanKind::kNeedMore, 0};
+  // (A kBad's `end` may lie past the byte CsvReader fails on: the chunk it ends only needs to
+  // hold that byte.)
   while (pos < n && (buf[pos] == '\n' || buf[pos] == '\r')) ++pos;
   if (pos == n) return eof ? CsvScan{ScanKind::kBlankEnd, n} : need_more;
   size_t record_bytes = 0;
@@ -843,13 +846,16 @@ CsvScan ScanCsvRecord(std::string_view buf, size_t pos, bool eof, char delim, si
     if (pos < n && buf[pos] == '"') {
       ++pos;
       for (;;) {
+        const void* quote = std::memchr(buf.data() + pos, '"', n - pos);
+        size_t at = quote ? static_cast<size_t>(static_cast<const char*>(quote) - buf.data()) : n;
+        text += at - pos;
+        if (text > max_field) return CsvScan{ScanKind::kBad, at};
+        pos = at;
         if (pos == n) return eof ? CsvScan{ScanKind::kBad, n} : need_more;  // never closed
-        char c = buf[pos++];
-        if (c == '"') {
-          if (pos == n && !eof) return need_more;
-          if (pos == n || buf[pos] != '"') break;
-          ++pos;
-        }
+        ++pos;
+        if (pos == n && !eof) return need_more;
+        if (pos == n || buf[pos] != '"') break;
+        ++pos;  // "" is a quote in the text
         if (++text > max_field) return CsvScan{ScanKind::kBad, pos};
       }
       if (pos < n) {
@@ -868,6 +874,10 @@ CsvScan ScanCsvRecord(std::string_view buf, size_t pos, bool eof, char delim, si
       }
     } else {
       for (;;) {
+        size_t start = pos;
+        while (pos < n && buf[pos] != delim && buf[pos] != '\n' && buf[pos] != '\r') ++pos;
+        text += pos - start;
+        if (text > max_field) return CsvScan{ScanKind::kBad, pos};
         if (pos == n) {
           if (!eof) return need_more;
           break;
@@ -875,14 +885,14 @@ CsvScan ScanCsvRecord(std::string_view buf, size_t pos, bool eof, char delim, si
         char c = buf[pos++];
         if (c == '\r') {
           if (pos == n && !eof) return need_more;
-          if (pos < n && buf[pos] == '\n') c = buf[pos++];
+          if (pos == n || buf[pos] != '\n') {
+            if (++text > max_field) return CsvScan{ScanKind::kBad, pos};
+            continue;  // a lone CR is text
+          }
+          c = buf[pos++];
         }
-        if (c == delim) {
-          more_fields = true;
-          break;
-        }
-        if (c == '\n') break;
-        if (++text > max_field) return CsvScan{ScanKind::kBad, pos};
+        more_fields = c == delim;
+        break;
       }
     }
     record_bytes += text + 1;
