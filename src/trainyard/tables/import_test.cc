@@ -359,6 +359,8 @@ TEST(ImportTest, ChunksGiveTheSameRowsAndErrorsAsNext) {
       "{\"i\": 1}\n\n{\"i\": 2\n",                   // malformed, in the sample
       rows + "{\"i\": \"\xff\"}\n",                  // invalid UTF-8
       rows + "{\"s\": \"" + std::string(100, 'y') + "\"}\n" + rows,  // a line over the limit
+      // ...after a bad record of its batch, whose error comes first
+      rows + "{\"i\": \"bad\"}\n" + "{\"s\": \"" + std::string(100, 'y') + "\"}\n",
       "",
   };
   for (size_t k = 0; k < inputs.size(); ++k) {
