@@ -488,3 +488,83 @@ def test_spark_engine_checks_output_grants_before_staging_or_starting_spark(serv
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode != 0 and "the Spark program was started" in r.stderr, r.stderr
 
+
+
+REGEX_SPEC = """\
+name: regex-parity
+source: {files: [rows.jsonl]}
+steps:
+  - filter: {drop_regex: "^[[:alpha:]]+ [[:digit:]]+$"}
+  - filter: {drop_regex: "^.{6}$"}
+  - filter: {drop_regex: "(?|ref (\\\\d+)|id-(\\\\d+)) again \\\\1"}
+  - filter: {drop_regex: "order\\\\K #\\\\d+"}
+  - filter: {drop_regex: "^(a+)+$"}
+  - redact_pii: {patterns: {code: "[[:upper:]]{3}-\\\\d{3}"}}
+outputs:
+  rows: {path: out/rows}
+  dropped: {path: out/dropped}
+"""
+
+REGEX_ROWS = [
+    "order 42",             # POSIX classes: PCRE2 matches; Java reads [[:alpha:]] as [:alph]
+    "résumé",               # 6 characters, 8 bytes: byte-wise PCRE2 does not match .{6}
+    "ref 7 again 7",        # branch reset (?|...): PCRE2 only (Java rejects the pattern)
+    "id-9 again 9",
+    "your order #12",       # \K: PCRE2 only
+    "a" * 28,               # ^(a+)+$ matches (dropped)...
+    "a" * 40 + "b",         # ...or backtracks catastrophically: PCRE2's limits, regex_limit
+    "see ABC-123 and DEF-456 today",  # redacted by a POSIX-class pattern
+    "nothing to see here 1",
+]
+
+
+def test_spark_engine_matches_regular_expressions_with_pcre2_as_native(spark, tmp_path):
+    """Filters' drop_regex/keep_regex and redaction's patterns are PCRE2 on both engines (the
+    Spark engine calls Debian's libpcre2-8 from a pandas UDF with the native engine's options
+    and limits), so patterns whose Java (rlike) or Python (re) meaning differs, or that only
+    PCRE2 accepts, keep, drop and redact the same rows."""
+    from pyspark.sql import functions as F
+
+    specs = []
+    for engine in ("native", "spark"):
+        d = tmp_path / engine
+        d.mkdir()
+        (d / "rows.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in REGEX_ROWS),
+                                      encoding="utf-8")
+        (d / "prep.yaml").write_text(REGEX_SPEC)
+        specs.append(d / "prep.yaml")
+    native = run_native(specs[0])
+    spark_report = prep_spark.run_pipeline(spark, str(specs[1]))
+    for name in ("rows", "dropped"):
+        assert table(tmp_path / "native" / "out" / name) == \
+            table(tmp_path / "spark" / "out" / name), name
+    for s_native, s_spark in zip(native["steps"], spark_report["steps"], strict=True):
+        for key in ("step", "rows_in", "rows_out", "dropped", "rows_changed", "changed"):
+            assert s_native.get(key) == s_spark.get(key), (s_native["step"], key)
+
+    # And they are PCRE2's answers (not only equal).
+    text_of = {alg.doc_id("rows.jsonl", str(i)): t for i, t in enumerate(REGEX_ROWS)}
+    dropped = {text_of[r["doc_id"]]: (r["step"], r["reason"])
+               for r in table(tmp_path / "spark" / "out" / "dropped")}
+    assert dropped == {
+        "order 42": ("0_filter", "drop_regex"),
+        "ref 7 again 7": ("2_filter", "drop_regex"),
+        "id-9 again 9": ("2_filter", "drop_regex"),
+        "your order #12": ("3_filter", "drop_regex"),
+        "a" * 28: ("4_filter", "drop_regex"),
+        "a" * 40 + "b": ("4_filter", "regex_limit"),
+    }
+    kept = [r["text"] for r in table(tmp_path / "spark" / "out" / "rows")]
+    assert sorted(kept) == sorted(["résumé", "see [CODE] and [CODE] today",
+                                   "nothing to see here 1"])
+    assert spark_report["steps"][5]["changed"] == {"code": 2}
+
+    # Java's regex (what the Spark engine used before) answers otherwise, or not at all.
+    df = spark.createDataFrame([(t,) for t in ("order 42", "résumé")], ["t"])
+    java = [r[0] for r in df.select(F.col("t").rlike("^[[:alpha:]]+ [[:digit:]]+$")).collect()]
+    assert java == [False, False]
+    java = [r[0] for r in df.select(F.col("t").rlike("^.{6}$")).collect()]
+    assert java == [False, True]
+    for pattern in (r"(?|ref (\d+)|id-(\d+)) again \1", r"order\K #\d+"):
+        with pytest.raises(Exception, match="(?i)regex|pattern|escape|syntax"):
+            df.select(F.col("t").rlike(pattern)).collect()

@@ -47,31 +47,21 @@ class FileSource : public BatchSource {
 
   Status Open() {
     TY_RETURN_IF_ERROR(OpenFile(0));
-    schema_ = chunks_ ? chunks_->schema() : importer_->schema();
+    schema_ = chunks_->schema();
     return Status::Ok();
   }
 
   std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
 
   Result<std::optional<SourceBatch>> Next() override {
-    while (importer_ || chunks_) {
-      if (chunks_) {
-        TY_ASSIGN_OR_RETURN(auto chunk, chunks_->NextChunk());
-        if (chunk) {
-          SourceBatch out{nullptr,        names_[file_],    ordinal_,
-                          chunk->records, std::move(chunk), chunks_};
-          ordinal_ += out.num_rows;
-          return std::optional<SourceBatch>(std::move(out));
-        }
-      } else {
-        TY_ASSIGN_OR_RETURN(auto batch, importer_->Next());
-        if (batch) {
-          SourceBatch out{batch, names_[file_], ordinal_, batch->num_rows(), std::nullopt, nullptr};
-          ordinal_ += batch->num_rows();
-          return std::optional<SourceBatch>(std::move(out));
-        }
+    while (chunks_) {
+      TY_ASSIGN_OR_RETURN(auto chunk, chunks_->NextChunk());
+      if (chunk) {
+        SourceBatch out{nullptr,        names_[file_],    ordinal_,
+                        chunk->records, std::move(chunk), chunks_};
+        ordinal_ += out.num_rows;
+        return std::optional<SourceBatch>(std::move(out));
       }
-      importer_.reset();
       chunks_.reset();
       if (file_ + 1 < paths_.size()) TY_RETURN_IF_ERROR(OpenFile(file_ + 1));
     }
@@ -93,20 +83,13 @@ class FileSource : public BatchSource {
     options.source_name = names_[i];
     options.batch_rows = batch_rows_;
     options.expected_schema = schema_;  // null for the first file of the first pass
-    importer_.reset();
     chunks_.reset();
-    // JSON lines in chunks that the engine's workers parse; CSV and Parquet batch by batch.
-    Status opened;
-    if (options.format == tables::ImportFormat::kJsonl) {
-      auto c = tables::OpenJsonlChunks(paths_[i], options);
-      opened = c.status();
-      if (c.ok()) chunks_ = std::move(*c);
-    } else {
-      auto r = tables::OpenImportFile(paths_[i], options);
-      opened = r.status();
-      if (r.ok()) importer_ = std::move(*r);
+    // Chunks of records that the engine's workers parse (JSON lines, CSV) or decode (Parquet).
+    auto opened = tables::OpenImportChunks(paths_[i], options);
+    if (!opened.ok()) {
+      return Status(opened.status().code(), names_[i] + ": " + opened.status().message());
     }
-    if (!opened.ok()) return Status(opened.code(), names_[i] + ": " + opened.message());
+    chunks_ = std::move(*opened);
     file_ = i;
     ordinal_ = 0;
     return Status::Ok();
@@ -116,8 +99,7 @@ class FileSource : public BatchSource {
   std::vector<std::string> names_;
   int64_t batch_rows_;
   std::shared_ptr<arrow::Schema> schema_;
-  std::unique_ptr<tables::RecordImporter> importer_;
-  // JSON lines: shared with the chunks not parsed yet (they may outlive it here).
+  // Shared with the chunks not parsed yet (they may outlive it here).
   std::shared_ptr<tables::ChunkedImporter> chunks_;
   size_t file_ = 0;
   int64_t ordinal_ = 0;

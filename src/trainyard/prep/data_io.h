@@ -1,6 +1,7 @@
 // Where a pipeline's rows come from and go to (the engine, pipeline.h, drives them):
 //  - BatchSource: local files (.jsonl/.csv/.parquet through tables/import.h; one schema, the
-//    first file's; JSON lines come as chunks of lines that the engine's workers parse) or a
+//    first file's; they come as chunks of records that the engine's workers parse, or for
+//    Parquet decode: tables/import_chunks.h) or a
 //    catalog table read through the server's tables API
 //    (GET /api/trainyard/v1/tables/{name}/rows?format=arrow) at ONE version resolved when it is
 //    opened. Rewind() starts the same read again (the engine's second pass).
@@ -35,8 +36,8 @@ struct SourceBatch {
   std::string doc_source;
   int64_t first_ordinal = 0;
   int64_t num_rows = 0;  // known before parsing
-  // JSON lines not parsed yet (parsing is most of reading them): Parse(), on a worker, turns
-  // them into `rows` and releases the text.
+  // Records of a file not parsed yet (parsing is most of reading them): Parse(), on a worker,
+  // turns them into `rows` and releases the chunk.
   std::optional<tables::RecordChunk> chunk;
   std::shared_ptr<const tables::ChunkedImporter> parser;
   Status Parse();

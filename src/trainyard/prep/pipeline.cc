@@ -736,10 +736,11 @@ class Engine {
     base_of_front_ = 0;
     int64_t next_base = 0;
     Status failed;
+    Status read_failed;  // the source's own error comes after its batches in flight
     while (true) {
       auto next = source_->Next();
       if (!next.ok()) {
-        failed = next.status();
+        read_failed = next.status();
         break;
       }
       if (!*next) break;
@@ -757,12 +758,18 @@ class Engine {
         if (!failed.ok()) break;
       }
     }
-    // Always join what is running (their lambdas reference this frame).
+    // Always join what is running (their lambdas reference this frame); after a failure,
+    // consume nothing more.
     while (!inflight.empty()) {
-      Status s = drain_one();
-      if (failed.ok()) failed = s;
+      if (failed.ok()) {
+        failed = drain_one();
+      } else {
+        inflight.front().wait();
+        inflight.pop_front();
+        batches.pop_front();
+      }
     }
-    return failed;
+    return failed.ok() ? read_failed : failed;
   }
 
   Status PassOne() {

@@ -9,10 +9,10 @@
 // rows that remain and writes them, and the dropped rows' (doc_id, step, reason, duplicate_of:
 // the kept row a duplicate stands for), in batches.
 // Batches go through `threads` workers; results are consumed in source order, so the outputs
-// are the same for any number of threads. For JSON lines sources the workers also parse: the
-// driving thread only cuts the file into chunks of lines (tables/import_chunks.h). The first write
-// of each output overwrites it, so a rerun after a kill leaves the same outputs and never
-// duplicates rows.
+// are the same for any number of threads. For file sources the workers also parse (JSON lines,
+// CSV) or decode (Parquet): the driving thread only cuts the file into chunks of records
+// (tables/import_chunks.h). The first write of each output overwrites it, so a rerun after a
+// kill leaves the same outputs and never duplicates rows.
 //
 // Every output row starts with `doc_id` (doc_id.h): the source's `id_column` or the row's
 // ordinal, with the file name or "table@version" as the source.

@@ -1,6 +1,8 @@
 #include "trainyard/prep/pipeline.h"
 
+#include <arrow/io/file.h>
 #include <gtest/gtest.h>
+#include <parquet/arrow/writer.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,11 +10,13 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "trainyard/blob/blob_store.h"
 #include "trainyard/common/clock.h"
 #include "trainyard/model/tokenizer.h"
 #include "trainyard/prep/doc_id.h"
+#include "trainyard/tables/import.h"
 #include "trainyard/tables/table.h"
 #include "trainyard/testing/status_matchers.h"
 
@@ -221,6 +225,104 @@ TEST_F(PipelineTest, RerunGivesIdenticalOutputsWithoutDuplicates) {
   EXPECT_EQ(train.rows.size() + val.rows.size() + dropped.rows.size(), 40u);
 }
 
+// Tickets() as CSV: every text quoted (commas, doubled quotes), a note column with a line
+// break inside its quotes on some rows, CRLF line ends and a blank line.
+std::string TicketsCsv() {
+  std::string out = "id,customer,text,note\r\n";
+  std::istringstream lines(Tickets());
+  std::string line;
+  for (int i = 0; std::getline(lines, line); ++i) {
+    auto value = [&](const std::string& key) {
+      size_t at = line.find("\"" + key + "\": ") + key.size() + 4;
+      if (line[at] != '"') return line.substr(at, line.find(',', at) - at);
+      return line.substr(at + 1, line.find('"', at + 1) - at - 1);
+    };
+    std::string text = value("text");
+    std::string quoted;
+    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    out += value("id") + "," + value("customer") + ",\"" + quoted + "\"," +
+           (i % 5 == 0 ? "\"first line\r\nsecond, \"\"line\"\"\"" : "plain") + "\r\n";
+    if (i == 20) out += "\r\n";
+  }
+  return out;
+}
+
+TEST_F(PipelineTest, CsvAndParquetSourcesGiveTheSameOutputsOnAnyThreadsAndBatches) {
+  Write("tickets.jsonl", Tickets());
+  Write("tickets.csv", TicketsCsv());
+  {
+    // The same rows as Parquet, in row groups of 6 rows.
+    std::string csv = TicketsCsv();
+    tables::ImportOptions o;
+    o.format = tables::ImportFormat::kCsv;
+    TY_ASSERT_OK_AND_ASSIGN(auto imp, tables::OpenImportBuffer(csv, o));
+    std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+    for (;;) {
+      TY_ASSERT_OK_AND_ASSIGN(auto b, imp->Next());
+      if (!b) break;
+      batches.push_back(b);
+    }
+    auto table = arrow::Table::FromRecordBatches(imp->schema(), batches).ValueOrDie();
+    auto file = arrow::io::FileOutputStream::Open((dir_ / "tickets.parquet").string()).ValueOrDie();
+    ASSERT_TRUE(parquet::arrow::WriteTable(*table, arrow::default_memory_pool(), file, 6).ok());
+    ASSERT_TRUE(file->Close().ok());
+  }
+  // Outputs in a directory per file (the CSV and Parquet rows have a column more).
+  auto spec_for = [](const std::string& file) {
+    std::string spec = kSteps;
+    spec.replace(spec.find("tickets.jsonl"), 13, file);
+    return spec + "  - split: {ratios: {train: 0.5, val: 0.5}, seed: 3}\n" +
+           "outputs: {train: {path: " + file + ".out/train}, val: {path: " + file +
+           ".out/val}, dropped: {path: " + file + ".out/d}}\n";
+  };
+  // The texts kept and the reasons rows were dropped for (doc ids name the file: not these).
+  auto texts = [&](const std::string& file) {
+    std::multiset<std::string> out;
+    for (const char* name : {"/train", "/val"}) {
+      for (const auto& t : Read(file + ".out" + name).Column("text")) out.insert(t);
+    }
+    return out;
+  };
+  auto reasons = [&](const std::string& file) {
+    std::multiset<std::string> out;
+    for (const auto& r : Read(file + ".out/d").Column("reason")) out.insert(r);
+    return out;
+  };
+  TY_ASSERT_OK(Run(spec_for("tickets.jsonl"), 2, 7).status());
+  for (const std::string file : {"tickets.csv", "tickets.parquet"}) {
+    SCOPED_TRACE(file);
+    TY_ASSERT_OK(Run(spec_for(file), 1, 5).status());
+    const std::string out = file + ".out/";
+    Rows train = ReadSorted(out + "train"), val = ReadSorted(out + "val"),
+         dropped = ReadSorted(out + "d");
+    EXPECT_EQ(train.rows.size() + val.rows.size() + dropped.rows.size(), 40u);
+    EXPECT_EQ(texts(file), texts("tickets.jsonl"));
+    EXPECT_EQ(reasons(file), reasons("tickets.jsonl"));
+    // Other threads and batches: the same rows, doc ids included.
+    for (auto [threads, batch] : {std::pair{3, 4}, std::pair{2, 11}}) {
+      TY_ASSERT_OK(Run(spec_for(file), threads, batch).status());
+      EXPECT_EQ(ReadSorted(out + "train").rows, train.rows);
+      EXPECT_EQ(ReadSorted(out + "val").rows, val.rows);
+      EXPECT_EQ(ReadSorted(out + "d").rows, dropped.rows);
+    }
+  }
+  // A bad record late in a CSV file (before ticket 35): the error names its line, as a serial
+  // read's.
+  std::string csv = TicketsCsv();
+  size_t at = csv.find("\n35,") + 1;
+  size_t line = 1 + static_cast<size_t>(std::count(csv.begin(), csv.begin() + at, '\n'));
+  csv.insert(at, "99,short\r\n");
+  Write("tickets.csv", csv);
+  for (auto [threads, batch] : {std::pair{1, 100}, std::pair{3, 4}}) {
+    auto report = Run(spec_for("tickets.csv"), threads, batch);
+    ASSERT_FALSE(report.ok());
+    EXPECT_NE(report.status().message().find("tickets.csv line " + std::to_string(line) +
+                                             ": expected 4 fields (as the header has), got 2"),
+              std::string::npos)
+        << report.status().ToString();
+  }
+}
+
 TEST_F(PipelineTest, NearDuplicatesAreDroppedAboveTheThresholdOnly) {
   std::string base =
       "the delivery of my order was late by three days and the box arrived damaged with the "
@@ -276,6 +378,28 @@ TEST_F(PipelineTest, ABadRowIsAnErrorNamingTheFileAndLine) {
                                            "num.jsonl is int64, not text"),
             std::string::npos)
       << report.status().ToString();
+}
+
+TEST_F(PipelineTest, AnEarlierBadRowIsReportedBeforeALaterUnreadableLine) {
+  // Line 1001 (past the inference sample) has a type error, parsed on a worker; line 1011 is
+  // longer than a line may be, which the reading thread finds while line 1001's batch is still
+  // in flight. The error is line 1001's, as a serial read's would be.
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += "{\"text\": \"fine row\"}\n";
+  text += "{\"text\": 42}\n";
+  for (int i = 0; i < 9; ++i) text += "{\"text\": \"fine again\"}\n";
+  text += "{\"text\": \"" + std::string((size_t{16} << 20) + 1, 'x') + "\"}\n";
+  Write("late.jsonl", text);
+  for (auto [threads, batch] : {std::pair{3, 5}, std::pair{1, 7}, std::pair{2, 100}}) {
+    auto report =
+        Run("name: b\nsource: {files: [late.jsonl]}\nsteps:\n  - filter: {min_chars: 1}\n"
+            "outputs: {rows: {path: out}}\n",
+            threads, batch);
+    ASSERT_FALSE(report.ok());
+    EXPECT_NE(report.status().message().find("late.jsonl line 1001: field 'text'"),
+              std::string::npos)
+        << report.status().ToString();
+  }
 }
 
 TEST_F(PipelineTest, DuplicateIdsAreAnErrorNamingTheIdAndBothRows) {

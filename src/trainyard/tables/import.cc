@@ -8,12 +8,15 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <charconv>
+#include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <unordered_map>
 #include <vector>
 
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/strings.h"
 #include "trainyard/tables/arrow_util.h"
 #include "trainyard/tables/import_chunks.h"
@@ -608,23 +611,23 @@ class BatchBuilder {
 class BlockReader {
  public:
   explicit BlockReader(std::unique_ptr<std::istream> in) : in_(std::move(in)) {}
+  // Reads `text`, which must outlive the reader.
+  explicit BlockReader(std::string_view text) : data_(text) {}
 
-  // The next byte, or -1 at the end.
-  int Get() {
-    if (pos_ == buf_.size() && !Fill()) return -1;
-    return static_cast<unsigned char>(buf_[pos_++]);
+  // The next byte, or -1 at the end. (Inlined: CSV parsing calls them for every byte.)
+  [[gnu::always_inline]] int Get() {
+    if (pos_ == data_.size() && !Fill()) return -1;
+    return static_cast<unsigned char>(data_[pos_++]);
   }
-  int Peek() {
-    if (pos_ == buf_.size() && !Fill()) return -1;
-    return static_cast<unsigned char>(buf_[pos_]);
+  [[gnu::always_inline]] int Peek() {
+    if (pos_ == data_.size() && !Fill()) return -1;
+    return static_cast<unsigned char>(data_[pos_]);
   }
-  bool failed() const { return in_->bad(); }
+  bool failed() const { return in_ != nullptr && in_->bad(); }
 
   // Skips a UTF-8 byte order mark at the very start.
   void SkipBom() {
-    if (Peek() == 0xEF && buf_.size() - pos_ >= 3 && buf_.compare(pos_, 3, "\xEF\xBB\xBF") == 0) {
-      pos_ += 3;
-    }
+    if (Peek() == 0xEF && data_.substr(pos_, 3) == "\xEF\xBB\xBF") pos_ += 3;
   }
 
   // The next line without its "\n" / "\r\n" into `line`; false at the end. Lines longer than
@@ -633,18 +636,18 @@ class BlockReader {
     line->clear();
     bool any = false;
     for (;;) {
-      if (pos_ == buf_.size() && !Fill()) break;
+      if (pos_ == data_.size() && !Fill()) break;
       any = true;
-      size_t nl = buf_.find('\n', pos_);
-      size_t end = nl == std::string::npos ? buf_.size() : nl;
+      size_t nl = data_.find('\n', pos_);
+      size_t end = nl == std::string_view::npos ? data_.size() : nl;
       if (line->size() + (end - pos_) > max + 1) {
         return Status::InvalidArgument("line " + std::to_string(line_no) +
                                        " is longer than the limit of " + std::to_string(max) +
                                        " bytes");
       }
-      line->append(buf_, pos_, end - pos_);
+      line->append(data_.substr(pos_, end - pos_));
       pos_ = end;
-      if (nl != std::string::npos) {
+      if (nl != std::string_view::npos) {
         ++pos_;
         break;
       }
@@ -658,19 +661,52 @@ class BlockReader {
     return any;
   }
 
+  // From now on, remembers the bytes consumed, until EndCapture() returns them.
+  void StartCapture() {
+    capture_.assign(data_.substr(pos_));
+    capturing_ = true;
+  }
+  std::string EndCapture() {
+    capturing_ = false;
+    capture_.resize(capture_.size() - (data_.size() - pos_));  // not consumed yet
+    return std::move(capture_);
+  }
+
+  // Appends the bytes not consumed yet, or else up to `n` more from the stream, to `out`,
+  // consuming them; false at the end.
+  bool ReadMore(std::string* out, size_t n) {
+    if (pos_ < data_.size()) {
+      out->append(data_.substr(pos_));
+      pos_ = data_.size();
+      return true;
+    }
+    if (in_ == nullptr) return false;
+    size_t old = out->size();
+    out->resize(old + n);
+    in_->read(out->data() + old, static_cast<std::streamsize>(n));
+    out->resize(old + static_cast<size_t>(in_->gcount()));
+    return out->size() > old;
+  }
+
  private:
-  bool Fill() {
+  [[gnu::noinline]] bool Fill() {
+    if (in_ == nullptr) return false;
     buf_.resize(kBlock);
     in_->read(buf_.data(), kBlock);
     buf_.resize(static_cast<size_t>(in_->gcount()));
+    data_ = buf_;
     pos_ = 0;
+    if (capturing_) capture_.append(buf_);
     return !buf_.empty();
   }
 
   static constexpr size_t kBlock = 1 << 16;
-  std::unique_ptr<std::istream> in_;
+  std::unique_ptr<std::istream> in_;  // null when reading a string
   std::string buf_;
+  std::string_view data_;  // buf_, or the string read
   size_t pos_ = 0;
+  bool capturing_ = false;
+  std::string capture_;
 };
 
 class CsvReader {
@@ -679,8 +715,18 @@ class CsvReader {
       : in_(std::move(in)), delim_(delimiter), max_record_(max_record), max_field_(max_field) {
     in_.SkipBom();
   }
+  // Reads the records of `text` (which must outlive it), a part of a file that starts at a
+  // record's start, on line `first_line` (no byte order mark is skipped: it would be data).
+  CsvReader(std::string_view text, int64_t first_line, char delimiter, size_t max_record,
+            size_t max_field)
+      : in_(text),
+        delim_(delimiter),
+        max_record_(max_record),
+        max_field_(max_field),
+        line_(first_line) {}
 
   int64_t line() const { return line_; }
+  BlockReader& block() { return in_; }
 
   // The next record; false at the end. Blank lines between records are skipped. `start_line`
   // is the line the record starts on (a quoted field may span lines).
@@ -767,6 +813,93 @@ class CsvReader {
   const size_t max_record_, max_field_;
   int64_t line_ = 1;
 };
+
+// Where the record starting at `pos` of `buf` ends, found as CsvReader::Next() reads it (the
+// same blank lines skipped, quotes, line ends and limits) but without copying its fields: the
+// cheap pass that cuts a CSV file into chunks at record boundaries, so that CsvReader can parse
+// the chunks on any thread. `eof`: nothing follows `buf`.
+struct CsvScan {
+  enum class Kind {
+    kRecord,    // a record ends at `end` (after its line end, or at the end of the input)
+    kBlankEnd,  // only blank lines are left
+    kNeedMore,  // the record runs past `buf` (or CsvReader would look at the byte after it)
+    kBad,       // CsvReader fails on this record, having read no further than `end`
+  };
+  Kind kind;
+  size_t end = 0;
+};
+
+CsvScan ScanCsvRecord(std::string_view buf, size_t pos, bool eof, char delim, size_t max_record,
+                      size_t max_field) {
+  using ScanKind = CsvScan::Kind;
+  const size_t n = buf.size();
+  const CsvScan need_more{ScanKind::kNeedMore, 0};
+  // (A kBad's `end` may lie past the byte CsvReader fails on: the chunk it ends only needs to
+  // hold that byte.)
+  while (pos < n && (buf[pos] == '\n' || buf[pos] == '\r')) ++pos;
+  if (pos == n) return eof ? CsvScan{ScanKind::kBlankEnd, n} : need_more;
+  size_t record_bytes = 0;
+  for (;;) {
+    size_t text = 0;  // the field's bytes as CsvReader keeps them
+    bool more_fields = false;
+    if (pos == n && !eof) return need_more;
+    if (pos < n && buf[pos] == '"') {
+      ++pos;
+      for (;;) {
+        const void* quote = std::memchr(buf.data() + pos, '"', n - pos);
+        size_t at = quote ? static_cast<size_t>(static_cast<const char*>(quote) - buf.data()) : n;
+        text += at - pos;
+        if (text > max_field) return CsvScan{ScanKind::kBad, at};
+        pos = at;
+        if (pos == n) return eof ? CsvScan{ScanKind::kBad, n} : need_more;  // never closed
+        ++pos;
+        if (pos == n && !eof) return need_more;
+        if (pos == n || buf[pos] != '"') break;
+        ++pos;  // "" is a quote in the text
+        if (++text > max_field) return CsvScan{ScanKind::kBad, pos};
+      }
+      if (pos < n) {
+        char c = buf[pos++];
+        if (c == '\r') {
+          if (pos == n && !eof) return need_more;
+          if (pos < n && buf[pos] == '\n') c = buf[pos++];
+        }
+        if (c == delim) {
+          more_fields = true;
+        } else if (c != '\n') {
+          return CsvScan{ScanKind::kBad, pos};  // characters after the closing quote
+        }
+      } else if (!eof) {
+        return need_more;
+      }
+    } else {
+      for (;;) {
+        size_t start = pos;
+        while (pos < n && buf[pos] != delim && buf[pos] != '\n' && buf[pos] != '\r') ++pos;
+        text += pos - start;
+        if (text > max_field) return CsvScan{ScanKind::kBad, pos};
+        if (pos == n) {
+          if (!eof) return need_more;
+          break;
+        }
+        char c = buf[pos++];
+        if (c == '\r') {
+          if (pos == n && !eof) return need_more;
+          if (pos == n || buf[pos] != '\n') {
+            if (++text > max_field) return CsvScan{ScanKind::kBad, pos};
+            continue;  // a lone CR is text
+          }
+          c = buf[pos++];
+        }
+        more_fields = c == delim;
+        break;
+      }
+    }
+    record_bytes += text + 1;
+    if (record_bytes > max_record) return CsvScan{ScanKind::kBad, pos};
+    if (!more_fields) return CsvScan{ScanKind::kRecord, pos};
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // The importers.
@@ -919,6 +1052,7 @@ class JsonlImporter : public TextImporter, public ChunkedImporter {
   std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
 
   Result<std::optional<RecordChunk>> NextChunk() override {
+    if (!read_error_.ok()) return read_error_;
     if (!chunking_) {
       // The inference sample's lines come first, parsed again like the rest.
       chunking_ = true;
@@ -937,9 +1071,15 @@ class JsonlImporter : public TextImporter, public ChunkedImporter {
     chunk.text.assign(unsent_, 0, taken);
     unsent_.erase(0, taken);
     while (chunk.records < options_.batch_rows) {
-      // A line over the limit fails the chunk it would end, as Next() fails its batch.
       Result<bool> more = in_.Line(&line_, options_.max_record_bytes, next_chunk_line_);
-      if (!more.ok()) return Fail(more.status());
+      if (!more.ok()) {
+        // A line over the limit fails the batch it would be in, but Next() fails that batch on
+        // an earlier bad record first: the records before the line go out as a chunk of their
+        // own, and the error comes with the next call.
+        if (chunk.records == 0) return Fail(more.status());
+        read_error_ = Fail(more.status());
+        break;
+      }
       if (!*more) break;
       ++next_chunk_line_;
       if (!IsBlank(line_)) ++chunk.records;
@@ -1057,9 +1197,10 @@ class JsonlImporter : public TextImporter, public ChunkedImporter {
   bool chunking_ = false;
   std::string unsent_;
   int64_t next_chunk_line_ = 1;
+  Status read_error_;  // for the call after the chunk it ended
 };
 
-class CsvImporter : public TextImporter {
+class CsvImporter : public TextImporter, public ChunkedImporter {
  public:
   CsvImporter(std::unique_ptr<std::istream> in, ImportOptions options)
       : TextImporter(std::move(options)),
@@ -1085,6 +1226,9 @@ class CsvImporter : public TextImporter {
       }
       names.push_back(n);
     }
+    // The records after the header, kept for chunks (which parse the sample again).
+    next_chunk_line_ = in_.line();
+    in_.block().StartCapture();
     std::vector<CsvColumnStats> stats(names.size());
     while (static_cast<int64_t>(sample_.size()) < options_.infer_rows) {
       TY_ASSIGN_OR_RETURN(bool got, ReadRecord());
@@ -1094,11 +1238,84 @@ class CsvImporter : public TextImporter {
       }
       sample_.emplace_back(record_line_, std::move(record_));
     }
+    sample_text_ = in_.block().EndCapture();
     std::vector<std::pair<std::string, std::shared_ptr<arrow::DataType>>> fields;
     for (size_t i = 0; i < names.size(); ++i) fields.emplace_back(names[i], stats[i].Type());
     TY_ASSIGN_OR_RETURN(schema_, SchemaWithNewColumns(options_, fields));
     TY_RETURN_IF_ERROR(InitBuilders());
     return MapColumns(names, line);
+  }
+
+  std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
+
+  Result<std::optional<RecordChunk>> NextChunk() override {
+    if (!chunking_) {
+      chunking_ = true;
+      unsent_ = std::move(sample_text_);
+      ReleaseSample();
+    }
+    RecordChunk chunk;
+    chunk.first_line = next_chunk_line_;
+    size_t taken = 0;
+    while (!cut_done_ && chunk.records < options_.batch_rows) {
+      CsvScan scan = ScanCsvRecord(unsent_, taken, at_end_, options_.csv_delimiter,
+                                   options_.max_record_bytes, options_.max_field_bytes);
+      if (scan.kind == CsvScan::Kind::kNeedMore) {
+        // Reading at least as much again as is buffered keeps rescanning a long record linear.
+        if (!in_.block().ReadMore(&unsent_, std::max(kReadBytes, unsent_.size() - taken))) {
+          if (in_.block().failed()) {
+            return Fail(Status::IOError(
+                "reading failed at line " +
+                std::to_string(next_chunk_line_ +
+                               std::count(unsent_.begin(), unsent_.begin() + taken, '\n'))));
+          }
+          at_end_ = true;
+        }
+        continue;
+      }
+      if (scan.kind == CsvScan::Kind::kBlankEnd) {
+        taken = unsent_.size();
+        cut_done_ = true;
+        break;
+      }
+      ++chunk.records;
+      if (scan.kind == CsvScan::Kind::kBad) {
+        // The chunk ends with the record CsvReader fails on (its parse gives the error); the
+        // byte after the point of failure goes too, in case CsvReader looks at it.
+        taken = std::min(unsent_.size(), scan.end + 1);
+        cut_done_ = true;
+        break;
+      }
+      taken = scan.end;
+    }
+    chunk.text.assign(unsent_, 0, taken);
+    unsent_.erase(0, taken);
+    next_chunk_line_ += std::count(chunk.text.begin(), chunk.text.end(), '\n');
+    if (chunk.records == 0) return std::optional<RecordChunk>();
+    rows_read_ += chunk.records;
+    return std::optional<RecordChunk>(std::move(chunk));
+  }
+
+  Result<std::shared_ptr<arrow::RecordBatch>> ParseChunk(const RecordChunk& chunk) const override {
+    TY_ASSIGN_OR_RETURN(BatchBuilder builder, BatchBuilder::Make(schema_));
+    CsvReader reader(chunk.text, chunk.first_line, options_.csv_delimiter,
+                     options_.max_record_bytes, options_.max_field_bytes);
+    std::vector<CsvField> record;
+    int64_t line = 0;
+    for (;;) {
+      Result<bool> more = reader.Next(&record, &line);
+      if (!more.ok()) return Fail(more.status());
+      if (!*more) break;
+      TY_RETURN_IF_ERROR(CheckRecord(record, line));
+      TY_RETURN_IF_ERROR(AppendRecord(record, line, builder));
+      builder.AddRow();
+    }
+    if (builder.rows() != chunk.records) {
+      return Status::Internal(options_.source_name + " line " + std::to_string(chunk.first_line) +
+                              ": a chunk of " + std::to_string(chunk.records) +
+                              " CSV records parsed into " + std::to_string(builder.rows()));
+    }
+    return builder.Finish();
   }
 
  protected:
@@ -1114,20 +1331,17 @@ class CsvImporter : public TextImporter {
       if (!got) return false;
       line = record_line_;
     }
-    for (int i = 0; i < schema_->num_fields(); ++i) {
-      int src = column_source_[static_cast<size_t>(i)];
-      static const CsvField kMissing;
-      const CsvField& f = src < 0 ? kMissing : record_[static_cast<size_t>(src)];
-      Status s = AppendCsv(f, *schema_->field(i), builder_->column(i));
-      if (!s.ok()) return Fail(line, s);
-    }
+    TY_RETURN_IF_ERROR(AppendRecord(record_, line, *builder_));
     return true;
   }
 
  private:
+  static constexpr size_t kReadBytes = size_t{1} << 20;
+
   void ReleaseSample() {
     sample_.clear();
     sample_.shrink_to_fit();
+    sample_text_ = {};
     next_sample_ = 0;
   }
 
@@ -1135,21 +1349,38 @@ class CsvImporter : public TextImporter {
     Result<bool> more = in_.Next(&record_, &record_line_);
     if (!more.ok()) return Fail(more.status());
     if (!*more) return false;
-    if (record_.size() != header_.size()) {
-      return Fail(record_line_,
-                  Status::InvalidArgument("expected " + std::to_string(header_.size()) +
-                                          " fields (as the header has), got " +
-                                          std::to_string(record_.size())));
+    TY_RETURN_IF_ERROR(CheckRecord(record_, record_line_));
+    return true;
+  }
+
+  // The field count and UTF-8 of a record read from line `line`.
+  Status CheckRecord(const std::vector<CsvField>& record, int64_t line) const {
+    if (record.size() != header_.size()) {
+      return Fail(line, Status::InvalidArgument("expected " + std::to_string(header_.size()) +
+                                                " fields (as the header has), got " +
+                                                std::to_string(record.size())));
     }
-    for (size_t i = 0; i < record_.size(); ++i) {
-      size_t bad = InvalidUtf8At(record_[i].text);
+    for (size_t i = 0; i < record.size(); ++i) {
+      size_t bad = InvalidUtf8At(record[i].text);
       if (bad != std::string::npos) {
-        return Fail(record_line_,
+        return Fail(line,
                     Status::InvalidArgument("field '" + header_[i].text +
                                             "': invalid UTF-8 at byte " + std::to_string(bad + 1)));
       }
     }
-    return true;
+    return Status::Ok();
+  }
+
+  Status AppendRecord(const std::vector<CsvField>& record, int64_t line,
+                      BatchBuilder& builder) const {
+    for (int i = 0; i < schema_->num_fields(); ++i) {
+      int src = column_source_[static_cast<size_t>(i)];
+      static const CsvField kMissing;
+      const CsvField& f = src < 0 ? kMissing : record[static_cast<size_t>(src)];
+      Status s = AppendCsv(f, *schema_->field(i), builder.column(i));
+      if (!s.ok()) return Fail(line, s);
+    }
+    return Status::Ok();
   }
 
   // Which header column fills each schema column; unknown header columns are an error.
@@ -1174,85 +1405,285 @@ class CsvImporter : public TextImporter {
   std::vector<std::pair<int64_t, std::vector<CsvField>>> sample_;
   size_t next_sample_ = 0;
   std::vector<int> column_source_;
+  // Chunks: the sample's bytes as read, then the bytes not yet in a chunk; the line the next
+  // chunk starts on; whether the source is read to its end; whether the last chunk is cut.
+  std::string sample_text_;
+  bool chunking_ = false;
+  std::string unsent_;
+  int64_t next_chunk_line_ = 1;
+  bool at_end_ = false;
+  bool cut_done_ = false;
 };
 
-class ParquetImporter : public RecordImporter {
+// Parquet batches as the import's schema: the file's columns in the schema's order, null
+// columns for the schema's columns the file lacks, and the check of required columns.
+class ParquetPlan {
  public:
-  explicit ParquetImporter(ImportOptions options) : options_(std::move(options)) {}
-
-  Status Init(std::shared_ptr<arrow::io::RandomAccessFile> file) {
-    const std::string& src = options_.source_name;
-    TY_ASSIGN_OR_RETURN(reader_,
-                        FromArrow(parquet::arrow::OpenFile(file, arrow::default_memory_pool()),
-                                  src + " is not a readable Parquet file"));
-    reader_->set_batch_size(options_.batch_rows);
-    TY_ASSIGN_OR_RETURN(batches_, FromArrow(reader_->GetRecordBatchReader(), src));
-    std::shared_ptr<arrow::Schema> file_schema = batches_->schema();
+  static Result<ParquetPlan> Make(const arrow::Schema& file_schema, const ImportOptions& options) {
+    ParquetPlan plan;
+    const std::string& src = options.source_name;
+    plan.source_name_ = src;
     std::vector<std::pair<std::string, std::shared_ptr<arrow::DataType>>> fields;
-    for (const auto& f : file_schema->fields()) fields.emplace_back(f->name(), f->type());
-    TY_ASSIGN_OR_RETURN(schema_, SchemaWithNewColumns(options_, fields));
-    for (const auto& f : schema_->fields()) {
-      int i = file_schema->GetFieldIndex(f->name());
-      source_.push_back(i);
+    for (const auto& f : file_schema.fields()) fields.emplace_back(f->name(), f->type());
+    TY_ASSIGN_OR_RETURN(plan.schema_, SchemaWithNewColumns(options, fields));
+    for (const auto& f : plan.schema_->fields()) {
+      int i = file_schema.GetFieldIndex(f->name());
+      plan.source_.push_back(i);
       if (i < 0 && !f->nullable()) {
         return Status::InvalidArgument(src + ": missing required field '" + f->name() + "'");
       }
-      if (i >= 0 && !file_schema->field(i)->type()->Equals(*f->type())) {
+      if (i >= 0 && !file_schema.field(i)->type()->Equals(*f->type())) {
         return Status::InvalidArgument(
             src + ": field '" + f->name() + "': expected " + f->type()->ToString() + ", got " +
-            file_schema->field(i)->type()->ToString() + " (the file's column type)");
+            file_schema.field(i)->type()->ToString() + " (the file's column type)");
       }
     }
-    for (const auto& f : file_schema->fields()) {
-      if (schema_->GetFieldIndex(f->name()) < 0) {
+    for (const auto& f : file_schema.fields()) {
+      if (plan.schema_->GetFieldIndex(f->name()) < 0) {
         return Status::InvalidArgument(src + ": unknown field '" + f->name() +
                                        "': the table has no such column (allow new columns to "
                                        "add it)");
       }
     }
-    return Status::Ok();
+    return plan;
   }
 
-  std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
-  int64_t rows_read() const override { return rows_read_; }
+  const std::shared_ptr<arrow::Schema>& schema() const { return schema_; }
 
-  Result<std::shared_ptr<arrow::RecordBatch>> Next() override {
-    std::shared_ptr<arrow::RecordBatch> in;
-    do {
-      TY_RETURN_IF_ERROR(FromArrow(batches_->ReadNext(&in), options_.source_name));
-    } while (in && in->num_rows() == 0);
-    if (!in) return in;
+  Result<std::shared_ptr<arrow::RecordBatch>> Adapt(const arrow::RecordBatch& in) const {
     arrow::ArrayVector columns;
     for (size_t i = 0; i < source_.size(); ++i) {
       if (source_[i] >= 0) {
-        columns.push_back(in->column(source_[i]));
+        columns.push_back(in.column(source_[i]));
       } else {
         TY_ASSIGN_OR_RETURN(
             std::shared_ptr<arrow::Array> nulls,
             FromArrow(
-                arrow::MakeArrayOfNull(schema_->field(static_cast<int>(i))->type(), in->num_rows()),
-                options_.source_name));
+                arrow::MakeArrayOfNull(schema_->field(static_cast<int>(i))->type(), in.num_rows()),
+                source_name_));
         columns.push_back(std::move(nulls));
       }
     }
-    rows_read_ += in->num_rows();
     for (size_t i = 0; i < columns.size(); ++i) {
       if (!schema_->field(static_cast<int>(i))->nullable() && columns[i]->null_count() > 0) {
-        return Status::InvalidArgument(options_.source_name + ": field '" +
+        return Status::InvalidArgument(source_name_ + ": field '" +
                                        schema_->field(static_cast<int>(i))->name() +
                                        "' is required but has nulls");
       }
     }
-    return arrow::RecordBatch::Make(schema_, in->num_rows(), std::move(columns));
+    return arrow::RecordBatch::Make(schema_, in.num_rows(), std::move(columns));
+  }
+
+ private:
+  std::string source_name_;
+  std::shared_ptr<arrow::Schema> schema_;
+  std::vector<int> source_;  // the file's column for each of schema_'s, or -1
+};
+
+// A Parquet file's reader with the import's options (one per thread that decodes).
+Result<std::unique_ptr<parquet::arrow::FileReader>> OpenParquetReader(
+    std::shared_ptr<arrow::io::RandomAccessFile> file,
+    std::shared_ptr<parquet::FileMetaData> metadata, const ImportOptions& options) {
+  std::unique_ptr<parquet::ParquetFileReader> raw;
+  try {
+    raw = parquet::ParquetFileReader::Open(std::move(file), parquet::default_reader_properties(),
+                                           std::move(metadata));
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(options.source_name +
+                                   " is not a readable Parquet file: " + e.what());
+  }
+  parquet::ArrowReaderProperties properties = parquet::default_arrow_reader_properties();
+  properties.set_batch_size(options.batch_rows);
+  return FromArrow(
+      parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(raw), properties),
+      options.source_name + " is not a readable Parquet file");
+}
+
+// Reads row group by row group, in batches of up to batch_rows rows within each (a chunk's
+// batches, ParquetChunks below, are cut the same way).
+class ParquetImporter : public RecordImporter {
+ public:
+  explicit ParquetImporter(ImportOptions options) : options_(std::move(options)) {}
+
+  Status Init(std::shared_ptr<arrow::io::RandomAccessFile> file) {
+    TY_ASSIGN_OR_RETURN(reader_, OpenParquetReader(std::move(file), nullptr, options_));
+    std::shared_ptr<arrow::Schema> file_schema;
+    TY_RETURN_IF_ERROR(FromArrow(reader_->GetSchema(&file_schema), options_.source_name));
+    TY_ASSIGN_OR_RETURN(plan_, ParquetPlan::Make(*file_schema, options_));
+    return Status::Ok();
+  }
+
+  std::shared_ptr<arrow::Schema> schema() const override { return plan_.schema(); }
+  int64_t rows_read() const override { return rows_read_; }
+
+  Result<std::shared_ptr<arrow::RecordBatch>> Next() override {
+    std::shared_ptr<arrow::RecordBatch> in;
+    while (!in) {
+      if (!batches_) {
+        if (next_row_group_ == reader_->num_row_groups()) return in;
+        TY_ASSIGN_OR_RETURN(batches_, FromArrow(reader_->GetRecordBatchReader({next_row_group_}),
+                                                options_.source_name));
+        ++next_row_group_;
+      }
+      TY_RETURN_IF_ERROR(FromArrow(batches_->ReadNext(&in), options_.source_name));
+      if (!in) batches_.reset();
+      if (in && in->num_rows() == 0) in.reset();
+    }
+    rows_read_ += in->num_rows();
+    return plan_.Adapt(*in);
   }
 
  private:
   ImportOptions options_;
   std::unique_ptr<parquet::arrow::FileReader> reader_;
   std::unique_ptr<arrow::RecordBatchReader> batches_;
-  std::shared_ptr<arrow::Schema> schema_;
-  std::vector<int> source_;
+  int next_row_group_ = 0;
+  ParquetPlan plan_;
   int64_t rows_read_ = 0;
+};
+
+// Parquet in chunks: NextChunk only counts rows in the footer (a chunk is a row group's
+// `slice`-th batch of batch_rows rows); ParseChunk decodes. Each row group is decoded by its
+// own reader, front to back, whichever thread asks first: a thread that asks for a later
+// batch of a row group decodes the earlier ones on the way and leaves them for their chunks.
+// So row groups decode in parallel, and a row group's batches are those ParquetImporter reads.
+class ParquetChunks : public ChunkedImporter {
+ public:
+  explicit ParquetChunks(ImportOptions options) : options_(std::move(options)) {}
+
+  Status Init(std::shared_ptr<arrow::io::RandomAccessFile> file) {
+    file_ = std::move(file);
+    TY_ASSIGN_OR_RETURN(auto reader, OpenParquetReader(file_, nullptr, options_));
+    metadata_ = reader->parquet_reader()->metadata();
+    std::shared_ptr<arrow::Schema> file_schema;
+    TY_RETURN_IF_ERROR(FromArrow(reader->GetSchema(&file_schema), options_.source_name));
+    TY_ASSIGN_OR_RETURN(plan_, ParquetPlan::Make(*file_schema, options_));
+    return Status::Ok();
+  }
+
+  std::shared_ptr<arrow::Schema> schema() const override { return plan_.schema(); }
+
+  Result<std::optional<RecordChunk>> NextChunk() override {
+    while (row_group_ < metadata_->num_row_groups()) {
+      int64_t rows = metadata_->RowGroup(row_group_)->num_rows();
+      int64_t at = slice_ * options_.batch_rows;
+      if (at < rows) {
+        RecordChunk chunk;
+        chunk.row_group = row_group_;
+        chunk.slice = slice_++;
+        chunk.records = std::min(options_.batch_rows, rows - at);
+        return std::optional<RecordChunk>(std::move(chunk));
+      }
+      ++row_group_;
+      slice_ = 0;
+    }
+    return std::optional<RecordChunk>();
+  }
+
+  Result<std::shared_ptr<arrow::RecordBatch>> ParseChunk(const RecordChunk& chunk) const override {
+    if (chunk.row_group < 0 || chunk.row_group >= metadata_->num_row_groups()) {
+      return Status::InvalidArgument("not a chunk of " + options_.source_name);
+    }
+    std::shared_ptr<RowGroupStream> stream;
+    {
+      MutexLock lock(mu_);
+      std::shared_ptr<RowGroupStream>& s = streams_[chunk.row_group];
+      if (!s) s = std::make_shared<RowGroupStream>();
+      stream = s;
+    }
+    bool finished = false;
+    Result<std::shared_ptr<arrow::RecordBatch>> raw = Take(*stream, chunk, &finished);
+    if (finished) {
+      MutexLock lock(mu_);
+      streams_.erase(chunk.row_group);
+    }
+    if (!raw.ok()) return raw.status();
+    return plan_.Adapt(**raw);
+  }
+
+ private:
+  // One row group's decoding, shared by the chunks of that row group.
+  struct RowGroupStream {
+    Mutex mu;
+    std::unique_ptr<parquet::arrow::FileReader> reader TY_GUARDED_BY(mu);
+    std::unique_ptr<arrow::RecordBatchReader> batches TY_GUARDED_BY(mu);
+    std::shared_ptr<arrow::RecordBatch> carry TY_GUARDED_BY(mu);  // read, not yet in a batch
+    int64_t decoded TY_GUARDED_BY(mu) = 0;                        // batches decoded so far
+    int64_t taken TY_GUARDED_BY(mu) = 0;                          // ...and handed out
+    Status failed TY_GUARDED_BY(mu);
+    std::map<int64_t, Result<std::shared_ptr<arrow::RecordBatch>>> ready TY_GUARDED_BY(mu);
+  };
+
+  Result<std::shared_ptr<arrow::RecordBatch>> Take(RowGroupStream& s, const RecordChunk& chunk,
+                                                   bool* finished) const {
+    MutexLock lock(s.mu);
+    while (s.decoded <= chunk.slice) {
+      s.ready.emplace(s.decoded, DecodeNext(s, chunk.row_group));
+      ++s.decoded;
+    }
+    auto it = s.ready.find(chunk.slice);
+    if (it == s.ready.end()) {
+      return Status::Internal(options_.source_name + ": a chunk of row group " +
+                              std::to_string(chunk.row_group) + " was parsed twice");
+    }
+    Result<std::shared_ptr<arrow::RecordBatch>> out = std::move(it->second);
+    s.ready.erase(it);
+    int64_t rows = metadata_->RowGroup(chunk.row_group)->num_rows();
+    *finished = ++s.taken * options_.batch_rows >= rows;
+    return out;
+  }
+
+  // The row group's next batch of batch_rows rows (fewer for its last).
+  Result<std::shared_ptr<arrow::RecordBatch>> DecodeNext(RowGroupStream& s, int row_group) const
+      TY_REQUIRES(s.mu) {
+    if (!s.failed.ok()) return s.failed;
+    Result<std::shared_ptr<arrow::RecordBatch>> out = ReadRows(s, row_group);
+    if (!out.ok()) s.failed = out.status();
+    return out;
+  }
+
+  Result<std::shared_ptr<arrow::RecordBatch>> ReadRows(RowGroupStream& s, int row_group) const
+      TY_REQUIRES(s.mu) {
+    if (!s.batches) {
+      TY_ASSIGN_OR_RETURN(s.reader, OpenParquetReader(file_, metadata_, options_));
+      TY_ASSIGN_OR_RETURN(
+          s.batches, FromArrow(s.reader->GetRecordBatchReader({row_group}), options_.source_name));
+    }
+    int64_t rows = metadata_->RowGroup(row_group)->num_rows();
+    int64_t want = std::min(options_.batch_rows, rows - s.decoded * options_.batch_rows);
+    // Arrow's reader gives batch_rows rows at a time within a row group; it may cut them
+    // smaller (a column's chunk boundary), so pieces are put together to the expected size.
+    arrow::RecordBatchVector pieces;
+    int64_t have = 0;
+    while (have < want) {
+      std::shared_ptr<arrow::RecordBatch> piece = std::move(s.carry);
+      if (!piece) {
+        TY_RETURN_IF_ERROR(FromArrow(s.batches->ReadNext(&piece), options_.source_name));
+        if (!piece) {
+          return Status::InvalidArgument(options_.source_name + ": row group " +
+                                         std::to_string(row_group) + " holds fewer rows than " +
+                                         "its footer says");
+        }
+      }
+      if (have + piece->num_rows() > want) {
+        s.carry = piece->Slice(want - have);
+        piece = piece->Slice(0, want - have);
+      }
+      have += piece->num_rows();
+      if (piece->num_rows() > 0) pieces.push_back(std::move(piece));
+    }
+    if (pieces.size() == 1) return pieces.front();
+    return FromArrow(arrow::ConcatenateRecordBatches(pieces), options_.source_name);
+  }
+
+  ImportOptions options_;
+  std::shared_ptr<arrow::io::RandomAccessFile> file_;  // ReadAt is thread-safe
+  std::shared_ptr<parquet::FileMetaData> metadata_;
+  ParquetPlan plan_;
+  int row_group_ = 0;  // NextChunk's place
+  int64_t slice_ = 0;
+  mutable Mutex mu_;
+  mutable std::map<int, std::shared_ptr<RowGroupStream>> streams_ TY_GUARDED_BY(mu_);
 };
 
 Result<std::unique_ptr<RecordImporter>> OpenText(std::unique_ptr<std::istream> in,
@@ -1267,33 +1698,66 @@ Result<std::unique_ptr<RecordImporter>> OpenText(std::unique_ptr<std::istream> i
   return std::unique_ptr<RecordImporter>(std::move(imp));
 }
 
-Result<std::unique_ptr<ChunkedImporter>> OpenChunks(std::unique_ptr<std::istream> in,
-                                                    ImportOptions options) {
-  options.format = ImportFormat::kJsonl;
-  auto imp = std::make_unique<JsonlImporter>(std::move(in), std::move(options));
+Result<std::unique_ptr<ChunkedImporter>> OpenTextChunks(std::unique_ptr<std::istream> in,
+                                                        ImportOptions options) {
+  if (options.format == ImportFormat::kJsonl) {
+    auto imp = std::make_unique<JsonlImporter>(std::move(in), std::move(options));
+    TY_RETURN_IF_ERROR(imp->Init());
+    return std::unique_ptr<ChunkedImporter>(std::move(imp));
+  }
+  auto imp = std::make_unique<CsvImporter>(std::move(in), std::move(options));
   TY_RETURN_IF_ERROR(imp->Init());
+  return std::unique_ptr<ChunkedImporter>(std::move(imp));
+}
+
+Result<std::unique_ptr<ChunkedImporter>> OpenParquetChunks(
+    std::shared_ptr<arrow::io::RandomAccessFile> file, ImportOptions options) {
+  auto imp = std::make_unique<ParquetChunks>(std::move(options));
+  TY_RETURN_IF_ERROR(imp->Init(std::move(file)));
   return std::unique_ptr<ChunkedImporter>(std::move(imp));
 }
 
 }  // namespace
 
-Result<std::unique_ptr<ChunkedImporter>> OpenJsonlChunks(const std::string& path,
-                                                         ImportOptions options) {
+Result<std::unique_ptr<ChunkedImporter>> OpenImportChunks(const std::string& path,
+                                                          ImportOptions options) {
   TY_RETURN_IF_ERROR(ValidateOptions(options));
   if (options.source_name.empty()) {
     size_t slash = path.rfind('/');
     options.source_name = slash == std::string::npos ? path : path.substr(slash + 1);
   }
+  if (options.format == ImportFormat::kParquet) {
+    TY_ASSIGN_OR_RETURN(std::shared_ptr<arrow::io::ReadableFile> file,
+                        FromArrow(arrow::io::ReadableFile::Open(path), "cannot open " + path));
+    return OpenParquetChunks(std::move(file), std::move(options));
+  }
   auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
   if (!*in) return Status::NotFound("cannot open " + path);
-  return OpenChunks(std::move(in), std::move(options));
+  return OpenTextChunks(std::move(in), std::move(options));
+}
+
+Result<std::unique_ptr<ChunkedImporter>> OpenImportChunksBuffer(std::string data,
+                                                                ImportOptions options) {
+  TY_RETURN_IF_ERROR(ValidateOptions(options));
+  if (options.source_name.empty()) options.source_name = "input";
+  if (options.format == ImportFormat::kParquet) {
+    return OpenParquetChunks(
+        std::make_shared<arrow::io::BufferReader>(arrow::Buffer::FromString(std::move(data))),
+        std::move(options));
+  }
+  return OpenTextChunks(std::make_unique<std::istringstream>(std::move(data)), std::move(options));
+}
+
+Result<std::unique_ptr<ChunkedImporter>> OpenJsonlChunks(const std::string& path,
+                                                         ImportOptions options) {
+  options.format = ImportFormat::kJsonl;
+  return OpenImportChunks(path, std::move(options));
 }
 
 Result<std::unique_ptr<ChunkedImporter>> OpenJsonlChunksBuffer(std::string data,
                                                                ImportOptions options) {
-  TY_RETURN_IF_ERROR(ValidateOptions(options));
-  if (options.source_name.empty()) options.source_name = "input";
-  return OpenChunks(std::make_unique<std::istringstream>(std::move(data)), std::move(options));
+  options.format = ImportFormat::kJsonl;
+  return OpenImportChunksBuffer(std::move(data), std::move(options));
 }
 
 std::optional<int64_t> ParseIsoTimestampMicros(std::string_view s) {

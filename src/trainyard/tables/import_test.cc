@@ -2,9 +2,13 @@
 // offending line, limits, and bounded batches.
 #include "trainyard/tables/import.h"
 
+#include <arrow/io/memory.h>
 #include <gtest/gtest.h>
+#include <parquet/arrow/writer.h>
 
+#include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "trainyard/tables/export.h"
@@ -29,7 +33,8 @@ ImportOptions Csv(std::string name = "data.csv") {
 }
 
 // All batches of an import, concatenated into one table; or the first error.
-Result<std::shared_ptr<arrow::Table>> ReadAll(std::string data, ImportOptions options) {
+Result<std::shared_ptr<arrow::Table>> ReadAll(std::string data, ImportOptions options,
+                                              std::vector<int64_t>* sizes = nullptr) {
   TY_ASSIGN_OR_RETURN(std::unique_ptr<RecordImporter> imp,
                       OpenImportBuffer(std::move(data), std::move(options)));
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
@@ -37,6 +42,7 @@ Result<std::shared_ptr<arrow::Table>> ReadAll(std::string data, ImportOptions op
     TY_ASSIGN_OR_RETURN(std::shared_ptr<arrow::RecordBatch> b, imp->Next());
     if (!b) break;
     if (!b->schema()->Equals(*imp->schema())) return Status::Internal("batch schema differs");
+    if (sizes) sizes->push_back(b->num_rows());
     batches.push_back(std::move(b));
   }
   auto table = arrow::Table::FromRecordBatches(imp->schema(), batches);
@@ -44,12 +50,17 @@ Result<std::shared_ptr<arrow::Table>> ReadAll(std::string data, ImportOptions op
   return *table;
 }
 
-// The same through NextChunk/ParseChunk, parsing the chunks last to first (each on its own,
-// as workers would) and assembling them in order: the rows, or the first error in source order.
+// How ReadAllChunked parses the chunks it has cut: one by one from the last to the first, or
+// all at once on threads of their own (as the engine's workers would).
+enum class ParseOrder { kLastToFirst, kThreads };
+
+// The same through NextChunk/ParseChunk, parsing each chunk on its own and assembling them in
+// order: the rows, or the first error in source order.
 Result<std::shared_ptr<arrow::Table>> ReadAllChunked(std::string data, ImportOptions options,
-                                                     std::vector<int64_t>* sizes = nullptr) {
+                                                     std::vector<int64_t>* sizes = nullptr,
+                                                     ParseOrder order = ParseOrder::kLastToFirst) {
   TY_ASSIGN_OR_RETURN(std::unique_ptr<ChunkedImporter> imp,
-                      OpenJsonlChunksBuffer(std::move(data), std::move(options)));
+                      OpenImportChunksBuffer(std::move(data), std::move(options)));
   std::vector<RecordChunk> chunks;
   Status read_error;
   for (;;) {
@@ -63,7 +74,15 @@ Result<std::shared_ptr<arrow::Table>> ReadAllChunked(std::string data, ImportOpt
   }
   std::vector<Result<std::shared_ptr<arrow::RecordBatch>>> parsed(chunks.size(),
                                                                   Status::Internal("unparsed"));
-  for (size_t i = chunks.size(); i-- > 0;) parsed[i] = imp->ParseChunk(chunks[i]);
+  if (order == ParseOrder::kLastToFirst) {
+    for (size_t i = chunks.size(); i-- > 0;) parsed[i] = imp->ParseChunk(chunks[i]);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      threads.emplace_back([&, i] { parsed[i] = imp->ParseChunk(chunks[i]); });
+    }
+    for (auto& t : threads) t.join();
+  }
   std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
   for (size_t i = 0; i < parsed.size(); ++i) {
     TY_ASSIGN_OR_RETURN(std::shared_ptr<arrow::RecordBatch> b, std::move(parsed[i]));
@@ -85,6 +104,28 @@ std::string JsonOf(const arrow::Table& t, int64_t row) {
     AppendJsonValue(*batch->column(c), row, &out);
   }
   return out;
+}
+
+// Next() against the chunks, parsed last to first and on threads at once: the same batches
+// (their sizes and rows) and the same first error.
+void ExpectChunksMatchNext(const std::string& input, const ImportOptions& o) {
+  std::vector<int64_t> serial_sizes;
+  auto serial = ReadAll(input, o, &serial_sizes);
+  for (ParseOrder order : {ParseOrder::kLastToFirst, ParseOrder::kThreads}) {
+    SCOPED_TRACE(order == ParseOrder::kThreads ? "parsed on threads" : "parsed last to first");
+    std::vector<int64_t> sizes;
+    auto chunked = ReadAllChunked(input, o, &sizes, order);
+    ASSERT_EQ(serial.ok(), chunked.ok())
+        << serial.status().ToString() << " vs " << chunked.status().ToString();
+    if (!serial.ok()) {
+      EXPECT_EQ(serial.status().ToString(), chunked.status().ToString());
+      continue;
+    }
+    EXPECT_EQ(serial_sizes, sizes);
+    EXPECT_TRUE((*serial)->schema()->Equals(*(*chunked)->schema()));
+    EXPECT_TRUE((*serial)->Equals(**chunked)) << (*serial)->ToString() << "\nvs\n"
+                                              << (*chunked)->ToString();
+  }
 }
 
 TEST(ImportTest, JsonlInfersScalarNestedAndNullOnlyTypes) {
@@ -318,6 +359,8 @@ TEST(ImportTest, ChunksGiveTheSameRowsAndErrorsAsNext) {
       "{\"i\": 1}\n\n{\"i\": 2\n",                   // malformed, in the sample
       rows + "{\"i\": \"\xff\"}\n",                  // invalid UTF-8
       rows + "{\"s\": \"" + std::string(100, 'y') + "\"}\n" + rows,  // a line over the limit
+      // ...after a bad record of its batch, whose error comes first
+      rows + "{\"i\": \"bad\"}\n" + "{\"s\": \"" + std::string(100, 'y') + "\"}\n",
       "",
   };
   for (size_t k = 0; k < inputs.size(); ++k) {
@@ -347,6 +390,160 @@ TEST(ImportTest, ChunksGiveTheSameRowsAndErrorsAsNext) {
   o.infer_rows = 2;
   EXPECT_EQ(ReadAllChunked("{\"a\": 1}\n\n{\"a\": 2}\n{\"a\": \"x\"}\n", o).status().message(),
             "data.jsonl line 4: field 'a': expected int64, got string \"x\"");
+}
+
+TEST(ImportTest, CsvChunksGiveTheSameRowsAndErrorsAsNext) {
+  std::string rows;  // 10 records, some spanning lines
+  for (int i = 0; i < 10; ++i) {
+    rows += std::to_string(i) + (i % 3 == 0 ? ",\"line\nbreak, \"\"quoted\"\"\"" : ",plain") +
+            (i % 4 == 0 ? "\r\n" : "\n");
+  }
+  const std::string header = "id,text\n";
+  const std::vector<std::string> inputs = {
+      header + rows,
+      "\xEF\xBB\xBF" + header + rows,                   // a byte order mark
+      header + "\n\r\n" + rows + "\n\r\n\n",            // blank lines around
+      "id,text\r\n1,\"a\r\nb\"\r\n\r\n2,c\r\n3,\"d\"",  // CRLF, no final newline
+      header + rows + "4,\"e\"\"\"",                    // ends in a quoted field
+      header + rows +
+          "\xEF\xBB\xBF"
+          "5,bom-like bytes\n",                                        // not a BOM mid-file: data
+      header + rows + "x,late type error\n",                           // after the sample
+      header + rows + "11\n",                                          // too few fields, late
+      header + rows + "12,a,b\n" + rows,                               // too many fields, late
+      header + rows + "13,\"\xff\"\n",                                 // invalid UTF-8, late
+      header + rows + "14,\"closed\"then more\n" + rows,               // characters after a quote
+      header + rows + "15,\"closed\"\rx\n",                            // a lone CR after a quote
+      header + rows + "16,\"never closed\n" + rows,                    // runs to the end
+      header + rows + "17,a lone \r in a field\n",                     // kept as text
+      header + rows + "18,ab\"cd\n",                                   // a quote inside: text
+      header + rows + "19,\"" + std::string(70, 'y') + "\"\n" + rows,  // a field over the limit
+      header + rows + "20," + std::string(70, 'z') + "\n" + rows,      // unquoted, too
+      header + rows + "21,\"" + std::string(30, '"') + "\"\n",         // doubled quotes: 15 bytes
+      header + "1,\"a\nb\"\n2,bad\"\"x\n",                             // in the sample
+      header,                                                          // no records
+      "id,text",                                                       // nor a line end
+      "",
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    SCOPED_TRACE("input " + std::to_string(k));
+    ImportOptions o = Csv();
+    o.batch_rows = 3;
+    o.infer_rows = 4;  // the sample spans two chunks
+    o.max_field_bytes = 60;
+    o.max_record_bytes = 100;
+    ExpectChunksMatchNext(inputs[k], o);
+    o.expected_schema =
+        arrow::schema({arrow::field("id", arrow::int64()), arrow::field("text", arrow::utf8())});
+    ExpectChunksMatchNext(inputs[k], o);
+  }
+  // The messages name the line a record starts on, as Next's do.
+  ImportOptions o = Csv();
+  o.batch_rows = 2;
+  o.infer_rows = 2;
+  EXPECT_EQ(ReadAllChunked("id,t\n1,\"a\nb\"\n2,x\n\n3,y\nq,z\n", o).status().message(),
+            "data.csv line 7: field 'id': expected int64, got \"q\"");
+  EXPECT_EQ(ReadAllChunked("id,t\n1,a\n2,b\n3,c\n4,\"d\n", o).status().message(),
+            "data.csv line 5: field 2 opens a quote that is never closed");
+}
+
+TEST(ImportTest, CsvChunksMatchNextOnRandomInputs) {
+  // Texts from a few bytes that matter to CSV: a third are soup, most of it malformed; the rest
+  // are records of two fields, quoted ones holding line breaks, CRs, delimiters and doubled
+  // quotes, with now and then a piece of soup in place of a field (an error somewhere late).
+  const std::string soup[] = {"a",    "1",  ",", ",", "\"",           "\"\"",     "\n",
+                              "\r\n", "\r", " ", ";", "\xEF\xBB\xBF", "\xc3\xa9", "\xff"};
+  const std::string quoted[] = {"a", "1", ",", ";", "\"\"", "\n", "\r\n", "\r", " ", "\xc3\xa9"};
+  const std::string plain[] = {"a", "1", " ", "\xc3\xa9", "\r", "x\"y"};
+  std::mt19937 random(18);
+  auto pick = [&](const auto& from) { return from[random() % std::size(from)]; };
+  int parsed = 0, failed = 0;
+  for (int k = 0; k < 3000; ++k) {
+    const char delim = k % 2 ? ',' : ';';
+    std::string input = k % 2 ? "a,b\n" : "a;b\r\n";
+    if (k % 3 == 0) {
+      for (int i = static_cast<int>(random() % 60); i > 0; --i) input += pick(soup);
+    } else {
+      for (int r = static_cast<int>(random() % 12); r > 0; --r) {
+        for (int f = 0; f < 2; ++f) {
+          if (f == 1) input += delim;
+          int n = static_cast<int>(random() % 5);
+          if (random() % 40 == 0) {
+            input += pick(soup);
+          } else if (random() % 2) {
+            input += "\"";
+            for (int i = 0; i < n; ++i) input += pick(quoted);
+            input += "\"";
+          } else {
+            for (int i = 0; i < n; ++i) input += pick(plain);
+          }
+        }
+        input += random() % 3 ? "\n" : random() % 2 ? "\r\n" : "\n\n";
+      }
+      if (random() % 4 == 0 && input.back() == '\n') input.pop_back();  // no final line end
+    }
+    SCOPED_TRACE("input " + std::to_string(k) + ": " + input);
+    ImportOptions o = Csv();
+    o.csv_delimiter = delim;
+    o.batch_rows = 1 + k % 3;
+    o.infer_rows = 1 + k % 4;
+    o.max_field_bytes = 6 + k % 5;
+    o.max_record_bytes = 12 + k % 7;
+    ExpectChunksMatchNext(input, o);
+    (ReadAll(input, o).ok() ? parsed : failed) += 1;
+  }
+  // Both kinds are well represented.
+  EXPECT_GT(parsed, 500);
+  EXPECT_GT(failed, 500);
+}
+
+std::string ParquetFile(const arrow::Table& table, int64_t row_group_rows) {
+  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
+  auto written =
+      parquet::arrow::WriteTable(table, arrow::default_memory_pool(), sink, row_group_rows);
+  EXPECT_TRUE(written.ok()) << written.ToString();
+  return sink->Finish().ValueOrDie()->ToString();
+}
+
+TEST(ImportTest, ParquetChunksGiveTheSameBatchesAsNext) {
+  // 1000 rows in row groups of 70: batches of 32 within each row group, the last one shorter.
+  arrow::Int64Builder ids;
+  arrow::StringBuilder texts;
+  for (int64_t i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(ids.Append(i).ok());
+    ASSERT_TRUE((i % 97 == 96 ? texts.AppendNull() : texts.Append("t" + std::to_string(i))).ok());
+  }
+  auto schema =
+      arrow::schema({arrow::field("id", arrow::int64()), arrow::field("text", arrow::utf8())});
+  auto table = arrow::Table::Make(schema, {*ids.Finish(), *texts.Finish()});
+  const std::string file = ParquetFile(*table, 70);
+  ImportOptions o;
+  o.format = ImportFormat::kParquet;
+  o.source_name = "data.parquet";
+  o.batch_rows = 32;
+  ExpectChunksMatchNext(file, o);
+  std::vector<int64_t> sizes;
+  TY_ASSERT_OK_AND_ASSIGN(auto chunked, ReadAllChunked(file, o, &sizes, ParseOrder::kThreads));
+  EXPECT_TRUE(chunked->Equals(*table));
+  ASSERT_GE(sizes.size(), 4u);
+  EXPECT_EQ(std::vector<int64_t>(sizes.begin(), sizes.begin() + 4),
+            (std::vector<int64_t>{32, 32, 6, 32}));
+  // A column the table has and the file lacks: nulls; a required column with nulls (the first at
+  // row 96, in row group 1): the same error.
+  o.expected_schema =
+      arrow::schema({arrow::field("id", arrow::int64()), arrow::field("text", arrow::utf8()),
+                     arrow::field("lang", arrow::utf8())});
+  ExpectChunksMatchNext(file, o);
+  o.expected_schema = arrow::schema(
+      {arrow::field("id", arrow::int64()), arrow::field("text", arrow::utf8(), false)});
+  ExpectChunksMatchNext(file, o);
+  EXPECT_EQ(ReadAllChunked(file, o).status().message(),
+            "data.parquet: field 'text' is required but has nulls");
+  // One row group, and batches larger than it.
+  o.expected_schema = nullptr;
+  o.batch_rows = 5000;
+  ExpectChunksMatchNext(ParquetFile(*table, 1000), o);
+  ExpectChunksMatchNext(file, o);
 }
 
 TEST(ImportTest, ParquetKeepsItsTypesAndIsCheckedAgainstTheSchema) {

@@ -11,7 +11,6 @@ workers import it as a plain module (SparkContext.addPyFile).
 from __future__ import annotations
 
 import hashlib
-import re
 import socket
 import unicodedata
 
@@ -59,6 +58,136 @@ def words(normalized: str) -> list[str]:
 
 def _utf8(s: str) -> bytes:
     return s.encode("utf-8", "surrogateescape")
+
+
+# ---- regular expressions: PCRE2, as the native engine matches them ------------------------------
+
+class RegexError(ValueError):
+    pass
+
+
+class _Pcre2:
+    """Debian's libpcre2-8 (the library the native engine links) through ctypes."""
+
+    NEVER_UTF = 0x00001000
+    NEVER_BACKSLASH_C = 0x00100000
+    JIT_COMPLETE = 0x00000001
+    NO_JIT = 0x00002000
+    ERROR_NOMATCH = -1
+
+    def __init__(self):
+        import ctypes
+        import ctypes.util
+        name = ctypes.util.find_library("pcre2-8") or "libpcre2-8.so.0"
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError as e:
+            raise RegexError(f"the Spark engine matches regular expressions with PCRE2 as the "
+                             f"native engine does, and cannot load {name} ({e}): install "
+                             "libpcre2-8-0 on the Spark workers") from e
+        p, size, u32, i32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint32, ctypes.c_int
+        for fn, res, args in (
+                ("pcre2_compile_8", p, [ctypes.c_char_p, size, u32, ctypes.POINTER(i32),
+                                        ctypes.POINTER(size), p]),
+                ("pcre2_jit_compile_8", i32, [p, u32]),
+                ("pcre2_get_error_message_8", i32, [i32, ctypes.c_char_p, size]),
+                ("pcre2_match_context_create_8", p, [p]),
+                ("pcre2_set_match_limit_8", i32, [p, u32]),
+                ("pcre2_set_depth_limit_8", i32, [p, u32]),
+                ("pcre2_set_heap_limit_8", i32, [p, u32]),
+                ("pcre2_match_data_create_from_pattern_8", p, [p, p]),
+                ("pcre2_match_8", i32, [p, ctypes.c_char_p, size, size, u32, p, p]),
+                ("pcre2_get_ovector_pointer_8", ctypes.POINTER(size), [p]),
+                ("pcre2_get_ovector_count_8", u32, [p])):
+            f = getattr(lib, fn)
+            f.restype, f.argtypes = res, args
+        self.lib, self.ctypes = lib, ctypes
+
+    def error_message(self, code: int) -> str:
+        buf = self.ctypes.create_string_buffer(256)
+        self.lib.pcre2_get_error_message_8(code, buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+
+_PCRE2: _Pcre2 | None = None
+
+
+class Regex:
+    """common/regex.h's BoundedRegex: a PCRE2 pattern matched byte-wise over the UTF-8 text
+    (PCRE2_NEVER_UTF | PCRE2_NEVER_BACKSLASH_C, no other options), JIT-compiled where it can be
+    and interpreted where the JIT stack runs out, with the same match, depth and heap limits.
+    search() is BoundedRegex::Search, finditer() its ForEachMatch (whole-match spans)."""
+
+    MATCH, NO_MATCH, LIMIT = 1, 0, -1
+
+    def __init__(self, pattern: str, match_limit: int = 1_000_000, depth_limit: int = 10_000,
+                 heap_limit_kib: int = 20_000):
+        global _PCRE2
+        if _PCRE2 is None:
+            _PCRE2 = _Pcre2()
+        pc = _PCRE2
+        ct = pc.ctypes
+        raw = _utf8(pattern)
+        if b"\0" in raw:
+            raise RegexError(f"{pattern!r}: a pattern must not contain a NUL byte")
+        error, offset = ct.c_int(0), ct.c_size_t(0)
+        self.code = pc.lib.pcre2_compile_8(raw, len(raw), pc.NEVER_UTF | pc.NEVER_BACKSLASH_C,
+                                           ct.byref(error), ct.byref(offset), None)
+        if not self.code:
+            raise RegexError(f"{pattern!r} is not a valid regular expression (PCRE2 syntax): "
+                             f"{pc.error_message(error.value)} at offset {offset.value}")
+        self.jit = pc.lib.pcre2_jit_compile_8(self.code, pc.JIT_COMPLETE) == 0
+        self.context = pc.lib.pcre2_match_context_create_8(None)
+        pc.lib.pcre2_set_match_limit_8(self.context, match_limit)
+        pc.lib.pcre2_set_depth_limit_8(self.context, depth_limit)
+        pc.lib.pcre2_set_heap_limit_8(self.context, heap_limit_kib)
+        # One match data per Regex: a Regex is used by one thread (a UDF's worker) at a time.
+        self.match_data = pc.lib.pcre2_match_data_create_from_pattern_8(self.code, None)
+        self.pattern = pattern
+        self._pc = pc
+        # (The compiled pattern lives as long as the process's cache of it: not freed.)
+
+    def _match_at(self, t: bytes, start: int) -> int:
+        lib = self._pc.lib
+        rc = lib.pcre2_match_8(self.code, t, len(t), start, 0, self.match_data, self.context)
+        if rc < 0 and rc != self._pc.ERROR_NOMATCH and self.jit:
+            rc = lib.pcre2_match_8(self.code, t, len(t), start, self._pc.NO_JIT,
+                                   self.match_data, self.context)
+        return rc
+
+    def search(self, text: str | bytes) -> int:
+        """MATCH, NO_MATCH, or LIMIT when a limit stopped it (the native engine's kLimit)."""
+        t = text if isinstance(text, bytes) else _utf8(text)
+        rc = self._match_at(t, 0)
+        if rc >= 0:
+            return self.MATCH
+        return self.NO_MATCH if rc == self._pc.ERROR_NOMATCH else self.LIMIT
+
+    def finditer(self, t: bytes):
+        """The (begin, end) byte spans of successive matches, as ForEachMatch finds them; ends
+        at a limit."""
+        start = 0
+        while start <= len(t):
+            rc = self._match_at(t, start)
+            if rc < 0:
+                return
+            ov = self._pc.lib.pcre2_get_ovector_pointer_8(self.match_data)
+            begin, end = ov[0], ov[1]
+            if end < begin or end > len(t):
+                return
+            yield begin, end
+            start = end if end > begin else begin + 1
+
+
+_REGEX_CACHE: dict[str, Regex] = {}
+
+
+def regex(pattern: str) -> Regex:
+    """The compiled pattern, compiled once per process (a Spark worker's UDFs share it)."""
+    r = _REGEX_CACHE.get(pattern)
+    if r is None:
+        r = _REGEX_CACHE[pattern] = Regex(pattern)
+    return r
 
 
 # ---- quality heuristics -----------------------------------------------------------------------
@@ -648,10 +777,9 @@ def _scan_ip(t: bytes, kind: int, out: list) -> None:
             i += 1
 
 
-def _scan_regex(pattern: re.Pattern, t: bytes, kind: int, out: list) -> None:
+def _scan_regex(pattern: Regex, t: bytes, kind: int, out: list) -> None:
     last_end = 0
-    for m in pattern.finditer(t):
-        b, e = m.span()
+    for b, e in pattern.finditer(t):
         if b == e:
             continue
         for _ in range(3):
@@ -672,8 +800,7 @@ _BUILTIN = {"email": _scan_email, "phone": _scan_phone, "card": _scan_card,
 
 class PiiRedactor:
     """prep/pii.h's PiiRedactor: builtin kinds first (in the spec's order), then patterns.
-    Custom patterns are Python `re` patterns over bytes (PCRE2 in the native engine: the same
-    matches for the common syntax; PCRE-only constructs are not supported here)."""
+    Custom patterns are PCRE2 patterns matched as the native engine matches them (Regex)."""
 
     def __init__(self, kinds: list[str], patterns: list[tuple[str, str]],
                  replacement: str = "[{kind}]"):
@@ -685,7 +812,7 @@ class PiiRedactor:
             self.names.append(k)
             self.scanners.append(_BUILTIN[k])
         for name, pattern in patterns:
-            compiled = re.compile(_utf8(pattern))
+            compiled = regex(pattern)
             self.names.append(name)
             self.scanners.append(lambda t, kind, out, c=compiled: _scan_regex(c, t, kind, out))
         self.replacements = [_utf8(replacement.replace("{kind}", n.upper())) for n in self.names]

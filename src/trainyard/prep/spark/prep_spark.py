@@ -1,8 +1,9 @@
 """The Spark engine of `trainyard prep` (issue 18, docs/prep.md "Spark engine").
 
 Runs a pipeline spec (the YAML `trainyard prep` reads) on Spark with Spark's own operators:
-the rows are a DataFrame; filters are column expressions (lengths, Java regex via rlike,
-required fields) and vectorised pandas UDFs (repetition, English score); exact dedup is a
+the rows are a DataFrame; filters are column expressions (lengths, required fields) and
+vectorised pandas UDFs (regular expressions with PCRE2, as the native engine: see
+prep_algorithms.Regex; repetition, English score); exact dedup is a
 window over the normalized text's XXH3-128; near dedup computes MinHash signatures in a pandas
 UDF (numpy, the same permutations as prep/minhash.h), explodes the band keys, groups by
 (band, key) to each bucket's smallest document, joins the edges (filtered on the estimated
@@ -158,6 +159,27 @@ def start_session(master: str = "local[*]"):
 
 
 # ---- the engine -------------------------------------------------------------------------------
+
+def _regex_reason(pattern: str, dropped_when: int, reason: str):
+    """A pandas UDF: `reason` for the texts whose PCRE2 search (prep_algorithms.Regex, the
+    native engine's BoundedRegex::Search) gives `dropped_when`, regex_limit for those it could
+    not decide within the limits, null for the rest."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    alg.regex(pattern)  # a bad pattern fails here, on the driver, before any task runs
+
+    @F.pandas_udf(StringType())
+    def regex_reason(s):
+        import prep_algorithms as a
+        rx = a.regex(pattern)
+
+        def one(t):
+            o = rx.search(t if isinstance(t, str) else "")
+            return "regex_limit" if o == a.Regex.LIMIT else reason if o == dropped_when else None
+        return s.map(one)
+    return regex_reason
+
 
 def _tokenizer_json(spec: dict, step: dict, field: str) -> str:
     """The tokenizer.json's text, read on the driver (workers need not see the file)."""
@@ -329,6 +351,7 @@ class SparkPipeline:
     # -- steps --
 
     def filter_step(self, df, step):
+        from pyspark.sql import Column
         from pyspark.sql import functions as F
         from pyspark.sql.types import DoubleType
 
@@ -358,10 +381,13 @@ class SparkPipeline:
                 conds.append((n_tokens < step["min_tokens"], "min_tokens"))
             if "max_tokens" in step:
                 conds.append((n_tokens > step["max_tokens"], "max_tokens"))
-        if "drop_regex" in step:
-            conds.append((text.rlike(step["drop_regex"]), "drop_regex"))
-        if "keep_regex" in step:
-            conds.append((~text.rlike(step["keep_regex"]), "keep_regex"))
+        # PCRE2, as the native engine (not Java's regex, whose syntax and byte/char semantics
+        # differ): the reason, or regex_limit where a pattern hit PCRE2's limits.
+        for key, dropped_when in (("drop_regex", alg.Regex.MATCH),
+                                  ("keep_regex", alg.Regex.NO_MATCH)):
+            if key in step:
+                why = _regex_reason(step[key], dropped_when, key)(text)
+                conds.append((why.isNotNull(), why))
         for column in step.get("required", []):
             if column not in df.columns:
                 raise SpecError(f'steps[{step["index"]}].filter.required: the source has no '
@@ -386,8 +412,8 @@ class SparkPipeline:
             return df
         reason = None
         for cond, name in conds:
-            reason = F.when(cond, F.lit(name)) if reason is None else \
-                reason.when(cond, F.lit(name))
+            value = name if isinstance(name, Column) else F.lit(name)
+            reason = F.when(cond, value) if reason is None else reason.when(cond, value)
         # No checkpoint: consecutive filters run in one pass with the next global step.
         return self._drop_where(df, step, reason)
 
