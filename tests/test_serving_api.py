@@ -12,6 +12,7 @@ Env: SERVE_MODEL_BIN (default next to TRAINYARD_BIN), HF_PYTHON (default <repo>/
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -206,7 +207,7 @@ def test_bad_input_gets_openai_errors(replica, client):
     assert r.json()["error"]["type"] == "invalid_request_error"
     assert set(r.json()["error"]) == {"message", "type", "param", "code"}
     cases = [(dict(temperature=3), "temperature"), (dict(top_p=0), "top_p"),
-             (dict(max_tokens=0), "max_tokens"), (dict(n=2), "n")]
+             (dict(max_tokens=0), "max_tokens"), (dict(n=9), "n")]
     for kw, param in cases:
         with pytest.raises(openai.BadRequestError) as e:
             client.completions.create(model="tiny", prompt="hi", **kw)
@@ -272,3 +273,136 @@ def test_health_is_503_until_the_model_is_loaded(replica, tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0, tail(log_path)
+
+
+def _choices_by_index(chunks) -> dict:
+    """Per choice index: (text, finish reasons) of a streamed completion's chunks."""
+    out: dict = {}
+    for c in chunks:
+        for ch in c.choices:
+            text, finals = out.setdefault(ch.index, ["", []])
+            piece = ch.text if hasattr(ch, "text") else (ch.delta.content or "")
+            out[ch.index][0] = text + (piece or "")
+            if ch.finish_reason:
+                finals.append(ch.finish_reason)
+    return out
+
+
+def test_n_choices_share_a_prompt_and_differ_by_seed(client):
+    kw = dict(model="tiny", prompt="Refund request", max_tokens=12, temperature=1.0, seed=11,
+              extra_body={"ignore_eos": True})
+    r = client.completions.create(n=3, **kw)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    texts = [c.text for c in r.choices]
+    assert len(set(texts)) == 3, texts  # seed + index: every choice its own sample
+    assert all(c.finish_reason == "length" for c in r.choices)
+    assert r.usage.completion_tokens == 3 * 12
+    assert r.usage.total_tokens == r.usage.prompt_tokens + 36
+    # Choice i is the lone request with seed 11 + i; the same request again is the same.
+    assert client.completions.create(**kw).choices[0].text == texts[0]
+    assert client.completions.create(**dict(kw, seed=13)).choices[0].text == texts[2]
+    assert [c.text for c in client.completions.create(n=3, **kw).choices] == texts
+    chunks = list(client.completions.create(n=3, stream=True,
+                                            stream_options={"include_usage": True}, **kw))
+    by_index = _choices_by_index(chunks)
+    assert {i: v[0] for i, v in by_index.items()} == dict(enumerate(texts))
+    assert all(v[1] == ["length"] for v in by_index.values())
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 36
+
+    chat = dict(model="tiny", max_tokens=8, temperature=1.0, seed=5, n=2,
+                extra_body={"ignore_eos": True},
+                messages=[{"role": "user", "content": "Where is my parcel?"}])
+    whole = client.chat.completions.create(**chat)
+    assert [c.index for c in whole.choices] == [0, 1]
+    assert whole.choices[0].message.content != whole.choices[1].message.content
+    assert whole.usage.completion_tokens == 16
+    chunks = list(client.chat.completions.create(stream=True, **chat))
+    roles = [ch.index for c in chunks for ch in c.choices if ch.delta.role == "assistant"]
+    assert sorted(roles) == [0, 1]
+    by_index = _choices_by_index(chunks)
+    assert [by_index[i][0] for i in (0, 1)] == [c.message.content for c in whole.choices]
+    for n in (0, 9):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model="tiny", prompt="hi", n=n)
+        assert e.value.body["param"] == "n" and "8" in e.value.body["message"]
+
+
+# Runs in .venv-hf: greedy decoding with the full forward at every step; each step's chosen
+# token, its log-softmax and the top 5.
+HF_LOGPROBS = r"""
+import json, sys, torch
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float32).eval()
+ids, steps = json.loads(sys.argv[2]), int(sys.argv[3])
+out = []
+with torch.no_grad():
+    for _ in range(steps):
+        lp = torch.log_softmax(model(torch.tensor([ids])).logits[0, -1].float(), -1)
+        top = lp.topk(5)
+        token = int(top.indices[0])
+        out.append({"token": token, "logprob": float(lp[token]),
+                    "top": [float(v) for v in top.values]})
+        ids = ids + [token]
+print(json.dumps(out))
+"""
+
+
+def test_logprobs_equal_transformers_log_softmax(replica, client):
+    prompt, steps = [5, 17, 99, 3, 42, 8, 11, 250], 8
+    done = subprocess.run([str(HF_PYTHON), "-c", HF_LOGPROBS, str(replica[1] / "model"),
+                           json.dumps(prompt), str(steps)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    kw = dict(model="tiny", prompt=prompt, max_tokens=steps, temperature=0, logprobs=5,
+              extra_body={"ignore_eos": True})
+    r = client.completions.create(**kw)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == steps
+    for i, (ours, want) in enumerate(zip(lp.token_logprobs, theirs)):
+        assert abs(ours - want["logprob"]) < 1e-3, (i, ours, want)
+        top = lp.top_logprobs[i]
+        # Tokens whose text is the same (bytes of one UTF-8 character) share a key.
+        assert 1 <= len(top) <= 5
+        assert abs(max(top.values()) - want["top"][0]) < 1e-3
+        for v in top.values():
+            assert min(abs(v - t) for t in want["top"]) < 1e-3, (i, top, want)
+    assert lp.text_offset[0] == 0
+    assert lp.text_offset == sorted(lp.text_offset)
+    # Streamed: the same tokens and log-probabilities, spread over the chunks.
+    chunks = list(client.completions.create(stream=True, **kw))
+    streamed = [(t, v) for c in chunks for ch in c.choices if ch.logprobs
+                for t, v in zip(ch.logprobs.tokens, ch.logprobs.token_logprobs)]
+    assert streamed == list(zip(lp.tokens, lp.token_logprobs))
+    assert client.completions.create(**dict(kw, logprobs=None)).choices[0].logprobs is None
+    with pytest.raises(openai.BadRequestError) as e:
+        client.completions.create(**dict(kw, logprobs=6))
+    assert e.value.body["param"] == "logprobs"
+
+
+def test_chat_logprobs_in_openai_shape(client):
+    kw = dict(model="tiny", max_tokens=10, temperature=0, logprobs=True, top_logprobs=20,
+              extra_body={"ignore_eos": True},
+              messages=[{"role": "user", "content": "My card was charged twice."}])
+    r = client.chat.completions.create(**kw)
+    content = r.choices[0].logprobs.content
+    assert len(content) == 10
+    # The tokens' bytes are the text (invalid UTF-8 aside, which both sides replace with U+FFFD,
+    # not always alike).
+    joined = b"".join(bytes(t.bytes) for t in content).decode(errors="replace")
+    assert joined.replace("\ufffd", "") == r.choices[0].message.content.replace("\ufffd", "")
+    for t in content:
+        assert len(t.top_logprobs) == 20
+        values = [a.logprob for a in t.top_logprobs]
+        assert values == sorted(values, reverse=True)
+        assert t.logprob == values[0] and t.bytes == t.top_logprobs[0].bytes  # greedy
+        assert sum(math.exp(v) for v in values) <= 1 + 1e-4
+    chunks = list(client.chat.completions.create(stream=True, **kw))
+    streamed = [t for c in chunks for ch in c.choices if ch.logprobs for t in ch.logprobs.content]
+    assert [(t.bytes, t.logprob) for t in streamed] == [(t.bytes, t.logprob) for t in content]
+    plain = client.chat.completions.create(**dict(kw, logprobs=False, top_logprobs=None))
+    assert plain.choices[0].logprobs is None
+    for bad in (dict(top_logprobs=21), dict(logprobs=False, top_logprobs=2)):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(**dict(kw, **bad))
+        assert e.value.body["param"] == "top_logprobs", e.value.body

@@ -230,6 +230,7 @@ def load(port: int, model: str, concurrency: int, prompts: list[str]) -> dict:
     toks = sum(r[2] for r in results)
     pct = lambda xs, p: xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
     return {"tokens_per_s": toks / wall, "ttft_p50_ms": 1000 * statistics.median(ttfts),
+            "ttft_p90_ms": 1000 * pct(ttfts, 90),
             "latency_p50_ms": 1000 * statistics.median(lats),
             "latency_p99_ms": 1000 * pct(lats, 99), "requests": n, "output_tokens": toks}
 
@@ -364,7 +365,7 @@ try:
                 sides[name][c] = load(srv.port, model_name, c, level_prompts[c])
                 r = sides[name][c]
                 log(f"{name:<14} c={c:<3} {r['tokens_per_s']:8.1f} tok/s  ttft p50 "
-                    f"{r['ttft_p50_ms']:7.0f} ms  latency p50 {r['latency_p50_ms']:7.0f} "
+                    f"{r['ttft_p50_ms']:7.0f} ms  p90 {r['ttft_p90_ms']:7.0f} ms  latency p50 {r['latency_p50_ms']:7.0f} "
                     f"p99 {r['latency_p99_ms']:7.0f} ms")
         except Exception as e:
             errors[name] = str(e)[-1500:]

@@ -139,6 +139,42 @@ bool ParseStop(const json::object& o, OpenAiRequest* r, RequestError* error) {
 
 template <typename T>
 bool Read(Result<std::optional<T>> value, std::optional<T>* out, const char* field,
+          RequestError* error);
+
+// Chat: logprobs (a boolean) and top_logprobs (0..20, only with logprobs: true); completions:
+// logprobs (0..5, the alternatives per token).
+bool ParseLogprobs(const json::object& o, OpenAiRequest* r, RequestError* error) {
+  if (!r->chat) {
+    std::optional<int64_t> k;
+    if (!Read(OptionalInt64(o, "logprobs"), &k, "logprobs", error)) return false;
+    if (k && (*k < 0 || *k > kMaxCompletionLogprobs)) {
+      return Fail(error,
+                  "logprobs must be between 0 and " + std::to_string(kMaxCompletionLogprobs) +
+                      " (the most likely tokens listed per token; got " + std::to_string(*k) + ")",
+                  "logprobs");
+    }
+    r->logprobs = k ? static_cast<int>(*k) : -1;
+    return true;
+  }
+  std::optional<bool> on;
+  if (!Read(OptionalBool(o, "logprobs"), &on, "logprobs", error)) return false;
+  std::optional<int64_t> k;
+  if (!Read(OptionalInt64(o, "top_logprobs"), &k, "top_logprobs", error)) return false;
+  if (k && (*k < 0 || *k > kMaxChatTopLogprobs)) {
+    return Fail(error,
+                "top_logprobs must be between 0 and " + std::to_string(kMaxChatTopLogprobs) +
+                    " (got " + std::to_string(*k) + ")",
+                "top_logprobs");
+  }
+  if (k && !on.value_or(false)) {
+    return Fail(error, "top_logprobs needs \"logprobs\": true", "top_logprobs");
+  }
+  r->logprobs = on.value_or(false) ? static_cast<int>(k.value_or(0)) : -1;
+  return true;
+}
+
+template <typename T>
+bool Read(Result<std::optional<T>> value, std::optional<T>* out, const char* field,
           RequestError* error) {
   if (!value.ok()) return Fail(error, value.status().message(), field);
   *out = *value;
@@ -170,12 +206,14 @@ bool ParseSampling(const json::object& o, OpenAiRequest* r, RequestError* error)
   }
   std::optional<int64_t> n;
   if (!Read(OptionalInt64(o, "n"), &n, "n", error)) return false;
-  if (n && *n != 1) {
+  if (n && (*n < 1 || *n > kMaxChoicesPerRequest)) {
     return Fail(error,
-                "n must be 1: this server returns one choice per request (send " +
-                    std::to_string(*n) + " requests with different seeds)",
+                "n must be between 1 and " + std::to_string(kMaxChoicesPerRequest) + " (got " +
+                    std::to_string(*n) + "); for more completions send several requests",
                 "n");
   }
+  r->n = static_cast<int>(n.value_or(1));
+  if (!ParseLogprobs(o, r, error)) return false;
   if (!Read(OptionalInt64(o, "seed"), &r->seed, "seed", error)) return false;
   std::optional<bool> flag;
   if (!Read(OptionalBool(o, "stream"), &flag, "stream", error)) return false;
@@ -203,6 +241,51 @@ json::object UsageJson(const Usage& u) {
 json::value NullOr(std::string_view s) {
   if (s.empty()) return nullptr;
   return json::string(s);
+}
+
+json::array Bytes(std::string_view s) {
+  json::array out;
+  for (char c : s) out.push_back(static_cast<unsigned char>(c));
+  return out;
+}
+
+// A choice's "logprobs": chat's {"content": [...], "refusal": null}, or completions'
+// {"tokens", "token_logprobs", "top_logprobs", "text_offset"} (the sampled token is among
+// a token's top_logprobs, as in OpenAI's legacy API, even with logprobs 0).
+json::value LogprobsJson(bool chat, const Choice& c) {
+  if (!c.with_logprobs || c.logprobs.empty()) return nullptr;
+  if (chat) {
+    json::array content;
+    for (const LogprobToken& t : c.logprobs) {
+      json::array top;
+      for (const auto& [token, logprob] : t.top) {
+        top.push_back(json::object{
+            {"token", SanitizeUtf8(token)}, {"logprob", logprob}, {"bytes", Bytes(token)}});
+      }
+      content.push_back(json::object{{"token", SanitizeUtf8(t.token)},
+                                     {"logprob", t.logprob},
+                                     {"bytes", Bytes(t.token)},
+                                     {"top_logprobs", std::move(top)}});
+    }
+    return json::object{{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json::array tokens, token_logprobs, top_logprobs, offsets;
+  int64_t offset = c.text_offset;
+  for (const LogprobToken& t : c.logprobs) {
+    std::string token = SanitizeUtf8(t.token);
+    tokens.push_back(json::string(token));
+    token_logprobs.push_back(t.logprob);
+    json::object top;
+    for (const auto& [alt, logprob] : t.top) top.emplace(SanitizeUtf8(alt), logprob);
+    top.emplace(token, t.logprob);
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(token.size());
+  }
+  return json::object{{"tokens", std::move(tokens)},
+                      {"token_logprobs", std::move(token_logprobs)},
+                      {"top_logprobs", std::move(top_logprobs)},
+                      {"text_offset", std::move(offsets)}};
 }
 
 }  // namespace
@@ -245,45 +328,48 @@ std::string EncodeError(std::string_view message, std::string_view type, std::st
 }
 
 std::string EncodeCompletion(bool chat, std::string_view id, int64_t created,
-                             std::string_view model, std::string_view text,
-                             std::string_view finish_reason, const Usage& usage) {
-  json::object choice{{"index", 0}};
-  if (chat) {
-    choice["message"] = json::object{{"role", "assistant"}, {"content", SanitizeUtf8(text)}};
-  } else {
-    choice["text"] = SanitizeUtf8(text);
+                             std::string_view model, const std::vector<Choice>& choices,
+                             const Usage& usage) {
+  json::array out_choices;
+  for (const Choice& c : choices) {
+    json::object choice{{"index", c.index}};
+    if (chat) {
+      choice["message"] = json::object{{"role", "assistant"}, {"content", SanitizeUtf8(c.text)}};
+    } else {
+      choice["text"] = SanitizeUtf8(c.text);
+    }
+    choice["logprobs"] = LogprobsJson(chat, c);
+    choice["finish_reason"] = NullOr(c.finish_reason);
+    out_choices.push_back(std::move(choice));
   }
-  choice["logprobs"] = nullptr;
-  choice["finish_reason"] = NullOr(finish_reason);
   json::object out{{"id", id},
                    {"object", chat ? "chat.completion" : "text_completion"},
                    {"created", created},
                    {"model", model},
-                   {"choices", json::array{std::move(choice)}},
+                   {"choices", std::move(out_choices)},
                    {"usage", UsageJson(usage)}};
   return json::serialize(out);
 }
 
 std::string EncodeChunk(bool chat, std::string_view id, int64_t created, std::string_view model,
-                        std::string_view text, bool role_chunk, std::string_view finish_reason,
-                        const Usage* usage, bool usage_only) {
+                        const Choice* c, bool role_chunk, const Usage* usage) {
   json::array choices;
-  if (!usage_only) {
-    json::object choice{{"index", 0}};
+  if (c) {
+    json::object choice{{"index", c->index}};
     if (chat) {
       json::object delta;
       if (role_chunk) {
         delta["role"] = "assistant";
         delta["content"] = "";
-      } else if (!text.empty() || finish_reason.empty()) {
-        delta["content"] = SanitizeUtf8(text);
+      } else if (!c->text.empty() || c->finish_reason.empty()) {
+        delta["content"] = SanitizeUtf8(c->text);
       }
       choice["delta"] = std::move(delta);
     } else {
-      choice["text"] = SanitizeUtf8(text);
+      choice["text"] = SanitizeUtf8(c->text);
     }
-    choice["logprobs"] = nullptr;
-    choice["finish_reason"] = NullOr(finish_reason);
+    choice["logprobs"] = LogprobsJson(chat, *c);
+    choice["finish_reason"] = NullOr(c->finish_reason);
     choices.push_back(std::move(choice));
   }
   json::object out{{"id", id},

@@ -14,6 +14,10 @@
 
 namespace trainyard::serving {
 
+inline constexpr int kMaxChoicesPerRequest = 8;   // n
+inline constexpr int kMaxChatTopLogprobs = 20;    // chat: top_logprobs
+inline constexpr int kMaxCompletionLogprobs = 5;  // completions: logprobs
+
 struct ChatMessage {
   std::string role;  // system | user | assistant
   std::string content;
@@ -34,6 +38,10 @@ struct OpenAiRequest {
   std::optional<int64_t> seed;
   std::vector<std::string> stop;
   bool ignore_eos = false;  // an extension (vLLM's)
+  int n = 1;                // completions of the prompt, 1..kMaxChoicesPerRequest
+  // -1: no log-probabilities; else how many alternatives each token's entry lists (chat:
+  // top_logprobs with logprobs: true; completions: logprobs).
+  int logprobs = -1;
 };
 
 // A request error: OpenAI's message and the field it is about (`param`, may be empty).
@@ -55,16 +63,34 @@ struct Usage {
   int64_t completion_tokens = 0;
 };
 
+// A generated token's log-probability as answers carry it: the token's text as the tokenizer
+// decodes it (raw bytes: a byte-level token may be part of a UTF-8 character; chat answers give
+// the bytes too) and the most likely tokens', most likely first.
+struct LogprobToken {
+  std::string token;
+  double logprob = 0;
+  std::vector<std::pair<std::string, double>> top;
+};
+
+// One choice of an answer, or its piece in a streamed chunk.
+struct Choice {
+  int index = 0;
+  std::string text;
+  std::string finish_reason;           // empty: null
+  bool with_logprobs = false;          // false: "logprobs": null
+  std::vector<LogprobToken> logprobs;  // this piece's tokens
+  int64_t text_offset = 0;  // completions: where this piece starts in the choice's whole text
+};
+
 // A whole (non-streamed) chat.completion or text_completion.
 std::string EncodeCompletion(bool chat, std::string_view id, int64_t created,
-                             std::string_view model, std::string_view text,
-                             std::string_view finish_reason, const Usage& usage);
-// One chunk of a stream (without the "data: " framing). `role_chunk`: the chat stream's first
-// chunk, delta {"role":"assistant","content":""}. `finish_reason` empty: null. `usage`: the
-// chunk carries usage (with no choices when `usage_only`).
+                             std::string_view model, const std::vector<Choice>& choices,
+                             const Usage& usage);
+// One chunk of a stream (without the "data: " framing), with one choice, or none (`choice`
+// null: a usage chunk). `role_chunk`: a chat stream's first chunk of the choice, delta
+// {"role":"assistant","content":""}. `usage`: the chunk carries usage.
 std::string EncodeChunk(bool chat, std::string_view id, int64_t created, std::string_view model,
-                        std::string_view text, bool role_chunk, std::string_view finish_reason,
-                        const Usage* usage, bool usage_only);
+                        const Choice* choice, bool role_chunk, const Usage* usage);
 
 struct ModelEntry {
   std::string id;

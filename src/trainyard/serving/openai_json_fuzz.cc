@@ -23,8 +23,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (request->model.empty() || (chat && request->messages.empty())) std::abort();
     std::string text = chat ? request->messages.back().content : request->prompt;
+    if (request->n < 1 || request->n > kMaxChoicesPerRequest) std::abort();
+    if (request->logprobs < -1 ||
+        request->logprobs > (chat ? kMaxChatTopLogprobs : kMaxCompletionLogprobs)) {
+      std::abort();
+    }
+    Choice choice{1, text, "stop", true, {{text, -0.5, {{text, -0.5}, {"\xff", -2.0}}}}, 0};
     auto encoded = trainyard::ParseJsonObject(
-        EncodeCompletion(chat, "id", 0, request->model, text, "stop", Usage{1, 2}));
+        EncodeCompletion(chat, "id", 0, request->model, {choice}, Usage{1, 2}));
     if (!encoded.ok()) std::abort();
   }
   return 0;

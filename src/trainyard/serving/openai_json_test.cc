@@ -52,7 +52,16 @@ TEST(OpenAiJsonTest, ErrorsNameTheField) {
            {R"({"model": "m", "prompt": "x", "temperature": "hot"})", false, "temperature"},
            {R"({"model": "m", "prompt": "x", "top_p": 0})", false, "top_p"},
            {R"({"model": "m", "prompt": "x", "max_tokens": 0})", false, "max_tokens"},
-           {R"({"model": "m", "prompt": "x", "n": 3})", false, "n"},
+           {R"({"model": "m", "prompt": "x", "n": 0})", false, "n"},
+           {R"({"model": "m", "prompt": "x", "n": 9})", false, "n"},
+           {R"({"model": "m", "prompt": "x", "logprobs": 6})", false, "logprobs"},
+           {R"({"model": "m", "prompt": "x", "logprobs": true})", false, "logprobs"},
+           {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+               "logprobs": true, "top_logprobs": 21})",
+            true, "top_logprobs"},
+           {R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+               "top_logprobs": 2})",
+            true, "top_logprobs"},
            {R"({"model": "m", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]})", false, "stop"},
            {R"({"model": "m", "messages": []})", true, "messages"},
            {R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})", true,
@@ -66,20 +75,76 @@ TEST(OpenAiJsonTest, ErrorsNameTheField) {
   }
 }
 
+TEST(OpenAiJsonTest, ParsesNAndLogprobs) {
+  RequestError error;
+  auto chat = Parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 8,
+      "logprobs": true, "top_logprobs": 20})",
+                    true, &error);
+  ASSERT_TRUE(chat) << error.message;
+  EXPECT_EQ(chat->n, 8);
+  EXPECT_EQ(chat->logprobs, 20);
+  auto plain = Parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+      "logprobs": false})",
+                     true, &error);
+  ASSERT_TRUE(plain) << error.message;
+  EXPECT_EQ(plain->n, 1);
+  EXPECT_EQ(plain->logprobs, -1);
+  auto on = Parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}],
+      "logprobs": true})",
+                  true, &error);
+  ASSERT_TRUE(on) << error.message;
+  EXPECT_EQ(on->logprobs, 0);
+  auto text = Parse(R"({"model": "m", "prompt": "x", "logprobs": 0, "n": 2})", false, &error);
+  ASSERT_TRUE(text) << error.message;
+  EXPECT_EQ(text->logprobs, 0);
+  EXPECT_EQ(text->n, 2);
+}
+
+TEST(OpenAiJsonTest, EncodesChoicesWithLogprobs) {
+  Choice a{0, "hi", "length", true, {{"hi", -0.25, {{"hi", -0.25}, {"\xC3", -3.0}}}}, 0};
+  Choice b{1, "yo", "stop", false, {}, 0};
+  auto chat = ParseJsonObject(EncodeCompletion(true, "c", 5, "m", {a, b}, Usage{3, 4}));
+  ASSERT_TRUE(chat.ok());
+  const json::array& choices = chat->at("choices").as_array();
+  ASSERT_EQ(choices.size(), 2u);
+  EXPECT_EQ(choices[1].as_object().at("index").as_int64(), 1);
+  EXPECT_TRUE(choices[1].as_object().at("logprobs").is_null());
+  const json::object& entry =
+      choices[0].as_object().at("logprobs").as_object().at("content").as_array()[0].as_object();
+  EXPECT_EQ(entry.at("token").as_string(), "hi");
+  EXPECT_DOUBLE_EQ(entry.at("logprob").as_double(), -0.25);
+  const json::object& alt = entry.at("top_logprobs").as_array()[1].as_object();
+  EXPECT_EQ(alt.at("token").as_string(), "\xEF\xBF\xBD");  // an incomplete character
+  EXPECT_EQ(alt.at("bytes").as_array()[0].as_int64(), 0xC3);
+
+  a.text_offset = 7;
+  auto chunk = ParseJsonObject(EncodeChunk(false, "c", 5, "m", &a, false, nullptr));
+  ASSERT_TRUE(chunk.ok());
+  const json::object& lp =
+      chunk->at("choices").as_array()[0].as_object().at("logprobs").as_object();
+  EXPECT_EQ(lp.at("tokens").as_array()[0].as_string(), "hi");
+  EXPECT_EQ(lp.at("text_offset").as_array()[0].as_int64(), 7);
+  EXPECT_EQ(lp.at("top_logprobs").as_array()[0].as_object().size(), 2u);
+}
+
 TEST(OpenAiJsonTest, EncodesAsOpenAiDoes) {
   auto error = ParseJsonObject(EncodeError("bad", "invalid_request_error", "top_p", ""));
   ASSERT_TRUE(error.ok());
   const json::object& e = error->at("error").as_object();
   EXPECT_EQ(e.at("param").as_string(), "top_p");
   EXPECT_TRUE(e.at("code").is_null());
-  auto chunk = ParseJsonObject(EncodeChunk(true, "id1", 5, "m", "", true, "", nullptr, false));
+  Choice first;
+  auto chunk = ParseJsonObject(EncodeChunk(true, "id1", 5, "m", &first, true, nullptr));
   ASSERT_TRUE(chunk.ok());
   const json::object& delta =
       chunk->at("choices").as_array()[0].as_object().at("delta").as_object();
   EXPECT_EQ(delta.at("role").as_string(), "assistant");
   EXPECT_EQ(chunk->at("object").as_string(), "chat.completion.chunk");
   Usage usage{3, 4};
-  auto done = ParseJsonObject(EncodeCompletion(false, "c", 5, "m", "hi", "length", usage));
+  Choice hi;
+  hi.text = "hi";
+  hi.finish_reason = "length";
+  auto done = ParseJsonObject(EncodeCompletion(false, "c", 5, "m", {hi}, usage));
   ASSERT_TRUE(done.ok());
   EXPECT_EQ(done->at("usage").as_object().at("total_tokens").as_int64(), 7);
 }

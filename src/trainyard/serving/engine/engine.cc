@@ -9,6 +9,7 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <random>
 #include <thread>
@@ -43,6 +44,10 @@ Status ValidateSampling(const SamplingParams& p) {
   }
   if (p.top_k < 0) return Status::InvalidArgument("top_k must be 0 (all tokens) or positive");
   if (p.max_tokens <= 0) return Status::InvalidArgument("max_tokens must be positive");
+  if (p.top_logprobs < -1 || p.top_logprobs > kMaxTopLogprobs) {
+    return Status::InvalidArgument("top_logprobs must be between 0 and " +
+                                   std::to_string(kMaxTopLogprobs));
+  }
   for (const std::string& s : p.stop) {
     if (s.empty()) return Status::InvalidArgument("stop sequences must not be empty");
   }
@@ -78,26 +83,34 @@ size_t StopPrefixTail(const std::string& text, const std::vector<std::string>& s
   return hold;
 }
 
+// The events of one request's choices, in the order they were pushed.
 class Stream : public GenerationStream {
  public:
+  explicit Stream(int choices) : open_choices_(choices) {}
+
   bool Next(GenerationEvent* event) override {
     MutexLock lock(mu_);
-    while (events_.empty() && !ended_) cv_.Wait(mu_);
+    while (events_.empty() && open_choices_ > 0) cv_.Wait(mu_);
     if (events_.empty()) return false;
     *event = std::move(events_.front());
     events_.pop_front();
-    if (event->finished) ended_ = true;
+    if (event->finished) --open_choices_;
     return true;
   }
   void Cancel() override { cancelled_.store(true); }
 
   bool cancelled() const { return cancelled_.load(); }
-  // Queues an event, merged into a queued one that the reader has not taken yet.
+  // Queues an event, merged into its choice's latest queued one when the reader has not taken
+  // that yet (and it is not the choice's last).
   void Push(GenerationEvent e) {
     MutexLock lock(mu_);
-    if (!events_.empty() && !events_.back().finished) {
-      GenerationEvent& last = events_.back();
+    auto same = std::find_if(events_.rbegin(), events_.rend(),
+                             [&](const GenerationEvent& q) { return q.index == e.index; });
+    if (same != events_.rend() && !same->finished) {
+      GenerationEvent& last = *same;
       last.token_ids.insert(last.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
+      last.logprobs.insert(last.logprobs.end(), std::make_move_iterator(e.logprobs.begin()),
+                           std::make_move_iterator(e.logprobs.end()));
       last.text += e.text;
       last.finished = e.finished;
       last.finish_reason = e.finish_reason;
@@ -113,13 +126,17 @@ class Stream : public GenerationStream {
   Mutex mu_;
   CondVar cv_;
   std::deque<GenerationEvent> events_ TY_GUARDED_BY(mu_);
-  bool ended_ TY_GUARDED_BY(mu_) = false;
+  int open_choices_ TY_GUARDED_BY(mu_);  // choices whose last event is not taken yet
   std::atomic<bool> cancelled_{false};
 };
 
 struct Sequence {
-  std::shared_ptr<Stream> stream;
+  std::shared_ptr<Stream> stream;  // shared by a request's choices
   GenerationRequest request;
+  int index = 0;  // the choice
+  // The request's other choices, until this one's prefill: they copy its cache and sample
+  // their first token from its logits, then run on their own.
+  std::vector<std::unique_ptr<Sequence>> forks;
   int adapter = -1;
   KvCache cache;
   std::vector<int64_t> input;      // what the next forward step feeds
@@ -128,6 +145,8 @@ struct Sequence {
   int64_t completion_tokens = 0;
   at::Generator generator;
   bool finished = false;
+  FinishReason finish_reason = FinishReason::kStop;  // once finished
+  Status error;
 };
 
 class EngineImpl : public Engine {
@@ -152,6 +171,9 @@ class EngineImpl : public Engine {
 
   Result<std::shared_ptr<GenerationStream>> Submit(GenerationRequest request) override {
     TY_RETURN_IF_ERROR(ValidateSampling(request.sampling));
+    if (request.n < 1 || request.n > kMaxChoices) {
+      return Status::InvalidArgument("n must be between 1 and " + std::to_string(kMaxChoices));
+    }
     const int64_t n = static_cast<int64_t>(request.prompt.size());
     if (n == 0) return Status::InvalidArgument("the prompt is empty");
     for (int32_t id : request.prompt) {
@@ -176,20 +198,31 @@ class EngineImpl : public Engine {
     if (!request.sampling.stop.empty() && !tokenizer_) {
       return Status::InvalidArgument("stop sequences need the model's tokenizer.json");
     }
-    auto seq = std::make_unique<Sequence>();
+    int adapter = -1;
     if (!request.adapter.empty()) {
       auto it = adapters_.find(request.adapter);
       if (it == adapters_.end()) {
         return Status::NotFound("no adapter named '" + request.adapter + "' on this replica");
       }
-      seq->adapter = it->second;
+      adapter = it->second;
     }
-    uint64_t seed = request.sampling.seed ? *request.sampling.seed : std::random_device{}();
-    seq->generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-    seq->stream = std::make_shared<Stream>();
+    auto stream = std::make_shared<Stream>(request.n);
+    std::random_device random;
+    auto make = [&](int index) {
+      auto seq = std::make_unique<Sequence>();
+      seq->stream = stream;
+      seq->index = index;
+      seq->adapter = adapter;
+      uint64_t seed = request.sampling.seed ? *request.sampling.seed + static_cast<uint64_t>(index)
+                                            : (uint64_t{random()} << 32) | random();
+      seq->generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+      seq->request = request;
+      return seq;
+    };
+    auto seq = make(0);
+    for (int i = 1; i < request.n; ++i) seq->forks.push_back(make(i));
     seq->input.assign(request.prompt.begin(), request.prompt.end());
-    seq->request = std::move(request);
-    std::shared_ptr<GenerationStream> handle = seq->stream;
+    std::shared_ptr<GenerationStream> handle = stream;
     MutexLock lock(mu_);
     if (stopping_) return Status::Unavailable("the engine is shutting down");
     pending_.push_back(std::move(seq));
@@ -211,22 +244,18 @@ class EngineImpl : public Engine {
  private:
   void Loop() {
     std::vector<std::unique_ptr<Sequence>> running;
-    while (true) {
-      std::vector<std::unique_ptr<Sequence>> admitted;
+    bool stopping = false;
+    while (!stopping) {
       {
         MutexLock lock(mu_);
         while (!stopping_ && pending_.empty() && running.empty()) cv_.Wait(mu_);
-        if (stopping_) {
-          for (auto& s : pending_) running.push_back(std::move(s));
-          pending_.clear();
-          break;
-        }
-        while (!pending_.empty() &&
-               static_cast<int>(running.size() + admitted.size()) < max_batch_) {
-          admitted.push_back(std::move(pending_.front()));
-          pending_.pop_front();
-        }
       }
+      // Every waiting request that fits is admitted and prefilled (in batched forwards,
+      // shortest prompts first) before the next decode step. Requests that arrive during
+      // those prefills wait for that decode step: prefilling them at once as well (vLLM's
+      // prefill-first loop) measured no better under load here (bench/serving, C = 32):
+      // they arrive a few at a time, so they ran as more, smaller forwards.
+      std::vector<std::unique_ptr<Sequence>> admitted = Admit(running, &stopping);
       std::vector<Sequence*> prefill;
       for (auto& seq : admitted) {
         if (seq->stream->cancelled()) {
@@ -236,9 +265,8 @@ class EngineImpl : public Engine {
         }
       }
       for (const std::vector<Sequence*>& group : PrefillGroups(std::move(prefill))) Step(group);
-      for (auto& seq : admitted) {
-        if (!seq->finished) running.push_back(std::move(seq));
-      }
+      for (auto& seq : admitted) AddRunning(std::move(seq), running);
+      if (stopping) break;
       std::vector<Sequence*> batch;
       for (auto& seq : running) {
         if (seq->stream->cancelled()) Finish(*seq, FinishReason::kCancelled, "");
@@ -251,13 +279,54 @@ class EngineImpl : public Engine {
       std::erase_if(running, [](const auto& s) { return s->finished; });
     }
     for (auto& seq : running) {
+      if (seq->finished) continue;
       GenerationEvent e;
+      e.index = seq->index;
       e.finished = true;
       e.finish_reason = FinishReason::kError;
       e.error = Status::Unavailable("the engine shut down before the request finished");
       e.prompt_tokens = static_cast<int64_t>(seq->request.prompt.size());
       seq->stream->Push(std::move(e));
     }
+  }
+
+  // Takes the waiting requests that fit beside `running` (a request counts its n choices), in
+  // arrival order: the first that does not fit waits for sequences to finish. A request alone
+  // is admitted even when its n exceeds max_batch. When the engine is stopping, every waiting
+  // request joins `running` (to be ended) and `stopping` is set.
+  std::vector<std::unique_ptr<Sequence>> Admit(std::vector<std::unique_ptr<Sequence>>& running,
+                                               bool* stopping) {
+    std::vector<std::unique_ptr<Sequence>> admitted;
+    MutexLock lock(mu_);
+    if (stopping_) {
+      for (auto& s : pending_) AddRunning(std::move(s), running);
+      pending_.clear();
+      *stopping = true;
+      return admitted;
+    }
+    int sequences = 0;
+    for (const auto& seq : running) sequences += seq->finished ? 0 : 1;
+    while (!pending_.empty()) {
+      int need = 1 + static_cast<int>(pending_.front()->forks.size());
+      if (sequences > 0 && sequences + need > max_batch_) break;
+      sequences += need;
+      admitted.push_back(std::move(pending_.front()));
+      pending_.pop_front();
+    }
+    return admitted;
+  }
+
+  // Moves `seq` and the forks it still holds into `running`; those that already finished are
+  // dropped. A fork that never ran (its request was cancelled or failed first) ends the same way.
+  void AddRunning(std::unique_ptr<Sequence> seq, std::vector<std::unique_ptr<Sequence>>& running) {
+    for (auto& fork : seq->forks) {
+      if (seq->finished && !fork->finished && !fork->cache.slot) {
+        Finish(*fork, seq->finish_reason, "", seq->error);
+      }
+      if (!fork->finished) running.push_back(std::move(fork));
+    }
+    seq->forks.clear();
+    if (!seq->finished) running.push_back(std::move(seq));
   }
 
   // Splits newly admitted sequences into prefill batches: by prompt length, so that padding
@@ -299,22 +368,49 @@ class EngineImpl : public Engine {
     torch::Tensor logits;
     try {
       logits = runner_->Forward(steps).to(torch::kCPU);
+      // A prefilled sequence's forks continue from its cache (before its own token is
+      // accepted: that may finish it).
+      for (Sequence* s : batch) {
+        for (auto& fork : s->forks) runner_->ForkCache(s->cache, &fork->cache);
+      }
     } catch (const std::exception& e) {
       spdlog::error("forward step of {} sequences failed: {}", batch.size(), e.what());
       for (Sequence* s : batch) {
-        Finish(*s, FinishReason::kError, "",
-               Status::Internal(std::string("model error: ") + e.what()));
+        Status error = Status::Internal(std::string("model error: ") + e.what());
+        for (auto& fork : s->forks) Finish(*fork, FinishReason::kError, "", error);
+        Finish(*s, FinishReason::kError, "", error);
       }
       return;
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       Sequence& s = *batch[i];
-      int32_t token = SampleToken(logits[static_cast<int64_t>(i)], s.request.sampling, s.generator);
-      Accept(s, token);
+      torch::Tensor row = logits[static_cast<int64_t>(i)];
+      for (auto& fork : s.forks) {
+        Accept(*fork, SampleToken(row, fork->request.sampling, fork->generator), row);
+      }
+      Accept(s, SampleToken(row, s.request.sampling, s.generator), row);
     }
   }
 
-  void Accept(Sequence& s, int32_t token) {
+  // The sampled token's log-probability and the k most likely tokens' under `logits`.
+  static TokenLogprob Logprob(const torch::Tensor& logits, int32_t token, int k) {
+    torch::Tensor lp = torch::log_softmax(logits.to(torch::kFloat32), 0).contiguous();
+    const float* v = lp.data_ptr<float>();
+    TokenLogprob out;
+    out.token = token;
+    out.logprob = v[token];
+    if (k > 0) {
+      auto [values, ids] = lp.topk(std::min<int64_t>(k, lp.size(0)));
+      auto va = values.accessor<float, 1>();
+      auto ia = ids.accessor<int64_t, 1>();
+      for (int64_t j = 0; j < values.size(0); ++j) {
+        out.top.emplace_back(static_cast<int32_t>(ia[j]), va[j]);
+      }
+    }
+    return out;
+  }
+
+  void Accept(Sequence& s, int32_t token, const torch::Tensor& logits) {
     const SamplingParams& p = s.request.sampling;
     ++s.completion_tokens;
     bool eos = !p.ignore_eos && (std::count(eos_.begin(), eos_.end(), token) > 0 ||
@@ -324,7 +420,9 @@ class EngineImpl : public Engine {
     s.generated.push_back(token);
     s.input.assign(1, token);
     GenerationEvent e;
+    e.index = s.index;
     e.token_ids = {token};
+    if (p.top_logprobs >= 0) e.logprobs.push_back(Logprob(logits, token, p.top_logprobs));
     std::string text = DecodeText(s);
     if (!p.stop.empty()) {
       size_t cut = std::string::npos;
@@ -335,14 +433,16 @@ class EngineImpl : public Engine {
       if (cut != std::string::npos) {
         std::string delta = cut > s.emitted ? text.substr(s.emitted, cut - s.emitted) : "";
         s.emitted = std::max(s.emitted, cut);
-        return Finish(s, FinishReason::kStop, std::move(delta), Status::Ok(), {token});
+        return Finish(s, FinishReason::kStop, std::move(delta), Status::Ok(), {token},
+                      std::move(e.logprobs));
       }
     }
     bool full = s.completion_tokens >= p.max_tokens || s.cache.length + 1 >= runner_->context();
     if (full) {
       std::string delta = text.size() > s.emitted ? text.substr(s.emitted) : "";
       s.emitted = text.size();
-      return Finish(s, FinishReason::kLength, std::move(delta), Status::Ok(), {token});
+      return Finish(s, FinishReason::kLength, std::move(delta), Status::Ok(), {token},
+                    std::move(e.logprobs));
     }
     size_t safe = text.size() - std::max(IncompleteUtf8Tail(text), StopPrefixTail(text, p.stop));
     if (safe > s.emitted) {
@@ -367,16 +467,20 @@ class EngineImpl : public Engine {
   // Ends `s`: its last event carries `text` (and, for a stop or eos, flushes the text held
   // back for a possible stop string).
   void Finish(Sequence& s, FinishReason reason, std::string text, Status error = Status::Ok(),
-              std::vector<int32_t> tokens = {}) {
+              std::vector<int32_t> tokens = {}, std::vector<TokenLogprob> logprobs = {}) {
     if (s.finished) return;
     s.finished = true;
+    s.finish_reason = reason;
+    s.error = error;
     if (reason == FinishReason::kStop && tokens.empty()) {
       std::string all = DecodeText(s);
       if (all.size() > s.emitted) text += all.substr(s.emitted);
       s.emitted = all.size();
     }
     GenerationEvent e;
+    e.index = s.index;
     e.token_ids = std::move(tokens);
+    e.logprobs = std::move(logprobs);
     e.text = std::move(text);
     e.finished = true;
     e.finish_reason = error.ok() ? reason : FinishReason::kError;

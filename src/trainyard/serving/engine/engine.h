@@ -5,7 +5,9 @@
 // running at once), prefills them together, then decodes all running sequences as one batch, each
 // with its own sampling parameters, random generator, adapter and KV cache (continuous batching).
 // A sequence ends at an eos token, a stop string (matched on the decoded text; the stop string
-// is not returned), max_tokens, the model's context, or when its stream is cancelled.
+// is not returned), max_tokens, the model's context, or when its stream is cancelled. A request
+// for n completions runs n sequences that share the prompt's prefill (its keys and values are
+// copied into each sibling's cache) and answer on one stream, each event naming its choice.
 //
 // Thread-safe: Submit, the accessors and every GenerationStream method may be called from any
 // thread. The destructor stops the loop; streams still open then end with an Unavailable error.
@@ -40,22 +42,41 @@ struct SamplingParams {
   int64_t max_tokens = 16;        // > 0
   std::vector<std::string> stop;  // stop strings (need a tokenizer)
   bool ignore_eos = false;
+  // -1: no log-probabilities; 0..kMaxTopLogprobs: each generated token's log-probability under
+  // the model (log-softmax of its logits, before temperature, top-k and top-p) and this many of
+  // the most likely tokens with theirs.
+  int top_logprobs = -1;
 };
+
+inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr int kMaxChoices = 64;  // the engine's limit on GenerationRequest::n
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // token ids, not empty
   std::string adapter;          // "" for the base model, else an adapter's name
   SamplingParams sampling;
   std::vector<int32_t> extra_stop_ids;  // stop tokens besides the model's eos (chat templates)
+  // Completions of the prompt, 1..kMaxChoices. Choice i samples with seed + i when a seed is
+  // given, so choices differ and each is reproducible.
+  int n = 1;
 };
 
 enum class FinishReason { kStop, kLength, kCancelled, kError };
 std::string_view FinishReasonName(FinishReason r);  // "stop", "length", "cancelled", "error"
 
-// A piece of a request's output. The last event of a stream has `finished` set.
+// A generated token's log-probability and the most likely tokens' (most likely first).
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+// A piece of one choice's output. The last event of each choice has `finished` set.
 struct GenerationEvent {
-  std::vector<int32_t> token_ids;  // new tokens (the stop/eos token included in counts only)
-  std::string text;                // new text (empty without a tokenizer)
+  int index = 0;                       // the choice, 0..n-1
+  std::vector<int32_t> token_ids;      // new tokens (the stop/eos token included in counts only)
+  std::vector<TokenLogprob> logprobs;  // one per token_ids entry, when asked for
+  std::string text;                    // new text (empty without a tokenizer)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kStop;
   int64_t prompt_tokens = 0;
@@ -66,11 +87,11 @@ struct GenerationEvent {
 class GenerationStream {
  public:
   virtual ~GenerationStream() = default;
-  // Waits for the next event (events of one step are merged); false once the final event has
-  // been returned.
+  // Waits for the next event (a choice's events not yet taken are merged); false once the final
+  // event of every choice has been returned.
   virtual bool Next(GenerationEvent* event) = 0;
-  // The client is gone: the sequence leaves the batch at the next step and its stream ends
-  // with kCancelled.
+  // The client is gone: the request's sequences leave the batch at the next step and each
+  // choice ends with kCancelled.
   virtual void Cancel() = 0;
 };
 
@@ -81,7 +102,7 @@ class Engine {
 
   // InvalidArgument naming the problem: an empty prompt, a token outside the vocabulary, a
   // prompt + max_tokens longer than the context, stop strings without a tokenizer, bad
-  // sampling parameters; NotFound for an unknown adapter.
+  // sampling parameters, n outside 1..kMaxChoices; NotFound for an unknown adapter.
   virtual Result<std::shared_ptr<GenerationStream>> Submit(GenerationRequest request) = 0;
 
   virtual const model::ModelConfig& config() const = 0;

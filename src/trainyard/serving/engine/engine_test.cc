@@ -209,6 +209,98 @@ TEST(EngineTest, SameSeedSameSampleDifferentSeedDifferent) {
   EXPECT_NE(sample(8), a);
 }
 
+// Each choice's events, by index.
+std::vector<Output> DrainChoices(GenerationStream& stream, int n) {
+  std::vector<Output> out(static_cast<size_t>(n));
+  GenerationEvent e;
+  while (stream.Next(&e)) {
+    EXPECT_TRUE(e.error.ok()) << e.error.ToString();
+    Output& o = out.at(static_cast<size_t>(e.index));
+    EXPECT_EQ(o.reason, FinishReason::kError) << "an event after choice " << e.index << "'s last";
+    o.tokens.insert(o.tokens.end(), e.token_ids.begin(), e.token_ids.end());
+    if (e.finished) {
+      o.reason = e.finish_reason;
+      o.completion_tokens = e.completion_tokens;
+    }
+  }
+  return out;
+}
+
+// n choices share one prefill (the forks copy its cache) and sample with seed + index: choice
+// i is what a lone request with seed + i gives, with an adapter too, and greedy choices are
+// the greedy output.
+TEST(EngineTest, ChoicesAreLoneRequestsWithSeedPlusIndex) {
+  auto engine = LoadEngine("llama", 8, {{"tuned", Fixture("llama_lora")}});
+  ASSERT_TRUE(engine);
+  auto sampled = [](uint64_t seed, int n) {
+    GenerationRequest r = Greedy(kPrompts[3], 16, "tuned");
+    r.sampling.temperature = 1.3;
+    r.sampling.seed = seed;
+    r.n = n;
+    return r;
+  };
+  std::vector<std::vector<int32_t>> alone;
+  for (uint64_t seed = 7; seed < 10; ++seed) {
+    TY_ASSERT_OK_AND_ASSIGN(auto s, engine->Submit(sampled(seed, 1)));
+    alone.push_back(Drain(*s).tokens);
+  }
+  EXPECT_NE(alone[0], alone[1]);
+  // Beside another request, so the choices run in a batch with a stranger.
+  TY_ASSERT_OK_AND_ASSIGN(auto other, engine->Submit(Greedy(kPrompts[0], 20)));
+  TY_ASSERT_OK_AND_ASSIGN(auto s, engine->Submit(sampled(7, 3)));
+  std::vector<Output> choices = DrainChoices(*s, 3);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(choices[i].tokens, alone[i]) << "choice " << i;
+    EXPECT_EQ(choices[i].reason, FinishReason::kLength);
+    EXPECT_EQ(choices[i].completion_tokens, 16);
+  }
+  EXPECT_EQ(Drain(*other).tokens.size(), 20u);
+
+  TY_ASSERT_OK_AND_ASSIGN(auto g1, engine->Submit(Greedy(kPrompts[1], 9)));
+  std::vector<int32_t> greedy = Drain(*g1).tokens;
+  GenerationRequest two = Greedy(kPrompts[1], 9);
+  two.n = 2;
+  TY_ASSERT_OK_AND_ASSIGN(auto g2, engine->Submit(two));
+  for (const Output& o : DrainChoices(*g2, 2)) EXPECT_EQ(o.tokens, greedy);
+}
+
+// Log-probabilities are the log-softmax of the full forward's logits at each generated
+// position, the greedy token is the most likely, and the top list is sorted.
+TEST(EngineTest, LogprobsAreTheModelsLogSoftmax) {
+  auto engine = LoadEngine("llama", 4);
+  ASSERT_TRUE(engine);
+  GenerationRequest r = Greedy(kPrompts[0], 6);
+  r.sampling.top_logprobs = 3;
+  TY_ASSERT_OK_AND_ASSIGN(auto s, engine->Submit(r));
+  std::vector<TokenLogprob> got;
+  std::vector<int32_t> tokens;
+  GenerationEvent e;
+  while (s->Next(&e)) {
+    ASSERT_EQ(e.logprobs.size(), e.token_ids.size());
+    tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
+    got.insert(got.end(), e.logprobs.begin(), e.logprobs.end());
+  }
+  ASSERT_EQ(got.size(), 6u);
+  TY_ASSERT_OK_AND_ASSIGN(auto model,
+                          model::LoadPretrained(Fixture("llama"), torch::kCPU, torch::kFloat32));
+  std::vector<int64_t> all(kPrompts[0].begin(), kPrompts[0].end());
+  all.insert(all.end(), tokens.begin(), tokens.end());
+  torch::NoGradGuard no_grad;
+  torch::Tensor lp = torch::log_softmax(model->Forward(torch::tensor(all).unsqueeze(0))[0], -1);
+  for (size_t j = 0; j < got.size(); ++j) {
+    torch::Tensor row = lp[static_cast<int64_t>(kPrompts[0].size() + j - 1)];
+    EXPECT_EQ(got[j].token, tokens[j]);
+    EXPECT_NEAR(got[j].logprob, row[tokens[j]].item<float>(), 1e-4);
+    ASSERT_EQ(got[j].top.size(), 3u);
+    EXPECT_EQ(got[j].top[0].first, tokens[j]);
+    auto [values, ids] = row.topk(3);
+    for (int64_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(got[j].top[static_cast<size_t>(k)].first, ids[k].item<int64_t>());
+      EXPECT_NEAR(got[j].top[static_cast<size_t>(k)].second, values[k].item<float>(), 1e-4);
+    }
+  }
+}
+
 TEST(EngineTest, CancelledRequestEndsWithCancelled) {
   auto engine = LoadEngine("llama", 4);
   ASSERT_TRUE(engine);
@@ -235,6 +327,12 @@ TEST(EngineTest, RefusesWhatCannotRun) {
   GenerationRequest bad = Greedy({1}, 4);
   bad.sampling.top_p = 0;
   TY_EXPECT_ERROR(engine->Submit(bad), StatusCode::kInvalidArgument, "top_p");
+  GenerationRequest none = Greedy({1}, 4);
+  none.n = 0;
+  TY_EXPECT_ERROR(engine->Submit(none), StatusCode::kInvalidArgument, "n must be");
+  GenerationRequest many = Greedy({1}, 4);
+  many.sampling.top_logprobs = kMaxTopLogprobs + 1;
+  TY_EXPECT_ERROR(engine->Submit(many), StatusCode::kInvalidArgument, "top_logprobs");
   // The whole context can be used: 61 new tokens after 3.
   TY_ASSERT_OK_AND_ASSIGN(auto s, engine->Submit(Greedy({1, 2, 3}, 61)));
   EXPECT_EQ(Drain(*s).tokens.size(), 61u);

@@ -427,6 +427,21 @@ torch::Tensor ModelRunner::Forward(const std::vector<SequenceStep>& steps) {
   return impl_->Forward(steps);
 }
 
+void ModelRunner::ForkCache(const KvCache& from, KvCache* to) {
+  TORCH_CHECK(from.slot && !to->slot, "a fork copies a used cache into an unused one");
+  torch::InferenceMode inference;
+  to->slot = impl_->TakeSlot();  // may grow the buffers; slot indices stay valid
+  const KvPool& pool = *impl_->pool;
+  for (size_t l = 0; l < pool.k.size(); ++l) {
+    for (const torch::Tensor* buf : {&pool.k[l], &pool.v[l]}) {
+      buf->select(0, to->slot->index)
+          .narrow(1, 0, from.length)
+          .copy_(buf->select(0, from.slot->index).narrow(1, 0, from.length));
+    }
+  }
+  to->length = from.length;
+}
+
 Result<int> ModelRunner::AddAdapter(const std::string& dir) {
   namespace fs = std::filesystem;
   TY_ASSIGN_OR_RETURN(model::LoraConfig lora, model::ReadPeftAdapterConfig(dir));

@@ -73,6 +73,10 @@ class ModelRunner {
   // adapter's LoRA update is one matmul over the rows that use it.
   torch::Tensor Forward(const std::vector<SequenceStep>& steps);
 
+  // Gives `to` (a cache not used yet) a slot holding a copy of `from`'s keys and values, so a
+  // sequence can continue from another's prefill (n completions of one prompt).
+  void ForkCache(const KvCache& from, KvCache* to);
+
   const model::ModelConfig& config() const;
   int64_t context() const;  // max_position_embeddings
   torch::Device device() const;

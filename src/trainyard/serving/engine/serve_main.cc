@@ -46,31 +46,70 @@ std::string RandomId(std::string_view prefix) {
   return std::string(prefix) + buf;
 }
 
+// A token's text for logprobs: the tokenizer's bytes for it (special tokens included), or
+// "token_id:N" without a tokenizer.
+std::string TokenText(const model::Tokenizer* tok, int32_t id) {
+  if (!tok || id < 0 || id >= tok->VocabSize()) return "token_id:" + std::to_string(id);
+  const int32_t one[] = {id};
+  return tok->Decode(one, /*skip_special_tokens=*/false);
+}
+
+// An event's tokens' log-probabilities as the API's choice carries them.
+Choice ChoiceOf(const GenerationEvent& e, bool with_logprobs, const model::Tokenizer* tok) {
+  Choice c;
+  c.index = e.index;
+  c.text = e.text;
+  c.with_logprobs = with_logprobs;
+  for (const TokenLogprob& t : e.logprobs) {
+    LogprobToken out{TokenText(tok, t.token), t.logprob, {}};
+    for (const auto& [id, logprob] : t.top) out.top.emplace_back(TokenText(tok, id), logprob);
+    c.logprobs.push_back(std::move(out));
+  }
+  return c;
+}
+
 // The server-sent events of one streamed completion, as OpenAI sends them: `data: {chunk}`
-// per piece of text (the chat stream opens with the assistant's role), a chunk with the
-// finish reason, a usage chunk when asked for, then `data: [DONE]`.
+// per piece of a choice's text (each chat choice opens with the assistant's role), a chunk with
+// each choice's finish reason, a usage chunk when asked for (every choice's tokens), then
+// `data: [DONE]`.
 class SseStream : public http::BodyStream {
  public:
-  SseStream(std::shared_ptr<GenerationStream> source, bool chat, std::string id, int64_t created,
-            std::string model, bool include_usage)
+  struct Options {
+    bool chat = false;
+    std::string id;
+    int64_t created = 0;
+    std::string model;
+    bool include_usage = false;
+    int choices = 1;
+    bool logprobs = false;
+    int64_t prompt_tokens = 0;
+  };
+  SseStream(std::shared_ptr<GenerationStream> source, Options options,
+            const model::Tokenizer* tokenizer)
       : source_(std::move(source)),
-        chat_(chat),
-        id_(std::move(id)),
-        created_(created),
-        model_(std::move(model)),
-        include_usage_(include_usage) {}
+        o_(std::move(options)),
+        tokenizer_(tokenizer),
+        offsets_(static_cast<size_t>(o_.choices), 0) {}
 
   bool Next(std::string* chunk) override {
     if (done_) return false;
-    if (chat_ && !sent_role_) {
+    if (o_.chat && !sent_role_) {
       sent_role_ = true;
-      *chunk = Data(EncodeChunk(true, id_, created_, model_, "", true, "", nullptr, false));
+      for (int i = 0; i < o_.choices; ++i) {
+        Choice role;
+        role.index = i;
+        *chunk += Data(EncodeChunk(true, o_.id, o_.created, o_.model, &role, true, nullptr));
+      }
       return true;
     }
     GenerationEvent e;
     if (!source_->Next(&e)) {
       done_ = true;
-      *chunk = "data: [DONE]\n\n";
+      if (o_.include_usage) {
+        Usage usage{o_.prompt_tokens, completion_tokens_};
+        *chunk += Data(EncodeChunk(o_.chat, o_.id, o_.created, o_.model, nullptr, false, &usage));
+      }
+      *chunk += "data: [DONE]\n\n";
       return true;
     }
     if (e.finish_reason == FinishReason::kError && e.finished) {
@@ -78,18 +117,19 @@ class SseStream : public http::BodyStream {
       *chunk = Data(EncodeError(e.error.message(), "server_error", "", "")) + "data: [DONE]\n\n";
       return true;
     }
-    if (!e.text.empty()) {
-      *chunk += Data(EncodeChunk(chat_, id_, created_, model_, e.text, false, "", nullptr, false));
+    int64_t& offset = offsets_.at(static_cast<size_t>(e.index));
+    if (!e.text.empty() || !e.logprobs.empty()) {
+      Choice piece = ChoiceOf(e, o_.logprobs, tokenizer_);
+      piece.text_offset = offset;
+      offset += static_cast<int64_t>(SanitizeUtf8(e.text).size());
+      *chunk += Data(EncodeChunk(o_.chat, o_.id, o_.created, o_.model, &piece, false, nullptr));
     }
     if (e.finished) {
-      std::string reason(FinishReasonName(e.finish_reason));
-      *chunk += Data(EncodeChunk(chat_, id_, created_, model_, "", false, reason, nullptr, false));
-      if (include_usage_) {
-        Usage usage{e.prompt_tokens, e.completion_tokens};
-        *chunk += Data(EncodeChunk(chat_, id_, created_, model_, "", false, "", &usage, true));
-      }
-      *chunk += "data: [DONE]\n\n";
-      done_ = true;
+      completion_tokens_ += e.completion_tokens;
+      Choice end;
+      end.index = e.index;
+      end.finish_reason = std::string(FinishReasonName(e.finish_reason));
+      *chunk += Data(EncodeChunk(o_.chat, o_.id, o_.created, o_.model, &end, false, nullptr));
     }
     return true;  // an empty chunk (no new text yet) is skipped by the server
   }
@@ -100,11 +140,10 @@ class SseStream : public http::BodyStream {
   static std::string Data(const std::string& json) { return "data: " + json + "\n\n"; }
 
   std::shared_ptr<GenerationStream> source_;
-  bool chat_;
-  std::string id_;
-  int64_t created_;
-  std::string model_;
-  bool include_usage_;
+  const Options o_;
+  const model::Tokenizer* tokenizer_;
+  std::vector<int64_t> offsets_;  // per choice: the text sent so far
+  int64_t completion_tokens_ = 0;
   bool sent_role_ = false;
   bool done_ = false;
 };
@@ -211,6 +250,8 @@ class Replica {
     s.top_p = request->top_p.value_or(1.0);
     s.top_k = std::max<int64_t>(0, request->top_k.value_or(0));
     if (request->seed) s.seed = static_cast<uint64_t>(*request->seed);
+    s.top_logprobs = request->logprobs;
+    g.n = request->n;
     int64_t room = engine_->context() - static_cast<int64_t>(g.prompt.size());
     s.max_tokens = request->max_tokens.value_or(chat ? std::max<int64_t>(room, 1) : 16);
     s.stop = request->stop;
@@ -236,29 +277,41 @@ class Replica {
     std::string id = hex_id ? std::string(chat ? "chatcmpl-" : "cmpl-") + request_id
                             : RandomId(chat ? "chatcmpl-" : "cmpl-");
     int64_t created = static_cast<int64_t>(std::time(nullptr));
+    const bool logprobs = request->logprobs >= 0;
     if (request->stream) {
       http::Response r;
       r.status = 200;
       r.content_type = "text/event-stream";
       r.headers.push_back({"Cache-Control", "no-cache"});
-      r.stream = std::make_shared<SseStream>(*stream, chat, id, created, request->model,
-                                             request->include_usage);
+      SseStream::Options o{
+          chat,       id,       created,      request->model, request->include_usage,
+          request->n, logprobs, prompt_tokens};
+      r.stream = std::make_shared<SseStream>(*stream, std::move(o), tok);
       return r;
     }
-    std::string text;
+    std::vector<Choice> choices(static_cast<size_t>(request->n));
+    for (int i = 0; i < request->n; ++i) {
+      choices[static_cast<size_t>(i)].index = i;
+      choices[static_cast<size_t>(i)].with_logprobs = logprobs;
+    }
     GenerationEvent e;
     Usage usage{prompt_tokens, 0};
-    std::string finish = "stop";
     while ((*stream)->Next(&e)) {
-      text += e.text;
-      usage.completion_tokens = e.completion_tokens;
+      if (e.finished && !e.error.ok()) {
+        (*stream)->Cancel();  // the other choices stop too
+        return ErrorFor(500, e.error.message());
+      }
+      Choice& c = choices.at(static_cast<size_t>(e.index));
+      Choice piece = ChoiceOf(e, logprobs, tok);
+      c.text += piece.text;
+      for (LogprobToken& t : piece.logprobs) c.logprobs.push_back(std::move(t));
       if (e.finished) {
-        if (!e.error.ok()) return ErrorFor(500, e.error.message());
-        finish = std::string(FinishReasonName(e.finish_reason));
+        usage.completion_tokens += e.completion_tokens;
+        c.finish_reason = std::string(FinishReasonName(e.finish_reason));
       }
     }
     return http::Response::Json(
-        200, EncodeCompletion(chat, id, created, request->model, text, finish, usage));
+        200, EncodeCompletion(chat, id, created, request->model, choices, usage));
   }
 
   ReplicaOptions options_;
