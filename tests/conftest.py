@@ -254,6 +254,62 @@ def server_factory(backend, tmp_path, request):
         factory.close()
 
 
+@pytest.fixture(scope="module")
+def admin(server):
+    """A session on the module's server with its admin token."""
+    s = server.session()
+    yield s
+    s.close()
+
+
+def module_server(tmp_path_factory, backend: str, request, prefix: str, extra_args: list[str]):
+    """The body of a module-scoped `server` fixture: `yield from module_server(...)` gives one
+    server started with `extra_args` on the module's backend, closed after the module."""
+    factory = ServerFactory(tmp_path_factory.mktemp(f"{prefix}-{backend}"), backend, request)
+    try:
+        yield factory.new(extra_args=extra_args)
+    finally:
+        factory.close()
+
+
+def register_hf_model(server: TrainyardServer, token: str, work: Path, prefix: str = "llm",
+                      alias: str | None = None) -> str:
+    """Registers a model owned by the token's user whose version 1 is a Hugging Face
+    directory (a config.json only: enough for the fake serving engine); returns its name."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    hf = work / f"hf-{uuid.uuid4().hex[:6]}"
+    hf.mkdir(parents=True)
+    (hf / "config.json").write_text('{"model_type": "gpt2"}')
+    os.environ["MLFLOW_TRACKING_URI"] = server.url
+    os.environ["MLFLOW_TRACKING_TOKEN"] = token
+    try:
+        mlflow.set_tracking_uri(server.url)
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        mlflow.set_experiment(f"serving-{name}")
+        with mlflow.start_run() as run:
+            mlflow.log_artifacts(str(hf), "model")
+        client = MlflowClient()
+        client.create_registered_model(name)
+        client.create_model_version(name, f"runs:/{run.info.run_id}/model", run.info.run_id)
+        if alias:
+            client.set_registered_model_alias(name, alias, 1)
+        return name
+    finally:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        os.environ.pop("MLFLOW_TRACKING_TOKEN", None)
+        mlflow.set_tracking_uri(None)
+
+
+@pytest.fixture(scope="module")
+def llm_model(server, tmp_path_factory):
+    """A model registered by the admin on the module's server, version 1 a Hugging Face
+    directory; alias champion -> 1."""
+    return register_hf_model(server, server.token, tmp_path_factory.mktemp("hf"),
+                             alias="champion")
+
+
 # --- the mlflow client
 
 

@@ -39,12 +39,6 @@ def ok(r: requests.Response) -> dict:
     return r.json()
 
 
-@pytest.fixture(scope="module")
-def admin(server):
-    s = server.session()
-    yield s
-    s.close()
-
 
 @pytest.fixture(scope="module")
 def fixture_run(server, admin):

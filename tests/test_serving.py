@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import ServerFactory
+from conftest import module_server
 
 TY = "/api/trainyard/v1"
 MODEL_CODE = str(Path(__file__).resolve().parent / "workloads" / "serving_model.py")
@@ -59,16 +59,11 @@ def wait_for(predicate, what: str, timeout: float = READY_TIMEOUT_S, interval: f
 @pytest.fixture(scope="module")
 def server(backend, tmp_path_factory, request):
     """The module's server, told where `mlflow` is (the test venv's): pyfunc replicas run it."""
-    factory = ServerFactory(tmp_path_factory.mktemp(f"serving-{backend}"), backend, request)
     mlflow_program = Path(sys.executable).parent / "mlflow"
-    try:
-        # Replicas are jobs on the local pool: room for all the module keeps at once.
-        yield factory.new(extra_args=["--local-cpus", "64",
-                                      "--serving-mlflow", str(mlflow_program),
-                                      "--serving-engine", FAKE_ENGINE,
-                                      "--serving-cold-start-s", "180"])
-    finally:
-        factory.close()
+    # Replicas are jobs on the local pool: room for all the module keeps at once.
+    yield from module_server(tmp_path_factory, backend, request, "serving",
+                             ["--local-cpus", "64", "--serving-mlflow", str(mlflow_program),
+                              "--serving-engine", FAKE_ENGINE, "--serving-cold-start-s", "180"])
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +91,6 @@ def models(server):
         os.environ.pop("MLFLOW_TRACKING_TOKEN", None)
         mlflow.set_tracking_uri(None)
 
-
-@pytest.fixture(scope="module")
-def admin(server):
-    s = server.session()
-    yield s
-    s.close()
 
 
 def create(admin, server, **body) -> dict:
@@ -348,31 +337,6 @@ def test_cli_lists_and_shows(server, admin, models, tmp_path):
 # --- LLM endpoints: the OpenAI routes, against the stand-in engine (tests/workloads/
 # fake_serve_model.py, the replica contract); the real engine's end-to-end test comes with it.
 
-
-@pytest.fixture(scope="module")
-def llm_model(server, tmp_path_factory):
-    """A registered model whose version is a Hugging Face directory (config.json): `llm`."""
-    import mlflow
-    from mlflow import MlflowClient
-
-    hf = tmp_path_factory.mktemp("hf")
-    (hf / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    os.environ["MLFLOW_TRACKING_URI"] = server.url
-    os.environ["MLFLOW_TRACKING_TOKEN"] = server.token
-    try:
-        mlflow.set_tracking_uri(server.url)
-        name = f"llm-{uuid.uuid4().hex[:6]}"
-        mlflow.set_experiment(f"serving-{name}")
-        with mlflow.start_run() as run:
-            mlflow.log_artifacts(str(hf), "model")
-        client = MlflowClient()
-        client.create_registered_model(name)
-        client.create_model_version(name, f"runs:/{run.info.run_id}/model", run.info.run_id)
-        yield name
-    finally:
-        os.environ.pop("MLFLOW_TRACKING_URI", None)
-        os.environ.pop("MLFLOW_TRACKING_TOKEN", None)
-        mlflow.set_tracking_uri(None)
 
 
 def test_openai_client_chat_completions_streaming_and_models(server, admin, llm_model):

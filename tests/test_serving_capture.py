@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import TRAINYARD_BIN, ServerFactory, point_mlflow_at, reset_mlflow_state
+from conftest import TRAINYARD_BIN, module_server, point_mlflow_at, reset_mlflow_state
 from test_serving import error_of, ok  # the serving tests' response checks
 from jobs_client import JobsClient
 
@@ -68,21 +68,11 @@ def wait_for(predicate, what: str, timeout: float = TIMEOUT_S, state=None):
 
 @pytest.fixture(scope="module")
 def server(backend, tmp_path_factory, request):
-    factory = ServerFactory(tmp_path_factory.mktemp(f"capture-{backend}"), backend, request)
-    try:
-        # Batches of captured rows go to the table after 300 ms (or 500 rows).
-        yield factory.new(extra_args=["--local-cpus", "64", "--serving-engine", FAKE_ENGINE,
-                                      "--serving-cold-start-s", "180",
-                                      "--capture-flush-ms", "300"])
-    finally:
-        factory.close()
+    # Batches of captured rows go to the table after 300 ms (or 500 rows).
+    yield from module_server(tmp_path_factory, backend, request, "capture",
+                             ["--local-cpus", "64", "--serving-engine", FAKE_ENGINE,
+                              "--serving-cold-start-s", "180", "--capture-flush-ms", "300"])
 
-
-@pytest.fixture(scope="module")
-def admin(server):
-    s = server.session()
-    yield s
-    s.close()
 
 
 @pytest.fixture(scope="module")

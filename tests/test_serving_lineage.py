@@ -30,12 +30,6 @@ def backend(request) -> str:
     return request.param
 
 
-@pytest.fixture(scope="module")
-def admin(server):
-    s = server.session()
-    yield s
-    s.close()
-
 
 @pytest.fixture(scope="module")
 def trained(server):

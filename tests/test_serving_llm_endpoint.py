@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ServerFactory
+from conftest import module_server
 from test_serving_api import HF_PYTHON, MAKE_MODEL, TOKENIZER
 
 TY = "/api/trainyard/v1"
@@ -35,19 +35,10 @@ def ok(r):
 
 @pytest.fixture(scope="module")
 def server(backend, tmp_path_factory, request):
-    factory = ServerFactory(tmp_path_factory.mktemp(f"llm-endpoint-{backend}"), backend, request)
-    try:
-        yield factory.new(extra_args=["--local-cpus", "64", "--serving-device", "cpu",
-                                      "--serving-cold-start-s", str(READY_TIMEOUT_S)])
-    finally:
-        factory.close()
+    yield from module_server(tmp_path_factory, backend, request, "llm-endpoint",
+                             ["--local-cpus", "64", "--serving-device", "cpu",
+                              "--serving-cold-start-s", str(READY_TIMEOUT_S)])
 
-
-@pytest.fixture(scope="module")
-def admin(server):
-    s = server.session()
-    yield s
-    s.close()
 
 
 def make_model(work: Path, seed: int) -> Path:

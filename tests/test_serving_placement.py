@@ -20,7 +20,7 @@ import pytest
 from conftest import TRAINYARD_BIN, ServerFactory
 from jobs_client import JobsClient
 from test_serving import error_of, ok, wait_for
-from test_serving_ratelimit import FAKE_ENGINE, chat, llm_model, openai_client  # noqa: F401
+from test_serving_ratelimit import FAKE_ENGINE, chat, openai_client
 
 TY = "/api/trainyard/v1"
 COLD_START_S = 20
@@ -42,12 +42,6 @@ def server(backend, tmp_path_factory, request):
     finally:
         factory.close()
 
-
-@pytest.fixture(scope="module")
-def admin(server):
-    s = server.session()
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ budget spent stays spent for the test's duration (one query of a 2/min budget re
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRAINYARD_BIN, ServerFactory
+from conftest import TRAINYARD_BIN, module_server
 from test_serving import error_of, ok  # the serving tests' response checks
 
 TY = "/api/trainyard/v1"
@@ -29,47 +28,11 @@ READY_TIMEOUT_S = 180
 
 @pytest.fixture(scope="module")
 def server(backend, tmp_path_factory, request):
-    factory = ServerFactory(tmp_path_factory.mktemp(f"ratelimit-{backend}"), backend, request)
-    try:
-        yield factory.new(extra_args=["--local-cpus", "64", "--serving-engine", FAKE_ENGINE,
-                                      "--serving-cold-start-s", "180"])
-    finally:
-        factory.close()
+    yield from module_server(tmp_path_factory, backend, request, "ratelimit",
+                             ["--local-cpus", "64", "--serving-engine", FAKE_ENGINE,
+                              "--serving-cold-start-s", "180"])
 
 
-@pytest.fixture(scope="module")
-def admin(server):
-    s = server.session()
-    yield s
-    s.close()
-
-
-@pytest.fixture(scope="module")
-def llm_model(server, tmp_path_factory):
-    """A registered model whose version 1 is a Hugging Face directory (config.json): `llm`;
-    alias champion -> 1."""
-    import mlflow
-    from mlflow import MlflowClient
-
-    hf = tmp_path_factory.mktemp("hf")
-    (hf / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    os.environ["MLFLOW_TRACKING_URI"] = server.url
-    os.environ["MLFLOW_TRACKING_TOKEN"] = server.token
-    try:
-        mlflow.set_tracking_uri(server.url)
-        name = f"llm-{uuid.uuid4().hex[:6]}"
-        mlflow.set_experiment(f"ratelimit-{name}")
-        with mlflow.start_run() as run:
-            mlflow.log_artifacts(str(hf), "model")
-        client = MlflowClient()
-        client.create_registered_model(name)
-        client.create_model_version(name, f"runs:/{run.info.run_id}/model", run.info.run_id)
-        client.set_registered_model_alias(name, "champion", 1)
-        yield name
-    finally:
-        os.environ.pop("MLFLOW_TRACKING_URI", None)
-        os.environ.pop("MLFLOW_TRACKING_TOKEN", None)
-        mlflow.set_tracking_uri(None)
 
 
 def create(admin, server, **body) -> dict:

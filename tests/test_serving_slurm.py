@@ -23,7 +23,7 @@ import pytest
 from conftest import TrainyardServer
 from jobs_client import JobsClient
 from test_serving import FAKE_ENGINE, ok, wait_for
-from test_serving_ratelimit import chat, llm_model, openai_client  # noqa: F401
+from test_serving_ratelimit import chat, openai_client
 
 TY = "/api/trainyard/v1"
 COLD_START_S = 120
@@ -51,12 +51,6 @@ def server(cluster, tmp_path_factory):
         if server.proc is not None:
             server.stop()
 
-
-@pytest.fixture(scope="module")
-def admin(server):
-    s = server.session()
-    yield s
-    s.close()
 
 
 def endpoint(admin, server, name) -> dict:
