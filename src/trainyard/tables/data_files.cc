@@ -2,15 +2,21 @@
 
 #include <arrow/compute/api.h>
 #include <arrow/io/file.h>
+#include <arrow/io/memory.h>
 #include <arrow/util/byte_size.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/arrow/writer.h>
+#include <parquet/exception.h>
+#include <parquet/file_writer.h>
+#include <parquet/metadata.h>
+#include <parquet/page_index.h>
 #include <parquet/statistics.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <filesystem>
@@ -405,26 +411,71 @@ Result<std::shared_ptr<arrow::RecordBatch>> ConformBatch(const arrow::RecordBatc
 // ---------------------------------------------------------------------------------------------
 // DataFileWriter
 
+namespace {
+
+constexpr unsigned kMaxEncoders = 4;
+constexpr char kParquetMagic[] = "PAR1";
+
+// Moves the page offsets of `column` (a column chunk of an encoded row group) by `shift` into
+// `builder`, with everything else as the encoder wrote it.
+void CopyColumnChunk(const parquet::ColumnChunkMetaData& column, int64_t shift,
+                     parquet::ColumnChunkMetaDataBuilder& builder) {
+  if (auto stats = column.encoded_statistics()) {
+    // Not kept in the metadata: whether the deprecated min/max fields are written too.
+    parquet::EncodedStatistics copy = *stats;
+    copy.set_is_signed(builder.descr()->sort_order() == parquet::SortOrder::SIGNED);
+    builder.SetStatistics(copy);
+  }
+  if (auto sizes = column.size_statistics()) builder.SetSizeStatistics(*sizes);
+  std::map<parquet::Encoding::type, int32_t> dict_stats, data_stats;
+  bool plain_data = false;
+  for (const parquet::PageEncodingStats& page : column.encoding_stats()) {
+    if (page.page_type == parquet::PageType::DICTIONARY_PAGE) {
+      dict_stats[page.encoding] += page.count;
+    } else {
+      data_stats[page.encoding] += page.count;
+      plain_data = plain_data || (page.encoding != parquet::Encoding::RLE_DICTIONARY &&
+                                  page.encoding != parquet::Encoding::PLAIN_DICTIONARY);
+    }
+  }
+  bool has_dictionary = column.has_dictionary_page();
+  builder.Finish(column.num_values(), has_dictionary ? column.dictionary_page_offset() + shift : 0,
+                 -1, column.data_page_offset() + shift, column.total_compressed_size(),
+                 column.total_uncompressed_size(), has_dictionary, has_dictionary && plain_data,
+                 dict_stats, data_stats);
+}
+
+}  // namespace
+
 // A data file being written. The caller's thread owns it until it hands the file's close to
-// the encoder, except `writer`, which only the encoder uses once the file is open; then the
-// encoder owns it, and then the storer (ownership passes through SerialWorker's queue).
+// the appender, except the fields the appender uses (`sink` on, `position`, `metadata*`, the
+// footer); then the appender owns it, and then the storer (ownership passes through
+// SerialWorker's queue).
 struct DataFileWriter::OpenFile {
   ~OpenFile() {
-    if (writer) (void)writer->Close();
+    if (sink) (void)sink->Close();
     std::error_code ec;
     fs::remove(temp_path, ec);  // nothing left when the file was stored
   }
 
   std::string relative_path;  // decoded, under the table root
   std::string temp_path;
+  std::shared_ptr<parquet::WriterProperties> props;
   std::shared_ptr<arrow::io::FileOutputStream> sink;
-  std::unique_ptr<parquet::arrow::FileWriter> writer;
+  int64_t position = 0;  // bytes written to `sink`
+  // The footer being built from the row groups' own: the first one's metadata (it owns the
+  // schema the builder refers to) and the builder.
+  std::shared_ptr<parquet::FileMetaData> first_metadata;
+  std::unique_ptr<parquet::FileMetaDataBuilder> metadata_builder;
+  std::shared_ptr<parquet::FileMetaData> metadata;  // when closed
+  int row_groups = 0;                               // appended
+  // The page indexes of the appended row groups, serialized (offset indexes with their page
+  // offsets in this file), written before the footer as Parquet's writer does.
+  std::vector<std::pair<parquet::ColumnChunkId, std::string>> column_indexes, offset_indexes;
   std::map<std::string, std::optional<std::string>> partition_values;
   std::map<std::string, ColumnAcc> stats;
   int64_t rows = 0;
   // The rows of the row group being gathered (slices of the caller's batches, not copies).
-  // A complete row group is encoded column by column straight into `sink`, not buffered
-  // encoded in memory as FileWriter::WriteRecordBatch does.
   std::vector<std::shared_ptr<arrow::RecordBatch>> pending;
   int64_t pending_rows = 0;
   int64_t pending_bytes = 0;
@@ -432,6 +483,65 @@ struct DataFileWriter::OpenFile {
   // Parquet keeps none for them (HasLongStrings).
   std::vector<std::set<std::string>> own_minmax;
 };
+
+// A row group handed to an encoder: the appender waits for it. Completed once: by the encoder,
+// or, when the encoder's task is dropped without running (a pipeline stopped by an error), by
+// the task's destruction, so the appender never waits for a row group that will not come.
+// A row group encoded as a Parquet file of its own, in memory: its bytes (magic, column
+// chunks, footer) and its metadata.
+struct DataFileWriter::Encoded {
+  std::shared_ptr<arrow::Buffer> bytes;
+  std::shared_ptr<parquet::FileMetaData> metadata;
+};
+
+struct DataFileWriter::EncodedGroup {
+  void Complete(Result<Encoded> result) TY_EXCLUDES(mu) {
+    MutexLock lock(mu);
+    if (encoded) return;
+    encoded = std::move(result);
+    changed.NotifyAll();
+  }
+  Result<Encoded> Wait() TY_EXCLUDES(mu) {
+    MutexLock lock(mu);
+    while (!encoded) changed.Wait(mu);
+    return *encoded;
+  }
+
+  Mutex mu;
+  CondVar changed;
+  std::optional<Result<Encoded>> encoded TY_GUARDED_BY(mu);
+};
+
+// What an encoder's task holds; completes its group as not encoded if it never ran.
+struct DataFileWriter::EncodeTask {
+  ~EncodeTask() {
+    group->Complete(Status::Internal("the row group was not encoded: the write stopped"));
+  }
+  std::shared_ptr<EncodedGroup> group;
+  std::shared_ptr<arrow::Schema> schema;
+  std::shared_ptr<parquet::WriterProperties> props;
+  std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
+  int64_t size_hint = 0;
+};
+
+Result<DataFileWriter::Encoded> DataFileWriter::Encode(const EncodeTask& task) {
+  arrow::MemoryPool* pool = ScanMemoryPool();
+  TY_ASSIGN_OR_RETURN(auto sink,
+                      FromArrow(arrow::io::BufferOutputStream::Create(task.size_hint, pool),
+                                "encoding a row group"));
+  TY_ASSIGN_OR_RETURN(
+      auto writer, FromArrow(parquet::arrow::FileWriter::Open(*task.schema, pool, sink, task.props),
+                             "encoding a row group"));
+  TY_RETURN_IF_ERROR(FromArrow(writer->NewRowGroup(), "encoding a row group"));
+  for (const auto& column : task.columns) {
+    TY_RETURN_IF_ERROR(FromArrow(writer->WriteColumnChunk(column), "encoding a row group"));
+  }
+  TY_RETURN_IF_ERROR(FromArrow(writer->Close(), "encoding a row group"));
+  Encoded out;
+  out.metadata = writer->metadata();
+  TY_ASSIGN_OR_RETURN(out.bytes, FromArrow(sink->Finish(), "encoding a row group"));
+  return out;
+}
 
 DataFileWriter::DataFileWriter(blob::BlobStore& store, const DeltaLog& log,
                                std::shared_ptr<arrow::Schema> schema,
@@ -458,7 +568,8 @@ DataFileWriter::DataFileWriter(blob::BlobStore& store, const DeltaLog& log,
 DataFileWriter::~DataFileWriter() { StopWorkers(); }
 
 void DataFileWriter::StopWorkers() {
-  encoder_.reset();  // first: its tasks hand files to the storer
+  encoders_.clear();  // first: the appender waits for their row groups
+  appender_.reset();  // then: its tasks hand files to the storer
   storer_.reset();
 }
 
@@ -525,9 +636,13 @@ Status DataFileWriter::WriteGroup(const std::string& key, const arrow::RecordBat
   while (offset < rows.num_rows()) {
     auto& slot = open_[key];
     if (!slot) {
-      if (!encoder_) {
+      if (!appender_) {
         storer_ = std::make_unique<SerialWorker>(2);
-        encoder_ = std::make_unique<SerialWorker>(1);
+        unsigned cores = std::thread::hardware_concurrency();
+        for (unsigned i = std::clamp(cores, 1u, kMaxEncoders); i > 0; --i) {
+          encoders_.push_back(std::make_unique<SerialWorker>(1));
+        }
+        appender_ = std::make_unique<SerialWorker>(encoders_.size() + 1);
       }
       slot = std::make_shared<OpenFile>();
       std::string dir;
@@ -545,15 +660,14 @@ Status DataFileWriter::WriteGroup(const std::string& key, const arrow::RecordBat
       slot->partition_values = values;
       TY_ASSIGN_OR_RETURN(slot->sink, FromArrow(arrow::io::FileOutputStream::Open(slot->temp_path),
                                                 "creating a data file"));
-      auto props =
+      slot->props =
           parquet::WriterProperties::Builder()
               .compression(options_.zstd ? arrow::Compression::ZSTD : arrow::Compression::SNAPPY)
               ->max_row_group_length(options_.row_group_rows)
+              ->memory_pool(ScanMemoryPool())
               ->build();
-      TY_ASSIGN_OR_RETURN(slot->writer, FromArrow(parquet::arrow::FileWriter::Open(
-                                                      *file_schema_, arrow::default_memory_pool(),
-                                                      slot->sink, props),
-                                                  "creating a data file"));
+      TY_RETURN_IF_ERROR(FromArrow(slot->sink->Write(kParquetMagic, 4), "creating a data file"));
+      slot->position = 4;
     }
     int64_t n = std::min({rows.num_rows() - offset, options_.target_file_rows - slot->rows,
                           options_.row_group_rows - slot->pending_rows});
@@ -584,7 +698,12 @@ Status DataFileWriter::WriteGroup(const std::string& key, const arrow::RecordBat
 
 Status DataFileWriter::WriteRowGroup(const std::shared_ptr<OpenFile>& file) {
   if (file->pending_rows == 0) return Status::Ok();
-  std::vector<std::shared_ptr<arrow::ChunkedArray>> columns;
+  auto task = std::make_shared<EncodeTask>();
+  task->group = std::make_shared<EncodedGroup>();
+  task->schema = file_schema_;
+  task->props = file->props;
+  // Snappy output is a fraction of the Arrow bytes for text; the buffer grows if not.
+  task->size_hint = file->pending_bytes / 2 + (int64_t{1} << 20);
   std::set<std::string>& own = file->own_minmax.emplace_back();
   for (int c = 0; c < file_schema_->num_fields(); ++c) {
     const std::string& name = file_schema_->field(c)->name();
@@ -598,27 +717,137 @@ Status DataFileWriter::WriteRowGroup(const std::shared_ptr<OpenFile>& file) {
         TY_RETURN_IF_ERROR(AccumulateMinMax(file->stats[name], chunk));
       }
     }
-    columns.push_back(
+    task->columns.push_back(
         std::make_shared<arrow::ChunkedArray>(std::move(chunks), file_schema_->field(c)->type()));
   }
   file->pending.clear();
   file->pending_rows = 0;
   file->pending_bytes = 0;
-  return encoder_->Submit([file, columns = std::move(columns)]() -> Status {
-    TY_RETURN_IF_ERROR(FromArrow(file->writer->NewRowGroup(), "writing a data file"));
-    for (const auto& column : columns) {
-      TY_RETURN_IF_ERROR(FromArrow(file->writer->WriteColumnChunk(column), "writing a data file"));
-    }
-    return Status::Ok();
+  std::shared_ptr<EncodedGroup> group = task->group;
+  SerialWorker& encoder = *encoders_[next_encoder_++ % encoders_.size()];
+  TY_RETURN_IF_ERROR(encoder.Submit([task]() -> Status {
+    Result<Encoded> encoded = Encode(*task);
+    Status status = encoded.status();
+    task->group->Complete(std::move(encoded));
+    return status;
+  }));
+  return appender_->Submit([file, group]() -> Status {
+    TY_ASSIGN_OR_RETURN(Encoded encoded, group->Wait());
+    return AppendRowGroup(*file, encoded);
   });
+}
+
+Status DataFileWriter::AppendRowGroup(OpenFile& file, const Encoded& encoded) {
+  // The encoded file: "PAR1", the column chunks, their page indexes, the footer. The column
+  // chunks are copied as they are; the page indexes are kept for the file's end (offset
+  // indexes with their offsets moved); the footer is rebuilt with the offsets in this file.
+  const uint8_t* data = encoded.bytes->data();
+  int64_t size = encoded.bytes->size();
+  const parquet::FileMetaData& metadata = *encoded.metadata;
+  if (metadata.num_row_groups() != 1) {
+    return Status::Internal("encoding a row group: unexpected Parquet layout");
+  }
+  int64_t shift = file.position - 4;
+  int32_t ordinal = file.row_groups;
+  try {
+    std::unique_ptr<parquet::RowGroupMetaData> group = metadata.RowGroup(0);
+    int64_t chunks_end = 4;
+    for (int c = 0; c < group->num_columns(); ++c) {
+      chunks_end += group->ColumnChunk(c)->total_compressed_size();
+    }
+    if (chunks_end > size) {
+      return Status::Internal("encoding a row group: unexpected Parquet layout");
+    }
+    auto index_bytes = [&](const parquet::IndexLocation& at) -> Result<std::string_view> {
+      if (at.offset < chunks_end || at.length < 0 || at.offset + at.length > size) {
+        return Status::Internal("encoding a row group: a page index out of place");
+      }
+      return std::string_view(reinterpret_cast<const char*>(data + at.offset), at.length);
+    };
+    if (!file.metadata_builder) {
+      file.first_metadata = encoded.metadata;
+      file.metadata_builder =
+          parquet::FileMetaDataBuilder::Make(file.first_metadata->schema(), file.props);
+    }
+    parquet::RowGroupMetaDataBuilder* builder = file.metadata_builder->AppendRowGroup();
+    builder->set_num_rows(group->num_rows());
+    for (int c = 0; c < group->num_columns(); ++c) {
+      std::unique_ptr<parquet::ColumnChunkMetaData> column = group->ColumnChunk(c);
+      CopyColumnChunk(*column, shift, *builder->NextColumnChunk());
+      parquet::ColumnChunkId id{ordinal, c};
+      if (auto at = column->GetColumnIndexLocation()) {
+        TY_ASSIGN_OR_RETURN(std::string_view bytes, index_bytes(*at));
+        file.column_indexes.emplace_back(id, std::string(bytes));
+      }
+      if (auto at = column->GetOffsetIndexLocation()) {
+        TY_ASSIGN_OR_RETURN(std::string_view bytes, index_bytes(*at));
+        auto index = parquet::OffsetIndex::Make(bytes.data(), static_cast<uint32_t>(bytes.size()),
+                                                parquet::default_reader_properties());
+        auto moved = parquet::OffsetIndexBuilder::Make();
+        const auto& pages = index->page_locations();
+        const auto& unencoded = index->unencoded_byte_array_data_bytes();
+        for (size_t i = 0; i < pages.size(); ++i) {
+          moved->AddPage(
+              pages[i].offset, pages[i].compressed_page_size, pages[i].first_row_index,
+              i < unencoded.size() ? std::optional<int64_t>(unencoded[i]) : std::nullopt);
+        }
+        moved->Finish(shift);
+        TY_ASSIGN_OR_RETURN(auto out, FromArrow(arrow::io::BufferOutputStream::Create(),
+                                                "writing a data file's page index"));
+        moved->WriteTo(out.get());
+        TY_ASSIGN_OR_RETURN(auto serialized,
+                            FromArrow(out->Finish(), "writing a data file's page index"));
+        file.offset_indexes.emplace_back(id, serialized->ToString());
+      }
+    }
+    builder->Finish(group->total_byte_size());  // no ordinal, as Parquet's writer
+    TY_RETURN_IF_ERROR(
+        FromArrow(file.sink->Write(data + 4, chunks_end - 4), "writing a data file"));
+    file.position += chunks_end - 4;
+    ++file.row_groups;
+  } catch (const parquet::ParquetException& e) {
+    return Status::Internal(std::string("writing a data file's metadata: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+// On the appender: the page indexes, then the footer.
+Status DataFileWriter::WriteFooter(OpenFile& file) {
+  if (!file.metadata_builder) return Status::Internal("closing a data file without rows");
+  for (auto* indexes : {&file.column_indexes, &file.offset_indexes}) {
+    parquet::IndexLocations locations;
+    for (const auto& [id, bytes] : *indexes) {
+      locations.emplace_back(
+          id, parquet::IndexLocation{file.position, static_cast<int32_t>(bytes.size())});
+      TY_RETURN_IF_ERROR(
+          FromArrow(file.sink->Write(bytes.data(), static_cast<int64_t>(bytes.size())),
+                    "writing a data file's page index"));
+      file.position += static_cast<int64_t>(bytes.size());
+    }
+    try {
+      file.metadata_builder->SetIndexLocations(indexes == &file.column_indexes
+                                                   ? parquet::IndexKind::kColumnIndex
+                                                   : parquet::IndexKind::kOffsetIndex,
+                                               locations);
+    } catch (const parquet::ParquetException& e) {
+      return Status::Internal(std::string("writing a data file's page index: ") + e.what());
+    }
+  }
+  try {
+    file.metadata = file.metadata_builder->Finish(file.first_metadata->key_value_metadata());
+    parquet::WriteFileMetaData(*file.metadata, file.sink.get());
+  } catch (const parquet::ParquetException& e) {
+    return Status::Internal(std::string("writing a data file's metadata: ") + e.what());
+  }
+  file.metadata_builder.reset();
+  return Status::Ok();
 }
 
 Status DataFileWriter::Close(std::shared_ptr<OpenFile> file) {
   TY_RETURN_IF_ERROR(WriteRowGroup(file));
-  return encoder_->Submit([this, file = std::move(file)]() mutable -> Status {
-    TY_RETURN_IF_ERROR(FromArrow(file->writer->Close(), "closing a data file"));
-    MergeParquetStats(*file->writer->metadata(), file->own_minmax, file->stats);
-    file->writer.reset();
+  return appender_->Submit([this, file = std::move(file)]() mutable -> Status {
+    TY_RETURN_IF_ERROR(WriteFooter(*file));
+    MergeParquetStats(*file->metadata, file->own_minmax, file->stats);
     TY_RETURN_IF_ERROR(FromArrow(file->sink->Close(), "closing a data file"));
     return storer_->Submit([this, file = std::move(file)] { return Store(*file); });
   });
@@ -665,10 +894,11 @@ void DataFileWriter::Abandon() {
 
 Result<std::vector<AddAction>> DataFileWriter::Finish() {
   if (abandoned_) return Status::FailedPrecondition("the data file writer was abandoned");
-  if (encoder_) {
+  if (appender_) {
     for (auto& [key, file] : open_) TY_RETURN_IF_ERROR(Close(std::move(file)));
     open_.clear();
-    TY_RETURN_IF_ERROR(encoder_->Drain());
+    for (auto& encoder : encoders_) TY_RETURN_IF_ERROR(encoder->Drain());
+    TY_RETURN_IF_ERROR(appender_->Drain());
     TY_RETURN_IF_ERROR(storer_->Drain());
   }
   MutexLock lock(done_mu_);

@@ -1,7 +1,7 @@
 // Data files of a Delta table: writing rows into Parquet files (Hive-style partition
 // directories, per-file statistics for the `add` action) and scanning a snapshot's files into
 // batches (projection, partition values as columns, pruning by statistics, row filter).
-// Internal to tables/. A DataFileWriter is used by one thread (it runs two of its own); a scan
+// Internal to tables/. A DataFileWriter is used by one thread (it runs threads of its own); a scan
 // reader is used by one thread (it runs decoders of its own).
 #pragma once
 
@@ -41,11 +41,14 @@ std::string NewUuid(Random& random);
 
 // Writes rows into the Parquet data files of a table and returns their add actions. Used by
 // one thread, the caller; inside, a pipeline: the caller gathers each row group (references
-// to the rows of the batches it passes, not copies) while an encoder thread encodes the one
-// before straight into its file, and a storer thread puts finished files into the BlobStore.
-// Memory is bounded by a few row groups (TableOptions::row_group_rows/row_group_bytes) per
-// writer plus one per open file. Errors of the encoder or storer surface at the next Write
-// or at Finish.
+// to the rows of the batches it passes, not copies); encoder threads (one per core, at most 4)
+// encode row groups in parallel, each into a Parquet file of its own in memory; an appender
+// thread copies their column chunks into the data file in row-group order and writes the
+// footer (the metadata of the row groups with their offsets moved); a storer thread puts
+// finished files into the BlobStore. Files, row groups and rows come out in the order given.
+// Memory is bounded by about two row groups (TableOptions::row_group_rows/row_group_bytes) per
+// encoder plus one per open file, and their encoded bytes. Errors of the encoders, appender
+// or storer surface at the next Write or at Finish.
 class DataFileWriter {
  public:
   DataFileWriter(blob::BlobStore& store, const DeltaLog& log, std::shared_ptr<arrow::Schema> schema,
@@ -68,11 +71,20 @@ class DataFileWriter {
 
  private:
   struct OpenFile;
+  struct Encoded;       // a row group encoded as a Parquet file of its own, in memory
+  struct EncodedGroup;  // a row group handed to an encoder, which the appender waits for
+  struct EncodeTask;
+  static Result<Encoded> Encode(const EncodeTask& task);
+  // On the appender: copies the encoded row group's column chunks to the end of the file and
+  // adds its metadata, with the offsets moved, to the file's footer.
+  static Status AppendRowGroup(OpenFile& file, const Encoded& encoded);
+  static Status WriteFooter(OpenFile& file);
   Status WriteGroup(const std::string& key, const arrow::RecordBatch& rows,
                     const std::map<std::string, std::optional<std::string>>& values);
-  // Hands the file's gathered rows to the encoder as one row group.
+  // Hands the file's gathered rows to an encoder as one row group, and its copy into the file
+  // to the appender.
   Status WriteRowGroup(const std::shared_ptr<OpenFile>& file);
-  // Hands the file to the encoder to finish, then to the storer.
+  // Hands the file to the appender to finish, then to the storer.
   Status Close(std::shared_ptr<OpenFile> file);
   // On the storer: puts the finished file into the store and records its add action.
   Status Store(OpenFile& file);
@@ -92,9 +104,12 @@ class DataFileWriter {
   bool abandoned_ = false;
   Mutex done_mu_;
   std::vector<AddAction> done_ TY_GUARDED_BY(done_mu_);  // appended by the storer
-  // Started with the first file. The encoder's tasks submit to the storer: it is stopped first.
+  // Started with the first file. Stopped in this order: the appender's tasks wait for the
+  // encoders' row groups, and submit to the storer.
   std::unique_ptr<SerialWorker> storer_;
-  std::unique_ptr<SerialWorker> encoder_;
+  std::unique_ptr<SerialWorker> appender_;
+  std::vector<std::unique_ptr<SerialWorker>> encoders_;
+  size_t next_encoder_ = 0;
 };
 
 // A streaming reader over `files` of `snapshot`: columns in `output_schema` order, rows where

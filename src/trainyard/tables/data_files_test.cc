@@ -3,9 +3,12 @@
 // row groups, or computed here where Parquet keeps none).
 #include "trainyard/tables/data_files.h"
 
+#include <arrow/io/file.h>
+#include <arrow/io/memory.h>
 #include <arrow/json/from_string.h>
 #include <gtest/gtest.h>
 #include <parquet/arrow/reader.h>
+#include <parquet/arrow/writer.h>
 #include <parquet/file_reader.h>
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include <optional>
 
 #include "trainyard/common/json.h"
+#include "trainyard/tables/arrow_util.h"
 #include "trainyard/tables/table.h"
 #include "trainyard/testing/status_matchers.h"
 
@@ -217,6 +221,53 @@ TEST_F(DataFileTest, EachFileHasItsOwnStatsAndFullRowGroups) {
       EXPECT_EQ(metadata->RowGroup(g)->num_rows(), std::min<int64_t>(3, n - 3 * g)) << f << g;
     }
   }
+}
+
+// Row groups are encoded in parallel, each as a Parquet file of its own, and then copied into
+// the data file with its metadata and page index moved: the file is byte for byte the one
+// Parquet's writer writes for the same rows in one pass.
+TEST_F(DataFileTest, ParallelRowGroupsMakeTheFileParquetWrites) {
+  auto schema = arrow::schema({arrow::field("id", arrow::int64()), arrow::field("s", arrow::utf8()),
+                               arrow::field("x", arrow::float64())});
+  arrow::Int64Builder ids;
+  arrow::StringBuilder s;
+  arrow::DoubleBuilder x;
+  for (int64_t i = 0; i < 2500; ++i) {
+    ASSERT_TRUE(ids.Append(i * 7 - 3000).ok());
+    ASSERT_TRUE((i % 11 == 0 ? s.AppendNull()
+                             : s.Append(std::string(static_cast<size_t>(i % 97), 'a' + i % 26) +
+                                        std::to_string(i % 300)))
+                    .ok());
+    ASSERT_TRUE(x.Append(static_cast<double>(i % 13) / 4).ok());
+  }
+  auto rows = arrow::Table::Make(
+      schema, {ids.Finish().ValueOrDie(), s.Finish().ValueOrDie(), x.Finish().ValueOrDie()});
+  options_.row_group_rows = 200;  // 13 row groups, over every encoder thread
+  std::vector<AddAction> adds = AppendToNewTable(*rows);
+  ASSERT_EQ(adds.size(), 1u);
+  auto path = DecodePathUri(adds[0].path);
+  ASSERT_TRUE(path.ok());
+  std::ifstream in(dir_ / "t" / *path, std::ios::binary);
+  std::string ours(std::istreambuf_iterator<char>(in), {});
+
+  // The reference: Parquet's own writer, the same properties, the rows as the file holds them.
+  TY_ASSERT_OK_AND_ASSIGN(
+      auto file, FromArrow(arrow::io::ReadableFile::Open((dir_ / "t" / *path).string()), "open"));
+  TY_ASSERT_OK_AND_ASSIGN(
+      auto reader, FromArrow(parquet::arrow::OpenFile(file, arrow::default_memory_pool()), "open"));
+  TY_ASSERT_OK_AND_ASSIGN(auto read, FromArrow(reader->ReadTable(), "read"));
+  ASSERT_TRUE(read->Equals(*rows));
+  auto sink = arrow::io::BufferOutputStream::Create().ValueOrDie();
+  auto props = parquet::WriterProperties::Builder()
+                   .compression(arrow::Compression::SNAPPY)
+                   ->max_row_group_length(200)
+                   ->build();
+  ASSERT_TRUE(
+      parquet::arrow::WriteTable(*read, arrow::default_memory_pool(), sink, 200, props).ok());
+  std::string reference = sink->Finish().ValueOrDie()->ToString();
+  EXPECT_EQ(OpenDataFile(adds[0])->metadata()->num_row_groups(), 13);
+  EXPECT_EQ(ours.size(), reference.size());
+  EXPECT_TRUE(ours == reference);
 }
 
 // A row group also ends once the batches gathered for it hold row_group_bytes of Arrow data,

@@ -78,7 +78,8 @@ class RecyclingPool : public arrow::MemoryPool {
       num_allocations_{0}, reused_{0};
 };
 
-// The pool of the Parquet scan (ScanFiles): RecyclingPool over Arrow's default pool, keeping
+// The pool of the Parquet scan (ScanFiles) and of the writer's row-group encoders
+// (DataFileWriter): RecyclingPool over Arrow's default pool, keeping
 // up to 512 MiB of freed blocks. Never destroyed.
 RecyclingPool* ScanMemoryPool();
 
