@@ -30,7 +30,8 @@ class OrdinalReader : public arrow::RecordBatchReader {
       *out = nullptr;
       return arrow::Status::OK();
     }
-    const SourceBatch& b = **next;
+    SourceBatch& b = **next;
+    if (Status parsed = b.Parse(); !parsed.ok()) return arrow::Status::IOError(parsed.message());
     arrow::Int64Builder ordinals;
     ARROW_RETURN_NOT_OK(ordinals.Reserve(b.rows->num_rows()));
     for (int64_t r = 0; r < b.rows->num_rows(); ++r) ordinals.UnsafeAppend(b.first_ordinal + r);
@@ -137,6 +138,7 @@ Result<OutputResult> ImportStagedOutput(const ServerEndpoint& server,
   while (true) {
     TY_ASSIGN_OR_RETURN(auto batch, source->Next());
     if (!batch) break;
+    TY_RETURN_IF_ERROR(batch->Parse());  // file sources hand out unparsed chunks
     std::vector<std::shared_ptr<arrow::Array>> columns;
     for (int c = 0; c < schema->num_fields(); ++c) {
       columns.push_back(Retyped(batch->rows->column(c), schema->field(c)->type()));
