@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -233,6 +234,100 @@ std::string JsonTextBuffer::Take() {
   return out;
 }
 
+namespace {
+
+// The eight decimal digits of x < 10^8 (leading zeros included) as byte values 0..9, the
+// most significant in the lowest byte, so that on a little-endian machine they lie in
+// reading order: four digits per 32-bit lane, then two per 16-bit lane, then one per
+// byte, each step a multiply-shift division of all lanes at once (x * 10486 >> 20 is
+// x / 100 below 10^4, x * 103 >> 10 is x / 10 below 100).
+inline uint64_t EightDigits(uint32_t x) {
+  uint64_t merged = (x / 10000) | (static_cast<uint64_t>(x % 10000) << 32);
+  const uint64_t hundreds = ((merged * 10486) >> 20) & 0x0000007F0000007FULL;
+  merged = hundreds | ((merged - hundreds * 100) << 16);
+  const uint64_t tens = ((merged * 103) >> 10) & 0x000F000F000F000FULL;
+  return tens | ((merged - tens * 10) << 8);
+}
+
+inline void StoreDigits(char* p, uint64_t digits) {
+  const uint64_t ascii = digits + 0x3030303030303030ULL;
+  std::memcpy(p, &ascii, 8);
+}
+
+// 1 <= x < 10^8 without leading zeros; stores 8 bytes at p.
+inline char* WriteUpTo8Digits(char* p, uint32_t x) {
+  uint64_t digits = EightDigits(x);
+  const int leading_zeros = std::countr_zero(digits) >> 3;  // digits != 0 as x != 0
+  StoreDigits(p, digits >> (8 * leading_zeros));
+  return p + 8 - leading_zeros;
+}
+
+// WriteUnsigned, inlined into the metric-history hot path.
+[[gnu::always_inline]] inline char* WriteUnsignedInline(char* p, uint64_t v) {
+  if constexpr (std::endian::native != std::endian::little) {
+    return std::to_chars(p, p + 20, v).ptr;
+  }
+  constexpr uint64_t k1e8 = 100'000'000, k1e16 = k1e8 * k1e8;
+  if (v < k1e8) {
+    if (v == 0) {
+      *p = '0';
+      return p + 1;
+    }
+    return WriteUpTo8Digits(p, static_cast<uint32_t>(v));
+  }
+  if (v < k1e16) {
+    p = WriteUpTo8Digits(p, static_cast<uint32_t>(v / k1e8));
+    StoreDigits(p, EightDigits(static_cast<uint32_t>(v % k1e8)));
+    return p + 8;
+  }
+  p = WriteUpTo8Digits(p, static_cast<uint32_t>(v / k1e16));
+  const uint64_t rest = v % k1e16;
+  StoreDigits(p, EightDigits(static_cast<uint32_t>(rest / k1e8)));
+  StoreDigits(p + 8, EightDigits(static_cast<uint32_t>(rest % k1e8)));
+  return p + 16;
+}
+
+[[gnu::always_inline]] inline char* WriteSignedInline(char* p, int64_t v) {
+  if (v < 0) {
+    *p++ = '-';
+    return WriteUnsignedInline(p, uint64_t{0} - static_cast<uint64_t>(v));
+  }
+  return WriteUnsignedInline(p, static_cast<uint64_t>(v));
+}
+
+// The number of decimal digits of v >= 1: from its bit length (log10(2) ~ 1233 / 4096),
+// one less if below the power of ten that length suggests.
+inline int DecimalDigits(uint64_t v) {
+  static constexpr uint64_t kPow10[20] = {1ULL,
+                                          10ULL,
+                                          100ULL,
+                                          1'000ULL,
+                                          10'000ULL,
+                                          100'000ULL,
+                                          1'000'000ULL,
+                                          10'000'000ULL,
+                                          100'000'000ULL,
+                                          1'000'000'000ULL,
+                                          10'000'000'000ULL,
+                                          100'000'000'000ULL,
+                                          1'000'000'000'000ULL,
+                                          10'000'000'000'000ULL,
+                                          100'000'000'000'000ULL,
+                                          1'000'000'000'000'000ULL,
+                                          10'000'000'000'000'000ULL,
+                                          100'000'000'000'000'000ULL,
+                                          1'000'000'000'000'000'000ULL,
+                                          10'000'000'000'000'000'000ULL};
+  const int t = ((64 - std::countl_zero(v)) * 1233) >> 12;
+  return t + 1 - (v < kPow10[t] ? 1 : 0);
+}
+
+}  // namespace
+
+char* WriteUnsigned(char* p, uint64_t v) { return WriteUnsignedInline(p, v); }
+
+char* WriteSigned(char* p, int64_t v) { return WriteSignedInline(p, v); }
+
 char* WriteShortestDouble(char* p, double v) {
   if (std::signbit(v)) *p++ = '-';
   if (v == 0) {
@@ -247,39 +342,54 @@ char* WriteShortestDouble(char* p, double v) {
     significand /= 10;
     ++exponent;
   }
-  char digits[20];
-  char* digits_end = std::to_chars(digits, digits + sizeof digits, significand).ptr;
-  const int n = static_cast<int>(digits_end - digits);
+  const int n = DecimalDigits(significand);  // at most 17
   const int sci_exponent = exponent + n - 1;
   const int abs_sci = std::abs(sci_exponent);
   const int sci_len = n + (n > 1 ? 1 : 0) + 2 + (abs_sci >= 100 ? 3 : 2);
   const int fixed_len = exponent >= 0 ? n + exponent : (n + exponent > 0 ? n + 1 : 2 - exponent);
+  // The digits are written where they end up, or one byte further, from where the leading
+  // ones move back one byte at a time (a byte read from a just-written 8-byte store is
+  // forwarded from it; a longer read straddling several stores waits for them).
   if (fixed_len <= sci_len) {
     if (exponent >= 0) {
       // An integer: to_chars writes its exact value (123456789012345683968, not ...680000),
       // which has as many digits. Fixed is shorter only below 10^22, within 128 bits.
-      return std::to_chars(p, p + 32, static_cast<unsigned __int128>(std::fabs(v))).ptr;
+      const double magnitude = std::fabs(v);
+      if (magnitude < 18446744073709551616.0) {  // 2^64
+        return WriteUnsignedInline(p, static_cast<uint64_t>(magnitude));
+      }
+      return std::to_chars(p, p + 32, static_cast<unsigned __int128>(magnitude)).ptr;
     }
     const int int_digits = n + exponent;
-    if (int_digits > 0) {
-      std::memcpy(p, digits, static_cast<size_t>(int_digits));
-      p += int_digits;
-      *p++ = '.';
-      std::memcpy(p, digits + int_digits, static_cast<size_t>(n - int_digits));
-      return p + (n - int_digits);
+    if (int_digits > 0) {  // ddd.ddd
+      WriteUnsignedInline(p + 1, significand);
+      if (int_digits < 8 && std::endian::native == std::endian::little) {
+        // The first 8 digits, read back from the one store that wrote them, and put back
+        // one byte earlier up to the point; the point; after it they stay where they are.
+        uint64_t head;
+        std::memcpy(&head, p + 1, 8);
+        const uint64_t before = (uint64_t{1} << (8 * int_digits)) - 1;
+        const uint64_t after = ~before << 8;
+        const uint64_t text =
+            (head & before) | (uint64_t{'.'} << (8 * int_digits)) | ((head << 8) & after);
+        std::memcpy(p, &text, 8);
+      } else {
+        std::memmove(p, p + 1, static_cast<size_t>(int_digits));
+        p[int_digits] = '.';
+      }
+      return p + n + 1;
     }
-    *p++ = '0';
-    *p++ = '.';
-    std::memset(p, '0', static_cast<size_t>(-int_digits));
-    p += -int_digits;
-    std::memcpy(p, digits, static_cast<size_t>(n));
-    return p + n;
+    // 0.000ddd: fixed is no longer than scientific only with at most 3 zeros after the point.
+    std::memcpy(p, "0.000000", 8);
+    return WriteUnsignedInline(p + 2 - int_digits, significand);
   }
-  *p++ = digits[0];
-  if (n > 1) {
-    *p++ = '.';
-    std::memcpy(p, digits + 1, static_cast<size_t>(n - 1));
-    p += n - 1;
+  if (n == 1) {
+    *p++ = static_cast<char>('0' + significand);
+  } else {  // d.ddd
+    WriteUnsignedInline(p + 1, significand);
+    p[0] = p[1];
+    p[1] = '.';
+    p += n + 1;
   }
   *p++ = 'e';
   *p++ = sci_exponent < 0 ? '-' : '+';
@@ -289,29 +399,42 @@ char* WriteShortestDouble(char* p, double v) {
   return p;
 }
 
-void AppendMetricPointJson(JsonTextBuffer& out, std::string_view key_json, double value,
-                           int64_t timestamp, int64_t step) {
+MetricPointJsonWriter::MetricPointJsonWriter(std::string_view key_json) {
+  prefix_ = ",{\"key\":";
+  prefix_ += key_json;
+  prefix_ += ",\"value\":";
+  prefix_len_ = prefix_.size();
+  // Copied 16 bytes at a time, the last copy reading (and writing) past the end.
+  prefix_.resize((prefix_len_ + 15) / 16 * 16);
+}
+
+void MetricPointJsonWriter::Append(JsonTextBuffer& out, double value, int64_t timestamp,
+                                   int64_t step, bool comma) const {
   // Written in place: the metric-history hot path formats millions of these.
-  static constexpr std::string_view kKey = "{\"key\":", kValue = ",\"value\":",
-                                    kTimestamp = ",\"timestamp\":", kStep = ",\"step\":";
-  char* p = out.Ensure(key_json.size() + 120);
-  char* end = p + key_json.size() + 120;
-  auto put = [&p](std::string_view s) {
-    std::memcpy(p, s.data(), s.size());
-    p += s.size();
-  };
-  put(kKey);
-  put(key_json);
-  put(kValue);
+  static constexpr std::string_view kTimestamp = ",\"timestamp\":", kStep = ",\"step\":";
+  // The prefix (rounded up to 16 bytes), then at most 24 bytes of value with 40 of room,
+  // 22 of names and 2 x 21 of integers: within 128.
+  char* const start = out.Ensure(prefix_.size() + 128);
+  const char* prefix = prefix_.data();
+  for (size_t i = 0; i < prefix_len_; i += 16) std::memcpy(start + i, prefix + i, 16);
+  char* p = start + prefix_len_;
+  if (!comma) {  // the prefix without its leading comma
+    std::memmove(start, start + 1, prefix_len_ - 1);
+    --p;
+  }
   if (std::isfinite(value)) {
     p = WriteShortestDouble(p, value);
   } else {
-    put(std::isnan(value) ? "\"NaN\"" : value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+    const std::string_view text = std::isnan(value) ? "\"NaN\""
+                                  : value > 0       ? "\"Infinity\""
+                                                    : "\"-Infinity\"";
+    std::memcpy(p, text.data(), text.size());
+    p += text.size();
   }
-  put(kTimestamp);
-  p = std::to_chars(p, end, timestamp).ptr;
-  put(kStep);
-  p = std::to_chars(p, end, step).ptr;
+  std::memcpy(p, kTimestamp.data(), kTimestamp.size());
+  p = WriteSignedInline(p + kTimestamp.size(), timestamp);
+  std::memcpy(p, kStep.data(), kStep.size());
+  p = WriteSignedInline(p + kStep.size(), step);
   *p++ = '}';
   out.Advance(p);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -56,12 +57,28 @@ class JsonTextBuffer {
 
 // Writes finite `v` as std::to_chars(p, end, v) would (the shortest text that reads back as
 // v: fixed or scientific, whichever is shorter, fixed on a tie), about twice as fast: the
-// digits come from Dragonbox. Needs room for 32 bytes at `p`; returns the end.
+// digits come from Dragonbox. Needs room for 40 bytes at `p` (it may write past the text
+// it returns); returns the end.
 char* WriteShortestDouble(char* p, double v);
+// Write `v` in decimal as std::to_chars(p, end, v) would, eight digits at a time. Need room
+// for 21 bytes at `p` (they may write past the text they return); return the end.
+char* WriteUnsigned(char* p, uint64_t v);
+char* WriteSigned(char* p, int64_t v);
 
-// One point whose key is already JSON-encoded (`key_json`, with quotes).
-void AppendMetricPointJson(JsonTextBuffer& out, std::string_view key_json, double value,
-                           int64_t timestamp, int64_t step);
+// Writes the points of one metric as {"key":...,"value":...,"timestamp":...,"step":...},
+// each with a leading comma unless told otherwise: the text before the value is the same
+// for every point and is built once. Immutable after construction.
+class MetricPointJsonWriter {
+ public:
+  // `key_json`: the key already JSON-encoded (with quotes).
+  explicit MetricPointJsonWriter(std::string_view key_json);
+  void Append(JsonTextBuffer& out, double value, int64_t timestamp, int64_t step,
+              bool comma = true) const;
+
+ private:
+  std::string prefix_;  // ,{"key":K,"value":  padded to a multiple of 16 bytes
+  size_t prefix_len_ = 0;
+};
 
 // Decoders for repeated {key, value} lists, naming the field in errors.
 Result<std::vector<tracking::KeyValue>> KeyValuesFromJson(const json::object& o,

@@ -440,14 +440,13 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
       JsonTextBuffer text;
     };
     std::vector<Range> ranges;
+    const MetricPointJsonWriter writer(key_json);
     TY_RETURN_IF_ERROR(tracking_.ScanMetricHistoryRanges(
         id, key, threads, kStepsPerRange, [&](int n) { ranges.resize(static_cast<size_t>(n)); },
         [&](int r, const TrackingService::MetricPoint* points, size_t n) {
           JsonTextBuffer& out = ranges[static_cast<size_t>(r)].text;
           for (size_t i = 0; i < n; ++i) {
-            out.Append(",");
-            AppendMetricPointJson(out, key_json, points[i].value, points[i].timestamp,
-                                  points[i].step);
+            writer.Append(out, points[i].value, points[i].timestamp, points[i].step);
           }
         }));
     static const std::string kOpen = "{\"metrics\":[", kClose = "]}";
@@ -468,40 +467,39 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
   }
 
   void RegisterMetrics() {
-    api_.RawRoute(Method::kGet, kMlflowPrefixes, "/metrics/get-history",
-                  [this, self = shared_from_this()](Call& c) -> Result<http::Response> {
-                    TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
-                    TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "metric_key"));
-                    TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
-                    TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
-                    const std::string key_json = json::serialize(json::string(key));
-                    if (!max_results && token.value_or("").empty()) {
-                      http::Response response = http::Response::Json(200, "");
-                      TY_ASSIGN_OR_RETURN(response.body_pieces,
-                                          WholeHistoryPieces(id, key, key_json));
-                      return response;
-                    }
-                    JsonTextBuffer out;
-                    out.Append("{\"metrics\":[");
-                    bool first = true;
-                    TY_ASSIGN_OR_RETURN(
-                        std::string next_token,
-                        tracking_.ScanMetricHistory(id, key, max_results, token.value_or(""),
-                                                    [&](const TrackingService::MetricPoint& p) {
-                                                      if (!first) out.Append(",");
-                                                      first = false;
-                                                      AppendMetricPointJson(out, key_json, p.value,
-                                                                            p.timestamp, p.step);
-                                                    }));
-                    out.Append("]");
-                    if (!next_token.empty()) {
-                      out.Append(",\"next_page_token\":");
-                      out.Append(json::serialize(json::string(next_token)));
-                    }
-                    out.Append("}");
-                    std::string body = out.Take();
-                    return http::Response::Json(200, std::move(body));
-                  });
+    api_.RawRoute(
+        Method::kGet, kMlflowPrefixes, "/metrics/get-history",
+        [this, self = shared_from_this()](Call& c) -> Result<http::Response> {
+          TY_ASSIGN_OR_RETURN(std::string id, RunIdField(c.body));
+          TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "metric_key"));
+          TY_ASSIGN_OR_RETURN(auto max_results, OptionalInt64(c.body, "max_results"));
+          TY_ASSIGN_OR_RETURN(auto token, OptionalString(c.body, "page_token"));
+          const std::string key_json = json::serialize(json::string(key));
+          if (!max_results && token.value_or("").empty()) {
+            http::Response response = http::Response::Json(200, "");
+            TY_ASSIGN_OR_RETURN(response.body_pieces, WholeHistoryPieces(id, key, key_json));
+            return response;
+          }
+          JsonTextBuffer out;
+          out.Append("{\"metrics\":[");
+          bool first = true;
+          const MetricPointJsonWriter writer(key_json);
+          TY_ASSIGN_OR_RETURN(std::string next_token,
+                              tracking_.ScanMetricHistory(
+                                  id, key, max_results, token.value_or(""),
+                                  [&](const TrackingService::MetricPoint& p) {
+                                    writer.Append(out, p.value, p.timestamp, p.step, !first);
+                                    first = false;
+                                  }));
+          out.Append("]");
+          if (!next_token.empty()) {
+            out.Append(",\"next_page_token\":");
+            out.Append(json::serialize(json::string(next_token)));
+          }
+          out.Append("}");
+          std::string body = out.Take();
+          return http::Response::Json(200, std::move(body));
+        });
     // Trainyard's own (the web UI's zoomable charts): min/max per bucket, exact when zoomed in.
     api_.Route(Method::kGet, kTrainyardPrefixes, "/metrics/downsample",
                [this, self = shared_from_this()](Call& c) -> Result<json::value> {

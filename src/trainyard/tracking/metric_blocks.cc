@@ -87,18 +87,16 @@ Result<size_t> MetricBlockSize(std::string_view bytes) {
 Status DecodeMetricBlock(std::string_view bytes, int64_t from_step, int64_t to_step,
                          std::vector<MetricPoint>& out) {
   TY_ASSIGN_OR_RETURN(size_t n, MetricBlockSize(bytes));
+  // Room without value-initializing it (resize would write every point twice), growing
+  // geometrically for callers that append many blocks.
+  if (out.capacity() - out.size() < n) out.reserve(std::max(out.size() + n, 2 * out.capacity()));
   const char* p = bytes.data() + 1;
-  size_t at = out.size();
-  out.resize(at + n);
-  MetricPoint* dst = out.data() + at;
-  size_t kept = 0;
   for (size_t i = 0; i < n; ++i, p += kBlockPointBytes) {
     int64_t step = static_cast<int64_t>(Get(p));
     if (step < from_step || step > to_step) continue;
-    dst[kept++] =
-        MetricPoint{step, static_cast<int64_t>(Get(p + 8)), std::bit_cast<double>(Get(p + 16))};
+    out.push_back(
+        MetricPoint{step, static_cast<int64_t>(Get(p + 8)), std::bit_cast<double>(Get(p + 16))});
   }
-  out.resize(at + kept);
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "trainyard/common/status.h"
@@ -49,6 +50,12 @@ Status DecodeMetricBlock(std::string_view bytes, int64_t from_step, int64_t to_s
 class HistoryAssembler {
  public:
   HistoryAssembler(int64_t from_step, int64_t to_step) : from_(from_step), to_(to_step) {}
+  // Collects into `storage`'s memory (its points are dropped): a buffer that an earlier
+  // history was read into, already grown and faulted in.
+  HistoryAssembler(int64_t from_step, int64_t to_step, std::vector<MetricPoint> storage)
+      : from_(from_step), to_(to_step), points_(std::move(storage)) {
+    points_.clear();
+  }
   Status Add(std::string_view block);
   // The history; call once, after the last Add.
   std::vector<MetricPoint> Finish();

@@ -102,6 +102,19 @@ TEST(MetricBlocksTest, AssemblerConcatenatesDisjointBlocksAndMergesOverlappingOn
              {{1, 0, 1.0}, {2, 0, 2.0}, {4, 0, 4.0}, {4, 1, 4.5}, {5, 0, kNaN}});
 }
 
+// A whole-history scan hands the assembler the buffer of an earlier one: its points are
+// dropped, its memory is used (no new allocation when it is large enough).
+TEST(MetricBlocksTest, AssemblerReusesStorageButNotItsPoints) {
+  std::vector<MetricPoint> storage(100, MetricPoint{7, 7, 7.0});
+  const MetricPoint* memory = storage.data();
+  std::vector<MetricPoint> points = {{0, 0, 1.0}, {1, 0, 2.0}, {2, 0, 3.0}};
+  HistoryAssembler history(1, INT64_MAX, std::move(storage));
+  ASSERT_TRUE(history.Add(EncodeMetricBlock(points.data(), points.size())).ok());
+  std::vector<MetricPoint> got = history.Finish();
+  ExpectSame(got, {{1, 0, 2.0}, {2, 0, 3.0}});
+  EXPECT_EQ(got.data(), memory);
+}
+
 TEST(MetricBlocksTest, CursorsRoundTripAndOtherTokensAreRefused) {
   for (MetricPoint p : {MetricPoint{INT64_MIN, INT64_MAX, -0.0}, MetricPoint{5, -7, kNaN},
                         MetricPoint{1, 2, 0.1}}) {

@@ -273,7 +273,7 @@ Result<std::optional<int64_t>> MetricStore::FindRunSeries(Transaction& tx,
 
 Status MetricStore::ReadHistory(Transaction& tx, int64_t series, int64_t from_step, int64_t to_step,
                                 std::vector<MetricPoint>& out) {
-  HistoryAssembler history(from_step, to_step);
+  HistoryAssembler history(from_step, to_step, std::move(out));
   TY_RETURN_IF_ERROR(tx.QueryEach(
       "SELECT data FROM metric_blocks WHERE series_id = ? AND last_step >= ? AND first_step <= ? "
       "ORDER BY first_step, seq",
@@ -370,12 +370,33 @@ Status MetricStore::ReadWholeHistory(const std::string& run_id, const std::strin
   });
 }
 
+std::vector<MetricPoint> MetricStore::TakePointBuffer() {
+  MutexLock lock(pool_mu_);
+  if (spare_points_.empty()) return {};
+  std::vector<MetricPoint> buffer = std::move(spare_points_.back());
+  spare_points_.pop_back();
+  return buffer;
+}
+
+void MetricStore::GivePointBuffer(std::vector<MetricPoint> buffer) {
+  if (buffer.capacity() == 0 || buffer.capacity() > kMaxPooledBufferPoints) return;
+  buffer.clear();
+  MutexLock lock(pool_mu_);
+  if (spare_points_.size() < kPooledPointBuffers) spare_points_.push_back(std::move(buffer));
+}
+
 Status MetricStore::ScanHistoryRanges(
     const std::string& run_id, const std::string& key, int threads, int64_t steps_per_range,
     const std::function<void(int)>& plan,
     const std::function<void(int, const MetricPoint*, size_t)>& fn) {
   TY_RETURN_IF_ERROR(CheckMetricKey(key));
-  std::vector<MetricPoint> points;
+  // The points go back to the pool on every return.
+  struct Buffer {
+    MetricStore* store;
+    std::vector<MetricPoint> points;
+    ~Buffer() { store->GivePointBuffer(std::move(points)); }
+  } buffer{this, TakePointBuffer()};
+  std::vector<MetricPoint>& points = buffer.points;
   TY_RETURN_IF_ERROR(ReadWholeHistory(run_id, key, points));
   if (points.empty()) return Status::Ok();
   const StepRanges ranges = PlanStepRanges(points, threads, steps_per_range);

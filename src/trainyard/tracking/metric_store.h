@@ -45,6 +45,10 @@ inline constexpr size_t kMaxBulkIntervalRuns = 100;
 inline constexpr int64_t kMaxBulkIntervalResults = 2500;
 // The most step ranges a ranged scan splits a history into (bounds its bookkeeping).
 inline constexpr int kMaxHistoryRanges = 1 << 20;
+// Whole-history scans read into buffers kept for the next scan: at most this many, of at
+// most this many points each (32 MiB). A new buffer for 1M points costs 6,000 page faults.
+inline constexpr size_t kPooledPointBuffers = 2;
+inline constexpr size_t kMaxPooledBufferPoints = (size_t{32} << 20) / sizeof(MetricPoint);
 
 // Where range r of a ranged scan starts: the index in `points` (a history, in order) of
 // its first point; starts[ranges] is points.size(), and a range may be empty.
@@ -178,6 +182,10 @@ class MetricStore {
   // A whole history of (run, key) in its own read; NotFound for an unknown run.
   Status ReadWholeHistory(const std::string& run_id, const std::string& key,
                           std::vector<MetricPoint>& out);
+  // A buffer for a whole-history scan (empty, with the capacity a kept one has), and its
+  // return when the scan is done.
+  std::vector<MetricPoint> TakePointBuffer() TY_EXCLUDES(pool_mu_);
+  void GivePointBuffer(std::vector<MetricPoint> buffer) TY_EXCLUDES(pool_mu_);
 
   static std::string CacheKey(const std::string& run_id, const std::string& key) {
     return run_id + '\0' + key;
@@ -189,6 +197,9 @@ class MetricStore {
   Mutex mu_;
   // CacheKey(run, key) → series id, for committed series only.
   std::unordered_map<std::string, int64_t> series_ TY_GUARDED_BY(mu_);
+
+  Mutex pool_mu_;
+  std::vector<std::vector<MetricPoint>> spare_points_ TY_GUARDED_BY(pool_mu_);
 };
 
 }  // namespace trainyard::tracking

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "trainyard/common/clock.h"
 #include "trainyard/testing/test_postgres.h"
@@ -242,6 +243,49 @@ TEST_P(MetricStoreTest, HistoriesComeBackInOrderWholePagedAndRanged) {
   auto too_big = store_->GetHistory("ra", "loss", 1001, "");
   ASSERT_FALSE(too_big.ok());
   EXPECT_EQ(too_big.status().message(), "max_results must be between 1 and 1000");
+}
+
+// Ranged scans read into buffers kept between scans: each scan sees its own history
+// only, whether the kept buffer was larger or smaller, and concurrent scans do not mix.
+TEST_P(MetricStoreTest, RangedScansInKeptBuffersSeeOnlyTheirOwnHistory) {
+  for (int64_t batch = 0; batch < 3; ++batch) {
+    std::vector<Metric> big;
+    for (int64_t s = batch * 1000; s < (batch + 1) * 1000; ++s) big.push_back(M("loss", s, s, 0.5));
+    ASSERT_TRUE(Log("ra", big).ok());
+  }
+  ASSERT_TRUE(
+      Log("rb", {M("loss", 100, 0, 1.0), M("loss", 101, 0, 2.0), M("loss", 102, 0, 3.0)}).ok());
+  auto scan = [&](const std::string& run) {
+    std::vector<std::vector<MetricPoint>> ranges;
+    EXPECT_TRUE(store_
+                    ->ScanHistoryRanges(
+                        run, "loss", 2, 1000, [&](int n) { ranges.resize(static_cast<size_t>(n)); },
+                        [&](int r, const MetricPoint* p, size_t n) {
+                          ranges[static_cast<size_t>(r)].insert(
+                              ranges[static_cast<size_t>(r)].end(), p, p + n);
+                        })
+                    .ok());
+    std::vector<MetricPoint> joined;
+    for (const auto& r : ranges) joined.insert(joined.end(), r.begin(), r.end());
+    return joined;
+  };
+  const std::vector<MetricPoint> want_big = History("ra", "loss");
+  const std::vector<MetricPoint> want_small = History("rb", "loss");
+  ASSERT_EQ(want_big.size(), 3000u);
+  ASSERT_EQ(want_small.size(), 3u);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(StepsOf(scan("ra")), StepsOf(want_big));
+    EXPECT_EQ(StepsOf(scan("rb")), StepsOf(want_small));
+  }
+  std::vector<std::thread> threads;
+  std::vector<std::vector<MetricPoint>> got(4);
+  for (size_t t = 0; t < got.size(); ++t) {
+    threads.emplace_back([&, t] { got[t] = scan(t % 2 ? "rb" : "ra"); });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t t = 0; t < got.size(); ++t) {
+    EXPECT_EQ(StepsOf(got[t]), StepsOf(t % 2 ? want_small : want_big)) << t;
+  }
 }
 
 TEST_P(MetricStoreTest, UnknownRunsAreNotFoundAndMissingKeysAreEmpty) {
