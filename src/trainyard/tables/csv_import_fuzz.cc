@@ -4,12 +4,9 @@
 // chunks (NextChunk/ParseChunk, the parallel path: cut at record ends by a quote-aware scan) it
 // must give the same rows and error.
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
-#include "trainyard/tables/export.h"
-#include "trainyard/tables/import.h"
-#include "trainyard/tables/import_chunks.h"
+#include "trainyard/tables/import_fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace trainyard::tables;
@@ -31,42 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.allow_new_columns = (mode & 64) != 0;
   if ((mode & 128) && o.format == ImportFormat::kCsv) o.csv_delimiter = ';';
   const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
-  auto imp = OpenImportBuffer(input, o);
-  if (!imp.ok()) return 0;
-  std::string serial, chunked;  // every value rendered, then the error
-  for (;;) {
-    auto batch = (*imp)->Next();
-    if (!batch.ok()) serial += "\n" + batch.status().message();
-    if (!batch.ok() || !*batch) break;
-    const arrow::RecordBatch& b = **batch;
-    if (!b.ValidateFull().ok() || !b.schema()->Equals(*(*imp)->schema()) || b.num_rows() == 0 ||
-        b.num_rows() > o.batch_rows) {
-      std::abort();
-    }
-    for (int64_t r = 0; r < b.num_rows(); ++r) {
-      for (int c = 0; c < b.num_columns(); ++c) AppendJsonValue(*b.column(c), r, &serial);
-    }
-  }
-  auto chunks = OpenImportChunksBuffer(input, o);
-  if (!chunks.ok()) std::abort();  // opened once already
-  for (;;) {
-    auto chunk = (*chunks)->NextChunk();
-    if (!chunk.ok()) chunked += "\n" + chunk.status().message();
-    if (!chunk.ok() || !*chunk) break;
-    auto batch = (*chunks)->ParseChunk(**chunk);
-    if (!batch.ok()) {
-      chunked += "\n" + batch.status().message();
-      break;
-    }
-    const arrow::RecordBatch& b = **batch;
-    if (!b.ValidateFull().ok() || b.num_rows() != (*chunk)->records ||
-        b.num_rows() > o.batch_rows) {
-      std::abort();
-    }
-    for (int64_t r = 0; r < b.num_rows(); ++r) {
-      for (int c = 0; c < b.num_columns(); ++c) AppendJsonValue(*b.column(c), r, &chunked);
-    }
-  }
-  if (serial != chunked) std::abort();
+  CheckSerialEqualsChunked(input, o, [](const std::string& in, const ImportOptions& opt) {
+    return OpenImportChunksBuffer(in, opt);
+  });
   return 0;
 }
