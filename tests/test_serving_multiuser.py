@@ -51,7 +51,8 @@ def multi(accounts):
     base.chmod(0o711)
     server = TrainyardServer(
         data_dir=base / "data", backend="sqlite", single_user=False,
-        extra_args=["--job-dir", str(base / "jobs"), "--serving-engine", FAKE_ENGINE,
+        extra_args=["--job-dir", str(base / "jobs"), "--local-cpus", "64",
+                    "--serving-engine", FAKE_ENGINE,
                     "--serving-cold-start-s", "30", "--serving-model-copy-grace-s", "1"])
     server.start()
     try:

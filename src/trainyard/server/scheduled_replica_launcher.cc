@@ -137,8 +137,11 @@ Result<std::string> SharedModelCopies::Acquire(const std::string& model_dir, uid
     copy.copying = true;
     temp = path + ".tmp-" + std::to_string(++temp_counter_);
   }
-  // Copied without the lock (a model may be large); others acquiring it wait above.
-  Status s = ServerDirectory(owner_dir);
+  // Copied without the lock (a model may be large); others acquiring it wait above. Both
+  // directories above the copy must be traversable by its account (the server's umask may
+  // be 077).
+  Status s = ServerDirectory(root_);
+  if (s.ok()) s = ServerDirectory(owner_dir);
   std::error_code ec;
   if (s.ok()) {
     fs::remove_all(path, ec);  // not a copy this run made: not trusted
