@@ -1,7 +1,7 @@
 """Serving in multi-user mode (decision 0018): a real server running as root, an endpoint owned
 by a non-admin user mapped to an OS account; its replica is a job that runs as that account
 (like the user's training jobs), reading a private copy of the model (the server's artifact
-store stays unreadable to it), and answers requests. A user without a mapped account gets a
+store stays unreadable to it) that the endpoint's replicas share, and answers requests. A user without a mapped account gets a
 replica error saying so.
 
 The accounts (prefixed ty-srv-) are created with useradd and deleted at the end.
@@ -51,8 +51,9 @@ def multi(accounts):
     base.chmod(0o711)
     server = TrainyardServer(
         data_dir=base / "data", backend="sqlite", single_user=False,
-        extra_args=["--job-dir", str(base / "jobs"), "--serving-engine", FAKE_ENGINE,
-                    "--serving-cold-start-s", "30"])
+        extra_args=["--job-dir", str(base / "jobs"), "--local-cpus", "64",
+                    "--serving-engine", FAKE_ENGINE,
+                    "--serving-cold-start-s", "30", "--serving-model-copy-grace-s", "1"])
     server.start()
     try:
         yield server
@@ -88,7 +89,7 @@ def register_llm_model(server, token: str, tmp_path: Path) -> str:
         mlflow.set_tracking_uri(None)
 
 
-def test_a_replica_runs_as_its_endpoints_owner_on_a_private_copy_of_the_model(
+def test_replicas_run_as_their_endpoints_owner_on_one_shared_private_copy_of_the_model(
         multi, accounts, tmp_path):
     alice_token = user_with_account(multi, "alice", "ty-srv-alice")
     alice_pw = accounts["ty-srv-alice"]
@@ -97,14 +98,19 @@ def test_a_replica_runs_as_its_endpoints_owner_on_a_private_copy_of_the_model(
     name = f"mu-{uuid.uuid4().hex[:6]}"
     ok(alice.post(multi.api(f"{TY}/endpoints"), json={
         "name": name, "served_entities": [{"model": model, "version": 1}],
-        "min_replicas": 1, "scale_to_zero_seconds": 0}))
+        "min_replicas": 2, "max_replicas": 2, "scale_to_zero_seconds": 0}))
+    copies = multi.data_dir.parent / "jobs" / "serving-models" / "models" / str(alice_pw.pw_uid)
     try:
-        state = wait_for(lambda: (lambda e: e if e["state"] == "READY" else None)(
-            ok(alice.get(multi.api(f"{TY}/endpoints/{name}")))), "a ready replica", timeout=120)
-        replica = state["replicas"][0]
-        job = ok(alice.get(multi.api(f"{TY}/jobs/{replica['job_id']}")))["job"]
-        assert job["owner"] == "alice" and job["kind"] == "service"
-        # The replica's server process (under its job's rank shim) is alice's, like her jobs.
+        wait_for(lambda: (lambda e: e if e["state"] == "READY" and sum(
+            r["state"] == "READY" for r in e["replicas"]) == 2 else None)(
+            ok(alice.get(multi.api(f"{TY}/endpoints/{name}")))), "two ready replicas",
+            timeout=120)
+        state = ok(alice.get(multi.api(f"{TY}/endpoints/{name}")))
+        for replica in state["replicas"]:
+            job = ok(alice.get(multi.api(f"{TY}/jobs/{replica['job_id']}")))["job"]
+            assert job["owner"] == "alice" and job["kind"] == "service"
+        # The replicas' server processes (under their jobs' rank shims) are alice's, like her
+        # jobs, and read one copy of the model.
         found = []
         for proc in Path("/proc").iterdir():
             if proc.name.isdigit():
@@ -114,14 +120,19 @@ def test_a_replica_runs_as_its_endpoints_owner_on_a_private_copy_of_the_model(
                         found.append((proc.stat().st_uid, (proc / "environ").read_bytes()))
                 except (FileNotFoundError, ProcessLookupError):
                     pass
-        assert len(found) == 1, found
-        uid, environ = found[0]
-        assert uid == alice_pw.pw_uid
-        env = dict(kv.split("=", 1) for kv in environ.decode().split("\0") if "=" in kv)
-        staged = Path(env["TRAINYARD_MODEL_DIR"])
+        assert len(found) == 2, found
+        model_dirs = set()
+        for uid, environ in found:
+            assert uid == alice_pw.pw_uid
+            env = dict(kv.split("=", 1) for kv in environ.decode().split("\0") if "=" in kv)
+            model_dirs.add(env["TRAINYARD_MODEL_DIR"])
+        assert len(model_dirs) == 1, model_dirs
+        staged = Path(model_dirs.pop())
+        assert staged.parent == copies, staged
+        assert [p.name for p in copies.iterdir()] == [staged.name]  # one copy, no temporary
         assert not str(staged).startswith(str(multi.data_dir)), staged
         assert staged.stat().st_uid == alice_pw.pw_uid
-        assert (staged.parent.stat().st_mode & 0o777) == 0o700
+        assert (staged.stat().st_mode & 0o777) == 0o700
         assert (staged / "config.json").read_text() == json.dumps({"model_type": "gpt2"})
         assert (multi.data_dir.stat().st_mode & 0o077) == 0
 
@@ -129,8 +140,9 @@ def test_a_replica_runs_as_its_endpoints_owner_on_a_private_copy_of_the_model(
         assert chat(openai_client(multi, alice_token), name).choices[0].message.content
     finally:
         ok(alice.delete(multi.api(f"{TY}/endpoints/{name}")))
-    # The copy goes with the replica.
-    wait_for(lambda: not staged.parent.exists(), "the staged copy removed", timeout=60)
+    # The copy goes with the last replica (after the 1 s grace period the server was given).
+    wait_for(lambda: not staged.exists(), "the shared copy removed", timeout=60)
+    assert list(copies.iterdir()) == []
 
 
 def test_an_owner_without_an_os_account_gets_a_replica_error_saying_so(multi, tmp_path):

@@ -335,3 +335,27 @@ def test_serve_shortcut_creates_waits_and_prints_the_snippet(server, admin, llm_
     out = cli(server, "serve", "no-such-model/1", "--name", f"x-{uuid.uuid4().hex[:6]}")
     assert out.returncode != 0 and "served_entities[0].model" in out.stderr, out.stderr
     ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
+
+
+def test_a_restart_does_not_refill_the_buckets(server, admin, llm_model):
+    """The buckets are saved in the database (on a timer and when the server stops) and restored
+    at start: a user who spent a 1 query/min budget is still refused right after a restart (it
+    would take a minute to refill one query; a restart takes seconds)."""
+    from openai import RateLimitError
+
+    name = f"rlr-{uuid.uuid4().hex[:6]}"
+    create(admin, server, name=name, served_entities=[{"model": llm_model, "version": 1}],
+           min_replicas=0, scale_to_zero_seconds=0,
+           rate_limits=[{"key": "user", "queries_per_minute": 1}])
+    _, carol_token = new_user(server, admin, [name], "carol")
+    assert chat(openai_client(server, carol_token), name).choices[0].message.content == "a b c"
+    with pytest.raises(RateLimitError):
+        chat(openai_client(server, carol_token), name)
+
+    server.restart()
+    with pytest.raises(RateLimitError) as refused:
+        chat(openai_client(server, carol_token), name)
+    assert refused.value.response.status_code == 429
+    assert "per user: 1 queries/min" in refused.value.response.json()["error"]["message"]
+    # Still most of the minute to wait, not a fresh bucket's.
+    assert int(refused.value.response.headers["Retry-After"]) >= 20

@@ -514,6 +514,12 @@ void AddServerExecutionOptions(CLI::App* server_cmd, ServerOptions& o) {
                    "how long a request waits for a replica to start (scale from zero)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  server_cmd
+      ->add_option("--serving-model-copy-grace-s", config.serving_model_copy_grace_s,
+                   "multi-user mode: how long the copy of a model that no replica uses any more "
+                   "is kept, so that a restart or scale-up soon after does not copy it again")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   server_cmd->add_option("--log-format", o.log_format, "text, or json (one object per line)")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -88,6 +90,135 @@ Status CopyTreeAs(const std::string& from, const std::string& to, uid_t uid, gid
   return Status::Ok();
 }
 
+namespace {
+
+// The name of a model directory's copy: a hash of its absolute path (model versions' directories
+// do not change).
+std::string CopyKey(const std::string& model_dir) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(model_dir), ec);
+  std::string text = ec ? model_dir : p.string();
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
+Status ServerDirectory(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || ::chmod(dir.c_str(), 0711) != 0) {
+    return Status::IOError("cannot prepare " + dir.string() + ": " +
+                           (ec ? ec.message() : std::strerror(errno)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+SharedModelCopies::SharedModelCopies(std::string root, std::chrono::milliseconds grace,
+                                     Copier copier)
+    : root_(std::move(root)), grace_(grace), copier_(std::move(copier)) {}
+
+Result<std::string> SharedModelCopies::Acquire(const std::string& model_dir, uid_t uid, gid_t gid) {
+  fs::path owner_dir = fs::path(root_) / std::to_string(uid);
+  std::string path = (owner_dir / CopyKey(model_dir)).string();
+  std::string temp;
+  {
+    MutexLock lock(mu_);
+    Copy& copy = copies_[path];  // stays while it is used (uses > 0)
+    ++copy.uses;
+    while (copy.copying) copied_.Wait(mu_);
+    if (copy.ready) return path;
+    copy.copying = true;
+    temp = path + ".tmp-" + std::to_string(++temp_counter_);
+  }
+  // Copied without the lock (a model may be large); others acquiring it wait above. Both
+  // directories above the copy must be traversable by its account (the server's umask may
+  // be 077).
+  Status s = ServerDirectory(root_);
+  if (s.ok()) s = ServerDirectory(owner_dir);
+  std::error_code ec;
+  if (s.ok()) {
+    fs::remove_all(path, ec);  // not a copy this run made: not trusted
+    fs::remove_all(temp, ec);
+    s = copier_(model_dir, temp, uid, gid);
+  }
+  if (s.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
+    s = Status::IOError("cannot rename " + temp + " to " + path + ": " + std::strerror(errno));
+  }
+  if (!s.ok()) fs::remove_all(temp, ec);
+  MutexLock lock(mu_);
+  Copy& copy = copies_[path];
+  copy.copying = false;
+  copied_.NotifyAll();
+  if (!s.ok()) {
+    if (--copy.uses == 0) copies_.erase(path);
+    return s;
+  }
+  copy.ready = true;
+  return path;
+}
+
+void SharedModelCopies::Release(const std::string& path, Clock::time_point now) {
+  MutexLock lock(mu_);
+  auto it = copies_.find(path);
+  if (it == copies_.end() || it->second.uses == 0) return;
+  if (--it->second.uses == 0) it->second.unused_since = now;
+}
+
+SharedModelCopies::Clock::time_point SharedModelCopies::RemoveExpired(Clock::time_point now) {
+  std::vector<std::string> remove;
+  Clock::time_point next = Clock::time_point::max();
+  {
+    MutexLock lock(mu_);
+    for (auto it = copies_.begin(); it != copies_.end();) {
+      const Copy& c = it->second;
+      if (c.uses > 0 || c.copying) {
+        ++it;
+      } else if (now - c.unused_since >= grace_) {
+        remove.push_back(it->first);
+        it = copies_.erase(it);
+      } else {
+        next = std::min(next, c.unused_since + grace_);
+        ++it;
+      }
+    }
+    // Removed under the lock: an Acquire of the same copy must not find it half removed.
+    for (const auto& path : remove) {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+      if (ec) spdlog::warn("serving: cannot remove the model copy {}: {}", path, ec.message());
+    }
+  }
+  return next;
+}
+
+void SharedModelCopies::RemoveAll() {
+  MutexLock lock(mu_);
+  for (auto it = copies_.begin(); it != copies_.end();) {
+    if (it->second.copying) {  // its Acquire (and those waiting on it) still hold the entry
+      it->second.ready = false;
+      ++it;
+    } else {
+      it = copies_.erase(it);
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(root_, ec);
+  if (ec) spdlog::warn("serving: cannot remove the model copies in {}: {}", root_, ec.message());
+}
+
+int SharedModelCopies::UsesForTest(const std::string& path) {
+  MutexLock lock(mu_);
+  auto it = copies_.find(path);
+  return it == copies_.end() ? -1 : it->second.uses;
+}
+
 // See the header. JobService calls OnJobFinished with its lock held; the launcher only queues
 // there, and calls JobService (Cancel) and serving's exit callback from a thread of its own,
 // holding no lock, so that neither service ever waits on the other's lock.
@@ -115,26 +246,30 @@ class ScheduledReplicaLauncher : public serving::ReplicaLauncher {
   struct Replica {
     std::string job_id;  // "" while SubmitService runs
     bool stop_requested = false;
-    std::string staged;  // its private directory: model copy, port file ("" = none)
+    std::string staged;      // its private directory, for its port file ("" = none)
+    std::string model_copy;  // the shared model copy it uses (copies_; "" = none)
   };
-  // Gives the replica its private directory (see the options): a copy of its model as its
-  // owner's account, and the file it reports its port in on cluster nodes. Rewrites
-  // launch.env's model directory and sets its port file; returns the directory to remove at
-  // its end.
-  Result<std::string> Stage(serving::ReplicaLaunch& launch);
+  // Gives the replica (see the options) the shared copy of its model as its owner's account,
+  // and its private directory for the file it reports its port in on cluster nodes. Rewrites
+  // launch.env's model directory and sets its port file; fills `r`'s staged and model_copy
+  // (to remove and release at its end).
+  Status Stage(serving::ReplicaLaunch& launch, Replica& r);
+  // Ends `r`'s use of its staged directory and model copy (without mu_).
+  void Unstage(const Replica& r);
   static void RemoveStaged(const std::string& dir);
   void Work() TY_EXCLUDES(mu_);
   void CancelJob(const std::string& job_id, const std::string& replica_id);
 
   jobs::JobService& jobs_;
   const Options options_;
+  SharedModelCopies copies_;
   Mutex mu_;
   CondVar cv_;
   ExitCallback callback_ TY_GUARDED_BY(mu_);
   std::map<std::string, Replica> replicas_ TY_GUARDED_BY(mu_);                  // by replica id
   std::deque<std::pair<std::string, std::string>> cancels_ TY_GUARDED_BY(mu_);  // job, replica
   std::deque<std::pair<std::string, serving::ReplicaEnd>> ended_ TY_GUARDED_BY(mu_);
-  std::deque<std::string> unstage_ TY_GUARDED_BY(mu_);  // staged copies to remove
+  std::deque<Replica> unstage_ TY_GUARDED_BY(mu_);  // ended replicas' directories and copies
   bool shut_down_ TY_GUARDED_BY(mu_) = false;
   bool stop_worker_ TY_GUARDED_BY(mu_) = false;
   std::thread worker_;
@@ -206,7 +341,10 @@ serving::ReplicaEnd EndOfJob(const jobs::JobInfo& job) {
 }
 
 ScheduledReplicaLauncher::ScheduledReplicaLauncher(jobs::JobService& jobs, Options options)
-    : jobs_(jobs), options_(std::move(options)) {
+    : jobs_(jobs),
+      options_(std::move(options)),
+      copies_(options_.staging_root.empty() ? "" : options_.staging_root + "/models",
+              options_.model_copy_grace, CopyTreeAs) {
   worker_ = std::thread([this] { Work(); });
 }
 
@@ -222,6 +360,7 @@ ScheduledReplicaLauncher::~ScheduledReplicaLauncher() {
   for (const auto& [id, r] : replicas_) {
     if (!r.staged.empty()) RemoveStaged(r.staged);  // replicas that outlived Shutdown's wait
   }
+  if (!options_.staging_root.empty()) copies_.RemoveAll();
 }
 
 void ScheduledReplicaLauncher::SetExitCallback(ExitCallback cb) {
@@ -237,7 +376,7 @@ void ScheduledReplicaLauncher::OnJobFinished(const jobs::JobInfo& job) {
     MutexLock lock(mu_);
     auto it = replicas_.find(id->second);
     if (it == replicas_.end()) return;  // a leftover of an earlier run
-    if (!it->second.staged.empty()) unstage_.push_back(it->second.staged);
+    unstage_.push_back(it->second);
     replicas_.erase(it);
     ended_.emplace_back(id->second, EndOfJob(job));
   }
@@ -245,6 +384,8 @@ void ScheduledReplicaLauncher::OnJobFinished(const jobs::JobInfo& job) {
 }
 
 void ScheduledReplicaLauncher::EndLeftovers() {
+  // Model copies an earlier run left (perhaps half written): none is in use yet.
+  if (!options_.staging_root.empty()) copies_.RemoveAll();
   jobs::ListJobsRequest request;
   request.active_only = true;
   request.max_results = 1000;
@@ -263,10 +404,10 @@ void ScheduledReplicaLauncher::EndLeftovers() {
   }
 }
 
-Result<std::string> ScheduledReplicaLauncher::Stage(serving::ReplicaLaunch& launch) {
+Status ScheduledReplicaLauncher::Stage(serving::ReplicaLaunch& launch, Replica& r) {
   const bool copy_model = options_.owner_account && !launch.model_dir.empty();
   if (options_.staging_root.empty() || (!copy_model && !options_.cluster_nodes)) {
-    return std::string();
+    return Status::Ok();
   }
   uid_t uid = ::geteuid();
   gid_t gid = ::getegid();
@@ -274,18 +415,31 @@ Result<std::string> ScheduledReplicaLauncher::Stage(serving::ReplicaLaunch& laun
     TY_ASSIGN_OR_RETURN(auto account, options_.owner_account(launch.owner));
     std::tie(uid, gid) = account;
   }
-  std::string dir = (fs::path(options_.staging_root) / launch.id).string();
-  RemoveStaged(dir);
-  Status s = EnsurePrivateDirectory(dir, uid, gid, {});
-  if (s.ok() && copy_model) s = CopyTreeAs(launch.model_dir, dir + "/model", uid, gid);
-  if (!s.ok()) {
-    RemoveStaged(dir);
-    return s.WithContext(copy_model ? "giving the replica a copy of its model"
-                                    : "giving the replica a directory for its port file");
+  if (copy_model) {
+    auto copy = copies_.Acquire(launch.model_dir, uid, gid);
+    if (!copy.ok()) return copy.status().WithContext("giving the replica a copy of its model");
+    r.model_copy = *copy;
+    launch.env[serving::kModelDirEnv] = *copy;
   }
-  if (copy_model) launch.env[serving::kModelDirEnv] = dir + "/model";
-  if (options_.cluster_nodes) launch.env[serving::kPortFileEnv] = dir + "/" + kPortFileName;
-  return dir;
+  if (options_.cluster_nodes) {
+    std::string dir = (fs::path(options_.staging_root) / launch.id).string();
+    RemoveStaged(dir);
+    Status s = EnsurePrivateDirectory(dir, uid, gid, {});
+    if (!s.ok()) {
+      RemoveStaged(dir);
+      Unstage(r);
+      r = Replica{};
+      return s.WithContext("giving the replica a directory for its port file");
+    }
+    r.staged = dir;
+    launch.env[serving::kPortFileEnv] = dir + "/" + kPortFileName;
+  }
+  return Status::Ok();
+}
+
+void ScheduledReplicaLauncher::Unstage(const Replica& r) {
+  if (!r.staged.empty()) RemoveStaged(r.staged);
+  if (!r.model_copy.empty()) copies_.Release(r.model_copy, SharedModelCopies::Clock::now());
 }
 
 void ScheduledReplicaLauncher::RemoveStaged(const std::string& dir) {
@@ -300,18 +454,23 @@ Status ScheduledReplicaLauncher::Launch(const serving::ReplicaLaunch& request) {
     MutexLock lock(mu_);
     if (shut_down_) return Status::Unavailable("the server is stopping");
   }
-  TY_ASSIGN_OR_RETURN(std::string staged, Stage(launch));
+  Replica staged;
+  TY_RETURN_IF_ERROR(Stage(launch, staged));
   {
     MutexLock lock(mu_);
-    replicas_[launch.id] = Replica{"", false, staged};
+    replicas_[launch.id] = staged;
   }
   auto job = jobs_.SubmitService(launch.owner, ReplicaJobSpec(launch));
-  MutexLock lock(mu_);
   if (!job.ok()) {
-    replicas_.erase(launch.id);
-    if (!staged.empty()) RemoveStaged(staged);
+    {
+      MutexLock lock(mu_);
+      replicas_.erase(launch.id);
+    }
+    Unstage(staged);
+    cv_.NotifyAll();  // the worker times the copy's removal
     return job.status();
   }
+  MutexLock lock(mu_);
   auto it = replicas_.find(launch.id);
   if (it == replicas_.end()) return Status::Ok();  // it ended already; the callback is queued
   it->second.job_id = job->job_id;
@@ -380,12 +539,18 @@ void ScheduledReplicaLauncher::Work() {
   while (true) {
     std::vector<std::pair<std::string, std::string>> cancels;
     std::vector<std::pair<std::string, serving::ReplicaEnd>> ended;
-    std::vector<std::string> unstage;
+    std::vector<Replica> unstage;
     ExitCallback cb;
+    // Model copies no replica uses are removed after their grace period.
+    auto next_expiry = copies_.RemoveExpired(SharedModelCopies::Clock::now());
     {
       MutexLock lock(mu_);
       while (!stop_worker_ && cancels_.empty() && ended_.empty() && unstage_.empty()) {
-        cv_.Wait(mu_);
+        if (next_expiry == SharedModelCopies::Clock::time_point::max()) {
+          cv_.Wait(mu_);
+        } else if (!cv_.WaitUntil(mu_, next_expiry)) {
+          break;
+        }
       }
       if (stop_worker_ && cancels_.empty() && ended_.empty() && unstage_.empty()) return;
       unstage.assign(unstage_.begin(), unstage_.end());
@@ -396,7 +561,7 @@ void ScheduledReplicaLauncher::Work() {
       ended_.clear();
       cb = shut_down_ ? nullptr : callback_;
     }
-    for (const auto& dir : unstage) RemoveStaged(dir);
+    for (const auto& r : unstage) Unstage(r);
     for (const auto& [job_id, replica_id] : cancels) CancelJob(job_id, replica_id);
     for (const auto& [id, end] : ended) {
       if (cb) cb(id, end);

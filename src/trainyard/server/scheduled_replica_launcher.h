@@ -15,12 +15,15 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
 
 namespace trainyard::jobs {
@@ -64,12 +67,15 @@ struct ScheduledReplicaLauncherOptions {
   // staging_root must then be on the filesystem the nodes share.
   bool cluster_nodes = false;
   // Each replica's private directory <staging_root>/<replica id> (owned by its account, 0700,
-  // removed when it ends): its port file on cluster nodes, and in multi-user mode (where
-  // owner_account is set) a copy of its model: replicas run as their endpoint owner's OS
-  // account, which cannot read the server's private artifact store. staging_root must be a
-  // directory no job account may write (the jobs' root, 0711). "": neither (replicas read
-  // their model in place).
+  // removed when it ends) holds its port file on cluster nodes. In multi-user mode (where
+  // owner_account is set) replicas run as their endpoint owner's OS account, which cannot read
+  // the server's private artifact store, so they read a copy of their model in
+  // <staging_root>/models (SharedModelCopies below: one copy per owner and model version,
+  // shared by its replicas). staging_root must be a directory no job account may write (the
+  // jobs' root, 0711). "": neither (replicas read their model in place).
   std::string staging_root;
+  // How long a model copy no replica uses is kept (a restart or scale-up soon after reuses it).
+  std::chrono::milliseconds model_copy_grace{std::chrono::seconds(30)};
   // The uid and gid of an owner's OS account (multi-user mode); an error says why there is
   // none.
   std::function<Result<std::pair<uid_t, gid_t>>(const std::string& owner)> owner_account;
@@ -79,6 +85,51 @@ struct ScheduledReplicaLauncherOptions {
 // uid:gid, directories 0700 and files 0600; symbolic links are not copied. For the staged model
 // copies above.
 Status CopyTreeAs(const std::string& from, const std::string& to, uid_t uid, gid_t gid);
+
+// The model copies replicas read in multi-user mode: one per owner account and resolved model
+// directory, at <root>/<uid>/<key of the directory> (the copy owned by uid:gid, 0700; <root>
+// and <root>/<uid> the server's, 0711), shared by every replica of that owner and model and
+// counted. The first Acquire copies (to a temporary name, then renamed, so that a copy under
+// its final name is always whole; others acquiring it meanwhile wait for it). When the last
+// user releases it, it is kept for `grace` and removed by RemoveExpired after that unless
+// acquired again. RemoveAll (at start: copies an earlier run left; at shutdown) removes the
+// whole root. Thread-safe; its lock is a leaf (it calls nothing outside while holding it).
+class SharedModelCopies {
+ public:
+  using Copier =
+      std::function<Status(const std::string& from, const std::string& to, uid_t uid, gid_t gid)>;
+  using Clock = std::chrono::steady_clock;
+  SharedModelCopies(std::string root, std::chrono::milliseconds grace, Copier copier);
+  SharedModelCopies(const SharedModelCopies&) = delete;
+  SharedModelCopies& operator=(const SharedModelCopies&) = delete;
+
+  // The copy of `model_dir` owned by uid:gid (made if there is none), counted as used.
+  Result<std::string> Acquire(const std::string& model_dir, uid_t uid, gid_t gid) TY_EXCLUDES(mu_);
+  // One use of the copy `path` (from Acquire) ended at `now`.
+  void Release(const std::string& path, Clock::time_point now) TY_EXCLUDES(mu_);
+  // Removes the copies unused for the grace period at `now`; returns when the next unused one
+  // expires (Clock::time_point::max() when none).
+  Clock::time_point RemoveExpired(Clock::time_point now) TY_EXCLUDES(mu_);
+  // Removes every copy, used or not, and the root.
+  void RemoveAll() TY_EXCLUDES(mu_);
+  // How many replicas use `path` (-1: no such copy).
+  int UsesForTest(const std::string& path) TY_EXCLUDES(mu_);
+
+ private:
+  struct Copy {
+    int uses = 0;
+    bool copying = false;
+    bool ready = false;
+    Clock::time_point unused_since{};
+  };
+  const std::string root_;
+  const std::chrono::milliseconds grace_;
+  const Copier copier_;
+  Mutex mu_;
+  CondVar copied_;
+  std::map<std::string, Copy> copies_ TY_GUARDED_BY(mu_);  // by path
+  uint64_t temp_counter_ TY_GUARDED_BY(mu_) = 0;
+};
 
 // The launcher; sets `jobs`' finish listener to it (before jobs.Start()). `jobs` must outlive
 // it.

@@ -3,6 +3,13 @@
 #include "trainyard/server/scheduled_replica_launcher.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
 
 #include "trainyard/jobs/job_info.h"
 #include "trainyard/jobs/job_spec.h"
@@ -137,6 +144,159 @@ TEST(EndOfJobTest, OnlyACancelledJobIsAStoppedReplica) {
   EXPECT_FALSE(failed.stopped);
   EXPECT_NE(failed.cause.find("SIGKILL"), std::string::npos);
   EXPECT_FALSE(EndOfJob(Job(jobs::JobState::kSucceeded, "all 1 rank(s) exited 0")).stopped);
+}
+
+// SharedModelCopies: one copy per owner and model, counted, removed after its grace period.
+class SharedModelCopiesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    base_ = std::filesystem::temp_directory_path() /
+            ("ty-copies-" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(base_);
+    std::filesystem::create_directories(base_ / "model" / "sub");
+    std::ofstream(base_ / "model" / "config.json") << "{}";
+    std::ofstream(base_ / "model" / "sub" / "w.bin") << "weights";
+    std::filesystem::create_directories(base_ / "other");
+    std::ofstream(base_ / "other" / "config.json") << "{\"other\": 1}";
+  }
+  void TearDown() override { std::filesystem::remove_all(base_); }
+
+  // Copies with CopyTreeAs (as this process's own account), counting the copies made.
+  SharedModelCopies::Copier CountingCopier() {
+    return [this](const std::string& from, const std::string& to, uid_t uid, gid_t gid) {
+      ++copies_made_;
+      return CopyTreeAs(from, to, uid, gid);
+    };
+  }
+  std::string Model() const { return (base_ / "model").string(); }
+
+  std::filesystem::path base_;
+  int copies_made_ = 0;
+  uid_t uid_ = ::geteuid();
+  gid_t gid_ = ::getegid();
+};
+
+TEST_F(SharedModelCopiesTest, ReplicasOfOneOwnerAndModelShareOneCopyUntilTheLastEnds) {
+  using namespace std::chrono_literals;
+  SharedModelCopies copies((base_ / "models").string(), 0ms, CountingCopier());
+  auto a = copies.Acquire(Model(), uid_, gid_);
+  auto b = copies.Acquire(Model(), uid_, gid_);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(*a, *b);
+  EXPECT_EQ(copies_made_, 1);
+  EXPECT_EQ(copies.UsesForTest(*a), 2);
+  EXPECT_EQ(std::filesystem::path(*a).parent_path(), base_ / "models" / std::to_string(uid_));
+  std::ifstream in(std::filesystem::path(*a) / "sub" / "w.bin");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "weights");
+  EXPECT_EQ(std::filesystem::status(*a).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_all);
+
+  // Another model is another copy; the same model by another path is the same.
+  auto other = copies.Acquire((base_ / "other").string(), uid_, gid_);
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*other, *a);
+  auto again = copies.Acquire((base_ / "model" / "sub" / "..").string(), uid_, gid_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *a);
+  EXPECT_EQ(copies_made_, 2);
+
+  auto now = SharedModelCopies::Clock::now();
+  copies.Release(*a, now);
+  copies.Release(*again, now);
+  EXPECT_EQ(copies.RemoveExpired(now), SharedModelCopies::Clock::time_point::max());
+  EXPECT_TRUE(std::filesystem::exists(*a));  // b still uses it
+  copies.Release(*b, now);
+  copies.Release(*b, now);  // a second release of an unused copy counts nothing
+  copies.RemoveExpired(now);
+  EXPECT_FALSE(std::filesystem::exists(*a));
+  EXPECT_EQ(copies.UsesForTest(*a), -1);
+  EXPECT_TRUE(std::filesystem::exists(*other));
+
+  // Acquired again, it is copied again.
+  auto fresh = copies.Acquire(Model(), uid_, gid_);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(copies_made_, 3);
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(*fresh) / "config.json"));
+}
+
+TEST_F(SharedModelCopiesTest, AnUnusedCopyIsKeptForTheGracePeriodAndReusedWithin) {
+  using namespace std::chrono_literals;
+  SharedModelCopies copies((base_ / "models").string(), 30s, CountingCopier());
+  auto a = copies.Acquire(Model(), uid_, gid_);
+  ASSERT_TRUE(a.ok());
+  auto t0 = SharedModelCopies::Clock::now();
+  copies.Release(*a, t0);
+  EXPECT_EQ(copies.RemoveExpired(t0 + 10s), t0 + 30s);
+  EXPECT_TRUE(std::filesystem::exists(*a));
+  // A restart within the grace period reuses it, and its release restarts the period.
+  auto b = copies.Acquire(Model(), uid_, gid_);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, *a);
+  EXPECT_EQ(copies_made_, 1);
+  EXPECT_EQ(copies.RemoveExpired(t0 + 40s), SharedModelCopies::Clock::time_point::max());
+  copies.Release(*b, t0 + 40s);
+  EXPECT_EQ(copies.RemoveExpired(t0 + 60s), t0 + 70s);
+  EXPECT_TRUE(std::filesystem::exists(*a));
+  EXPECT_EQ(copies.RemoveExpired(t0 + 70s), SharedModelCopies::Clock::time_point::max());
+  EXPECT_FALSE(std::filesystem::exists(*a));
+}
+
+TEST_F(SharedModelCopiesTest, AFailedCopyLeavesNothingAndALeftoverIsNotTrusted) {
+  using namespace std::chrono_literals;
+  std::string root = (base_ / "models").string();
+  bool fail = true;
+  SharedModelCopies copies(root, 0ms,
+                           [&](const std::string& from, const std::string& to, uid_t u, gid_t g) {
+                             ++copies_made_;
+                             Status s = CopyTreeAs(from, to, u, g);
+                             return fail ? Status::IOError("disk full") : s;
+                           });
+  auto a = copies.Acquire(Model(), uid_, gid_);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("disk full"), std::string::npos);
+  // Nothing under a final or temporary name stays behind.
+  auto owner_dir = base_ / "models" / std::to_string(uid_);
+  EXPECT_TRUE(std::filesystem::is_empty(owner_dir));
+
+  // A half-written copy under the final name (an earlier run's) is replaced, not used.
+  fail = false;
+  auto ok = copies.Acquire(Model(), uid_, gid_);
+  ASSERT_TRUE(ok.ok());
+  copies.Release(*ok, SharedModelCopies::Clock::now());
+  copies.RemoveExpired(SharedModelCopies::Clock::now());
+  std::filesystem::create_directories(*ok);
+  std::ofstream(std::filesystem::path(*ok) / "config.json") << "{half";
+  auto fresh = copies.Acquire(Model(), uid_, gid_);
+  ASSERT_TRUE(fresh.ok());
+  std::ifstream in(std::filesystem::path(*fresh) / "config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text, "{}");
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(*fresh) / "sub" / "w.bin"));
+
+  // RemoveAll (at start and at shutdown) removes every copy.
+  copies.RemoveAll();
+  EXPECT_FALSE(std::filesystem::exists(root));
+  copies.Release(*fresh, SharedModelCopies::Clock::now());  // a late release is harmless
+}
+
+TEST_F(SharedModelCopiesTest, ConcurrentAcquiresMakeOneCopy) {
+  using namespace std::chrono_literals;
+  SharedModelCopies copies((base_ / "models").string(), 0ms, CountingCopier());
+  std::vector<std::thread> threads;
+  std::vector<std::string> paths(8);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto p = copies.Acquire(Model(), uid_, gid_);
+      if (p.ok()) paths[i] = *p;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(copies_made_, 1);
+  for (const auto& p : paths) EXPECT_EQ(p, paths[0]);
+  EXPECT_EQ(copies.UsesForTest(paths[0]), 8);
 }
 
 }  // namespace

@@ -396,11 +396,12 @@ Status Server::InitServing() {
   // Replicas are jobs of kind service on the training pool (scheduled_replica_launcher.h).
   ScheduledReplicaLauncherOptions placement;
   placement.cluster_nodes = config_.executor == "slurm";
+  placement.model_copy_grace = std::chrono::seconds(config_.serving_model_copy_grace_s);
   if (multi_user_ || placement.cluster_nodes) {
-    // Replicas get private directories beside the jobs' (see scheduled_replica_launcher.h):
-    // in multi-user mode for a copy of their model (their owners cannot read the private
-    // artifact store), on Slurm for the file they report their port in (the jobs' root is on
-    // the filesystem the nodes share).
+    // Replicas get directories beside the jobs' (see scheduled_replica_launcher.h): in
+    // multi-user mode a copy of their model shared by their owner's replicas of it (their
+    // owners cannot read the private artifact store), on Slurm a private one for the file they
+    // report their port in (the jobs' root is on the filesystem the nodes share).
     placement.staging_root =
         (job_dir_root_.empty() ? data_dir + "/jobs" : job_dir_root_) + "/serving-models";
     std::error_code staging_ec;

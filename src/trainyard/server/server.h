@@ -109,6 +109,8 @@ struct ServerConfig {
   std::string serving_engine;
   std::string serving_device = "auto";
   int serving_cold_start_s = 120;
+  // Multi-user mode: how long a model copy no replica uses is kept for a restart or scale-up.
+  int serving_model_copy_grace_s = 30;
   // Request capture into catalog tables: a batch is appended at this age (or 500 rows).
   int capture_flush_ms = 5000;
   // The request index (request id -> endpoint, model version, capture table version) keeps a

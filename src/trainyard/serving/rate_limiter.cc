@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "trainyard/common/json.h"
 
@@ -91,6 +92,7 @@ struct RateCharge::Shared {
   Clock& clock;
   Mutex mu;
   std::map<std::string, Bucket> buckets TY_GUARDED_BY(mu);
+  std::set<std::string> changed TY_GUARDED_BY(mu);  // charged since the last TakeChanged
 };
 
 void RateCharge::ChargeTokens(int64_t tokens) {
@@ -99,6 +101,7 @@ void RateCharge::ChargeTokens(int64_t tokens) {
   MutexLock lock(shared_->mu);
   for (const auto& [key, per_minute] : token_buckets_) {
     shared_->RefilledLocked(key, per_minute, now).level -= static_cast<double>(tokens);
+    shared_->changed.insert(key);
   }
 }
 
@@ -169,6 +172,9 @@ RateDecision RateLimiter::Admit(const std::string& endpoint, const std::vector<R
     return decision;
   }
   for (auto* b : query_buckets) b->level -= 1;
+  for (const Applied& a : applied) {
+    if (!a.tokens) shared_->changed.insert(a.key);
+  }
   decision.charge.shared_ = shared_;
   decision.charge.charged_ = std::make_shared<std::atomic<bool>>(false);
   for (const Applied& a : applied) {
@@ -176,6 +182,94 @@ RateDecision RateLimiter::Admit(const std::string& endpoint, const std::vector<R
   }
   if (shared_->buckets.size() > kPruneAbove) shared_->PruneLocked(now);
   return decision;
+}
+
+std::vector<SavedRateBucket> RateLimiter::TakeChanged() {
+  std::vector<SavedRateBucket> out;
+  auto now = shared_->clock.MonotonicNow();
+  int64_t now_ms = shared_->clock.NowMillis();
+  MutexLock lock(shared_->mu);
+  for (const auto& key : shared_->changed) {
+    auto it = shared_->buckets.find(key);
+    if (it == shared_->buckets.end()) continue;
+    double per_minute = it->second.capacity;
+    auto& b = shared_->RefilledLocked(key, static_cast<int64_t>(per_minute), now);
+    out.push_back({key, b.level, b.capacity, now_ms});
+  }
+  shared_->changed.clear();
+  return out;
+}
+
+std::vector<std::string> RateLimiter::Restore(const std::vector<SavedRateBucket>& saved) {
+  std::vector<std::string> full;
+  auto now = shared_->clock.MonotonicNow();
+  int64_t now_ms = shared_->clock.NowMillis();
+  MutexLock lock(shared_->mu);
+  for (const auto& s : saved) {
+    if (!(s.capacity > 0) || !std::isfinite(s.level)) {
+      full.push_back(s.key);  // not a bucket: forget it
+      continue;
+    }
+    double elapsed_ms = static_cast<double>(std::max<int64_t>(0, now_ms - s.at_ms));
+    double level = std::min(s.capacity, s.level + elapsed_ms * s.capacity / 60'000.0);
+    if (level >= s.capacity) {
+      full.push_back(s.key);
+      continue;
+    }
+    auto& b = shared_->buckets[s.key];
+    b.capacity = s.capacity;
+    b.level = level;
+    b.updated = now;
+  }
+  return full;
+}
+
+std::vector<store::Migration> RateBucketStore::Migrations() {
+  return {{"serving_rate_buckets",
+           1,
+           {"CREATE TABLE serving_rate_buckets (bucket TEXT PRIMARY KEY, level DOUBLE PRECISION "
+            "NOT NULL, capacity DOUBLE PRECISION NOT NULL, updated_ms BIGINT NOT NULL)"}}};
+}
+
+Status RateBucketStore::Save(const std::vector<SavedRateBucket>& buckets) {
+  if (buckets.empty()) return Status::Ok();
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    for (const auto& b : buckets) {
+      TY_RETURN_IF_ERROR(
+          tx.Exec("INSERT INTO serving_rate_buckets (bucket, level, capacity, updated_ms) "
+                  "VALUES (?, ?, ?, ?) ON CONFLICT (bucket) DO UPDATE SET level = "
+                  "excluded.level, capacity = excluded.capacity, updated_ms = "
+                  "excluded.updated_ms",
+                  {b.key, b.level, b.capacity, b.at_ms})
+              .status());
+    }
+    return Status::Ok();
+  });
+}
+
+Result<std::vector<SavedRateBucket>> RateBucketStore::Load() {
+  std::vector<SavedRateBucket> out;
+  TY_RETURN_IF_ERROR(db_.Read([&](store::Transaction& tx) -> Status {
+    TY_ASSIGN_OR_RETURN(
+        auto rows,
+        tx.Query("SELECT bucket, level, capacity, updated_ms FROM serving_rate_buckets"));
+    for (const auto& row : rows) {
+      out.push_back({row.Text(0), row.Double(1), row.Double(2), row.Int(3)});
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Status RateBucketStore::Delete(const std::vector<std::string>& keys) {
+  if (keys.empty()) return Status::Ok();
+  return db_.Write([&](store::Transaction& tx) -> Status {
+    for (const auto& key : keys) {
+      TY_RETURN_IF_ERROR(
+          tx.Exec("DELETE FROM serving_rate_buckets WHERE bucket = ?", {key}).status());
+    }
+    return Status::Ok();
+  });
 }
 
 size_t RateLimiter::BucketCountForTest() {

@@ -15,6 +15,11 @@
 // Time comes from the injected Clock's monotonic time (tests use FakeClock; no sleeps).
 // Buckets of limits that are no longer configured, or full ones, are dropped when there are
 // many. Thread-safe; a RateCharge may outlive its RateLimiter (it charges nothing then).
+//
+// A restart does not refill the buckets: the serving service saves the buckets charged since
+// the last save (TakeChanged) to the database every few seconds and when it stops
+// (RateBucketStore), and puts them back when it starts (Restore), refilled for the wall-clock
+// time in between. A crash loses at most the charges of the last few seconds.
 #pragma once
 
 #include <atomic>
@@ -29,6 +34,7 @@
 #include "trainyard/common/clock.h"
 #include "trainyard/common/mutex.h"
 #include "trainyard/serving/endpoint.h"
+#include "trainyard/store/database.h"
 
 namespace trainyard::serving {
 
@@ -66,6 +72,14 @@ struct RateDecision {
 // counts one token per event with content. 0 for anything else (an MLflow pyfunc answer).
 int64_t AnswerTokens(std::string_view body);
 
+// A bucket's level at a wall-clock time, as saved in the database.
+struct SavedRateBucket {
+  std::string key;
+  double level = 0;
+  double capacity = 0;
+  int64_t at_ms = 0;  // wall clock (ms since the epoch)
+};
+
 class RateLimiter {
  public:
   explicit RateLimiter(Clock& clock);
@@ -77,12 +91,34 @@ class RateLimiter {
   RateDecision Admit(const std::string& endpoint, const std::vector<RateLimit>& limits,
                      const std::string& user, const std::vector<std::string>& groups);
 
+  // The buckets charged since the last call, at their levels now (a bucket dropped since, being
+  // full, is left out: its saved level refills to full by the time it is restored).
+  std::vector<SavedRateBucket> TakeChanged();
+  // Puts `saved` buckets back, refilled for the wall-clock time since they were saved (a
+  // clock that went back refills nothing). Returns the keys of those that are full by now:
+  // they hold no state and need not stay saved.
+  std::vector<std::string> Restore(const std::vector<SavedRateBucket>& saved);
+
   // When more buckets than this exist, full ones are dropped (they hold no state).
   static constexpr size_t kPruneAbove = 10'000;
   size_t BucketCountForTest();
 
  private:
   std::shared_ptr<RateCharge::Shared> shared_;
+};
+
+// The saved buckets: table serving_rate_buckets. Thread-safe (the Database is).
+class RateBucketStore {
+ public:
+  explicit RateBucketStore(store::Database& db) : db_(db) {}
+  static std::vector<store::Migration> Migrations();
+  // Writes `buckets` (replacing the saved ones of the same keys), in one transaction.
+  Status Save(const std::vector<SavedRateBucket>& buckets);
+  Result<std::vector<SavedRateBucket>> Load();
+  Status Delete(const std::vector<std::string>& keys);
+
+ private:
+  store::Database& db_;
 };
 
 }  // namespace trainyard::serving

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
+
+#include "trainyard/testing/status_matchers.h"
+#include "trainyard/testing/test_database.h"
 
 namespace trainyard::serving {
 namespace {
@@ -160,6 +164,87 @@ TEST_F(RateLimiterTest, ConcurrentAdmissionsNeverExceedTheBudget) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(admitted.load(), 1000);  // the fake clock does not move: no refill
 }
+
+// A restart keeps spent budgets: the buckets charged are saved (TakeChanged, RateBucketStore) and
+// restored, refilled for the wall-clock time in between.
+class RateBucketPersistenceTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RateBucketPersistenceTest, ABucketSavedAndRestoredStaysSpentAndRefillsForTheTimeBetween) {
+  TY_ASSERT_OK_AND_ASSIGN(auto db,
+                          store::OpenTestDatabase(GetParam(), RateBucketStore::Migrations()));
+  RateBucketStore store(*db);
+  FakeClock clock;
+  std::vector<RateLimit> limits{Limit(RateLimitKey::kUser, "", 2, 100)};
+  {
+    RateLimiter limiter(clock);
+    RateDecision first = limiter.Admit("e", limits, "alice", {});
+    ASSERT_TRUE(first.allowed);
+    first.charge.ChargeTokens(150);  // the token bucket goes to -50
+    EXPECT_TRUE(limiter.Admit("e", limits, "bob", {}).allowed);
+    auto changed = limiter.TakeChanged();
+    EXPECT_EQ(changed.size(), 3u);  // alice's query and token buckets, bob's query bucket
+    TY_ASSERT_OK(store.Save(changed));
+    EXPECT_TRUE(limiter.TakeChanged().empty());  // nothing charged since
+    // A later charge is saved over the first (one row per bucket).
+    ASSERT_FALSE(limiter.Admit("e", limits, "alice", {}).allowed);  // tokens <= 0: no charge
+    RateDecision bob2 = limiter.Admit("e", limits, "bob", {});
+    ASSERT_TRUE(bob2.allowed);
+    changed = limiter.TakeChanged();
+    ASSERT_EQ(changed.size(), 1u);  // bob's query bucket
+    TY_ASSERT_OK(store.Save(changed));
+  }
+  TY_ASSERT_OK_AND_ASSIGN(auto saved, store.Load());
+  EXPECT_EQ(saved.size(), 3u);
+
+  // The server was down 12 s: alice's tokens refilled 12 s * 100/60 s = 20 (to -30), bob's
+  // queries 0.4 (to 0.4): both still refused, not given full buckets.
+  clock.AdvanceMillis(12'000);
+  RateLimiter restarted(clock);
+  EXPECT_TRUE(restarted.Restore(saved).empty());
+  RateDecision alice = restarted.Admit("e", limits, "alice", {});
+  EXPECT_FALSE(alice.allowed);
+  EXPECT_TRUE(alice.tokens);
+  EXPECT_EQ(alice.retry_after_seconds, 19);  // 30 tokens at 100/min, and one more
+  RateDecision bob = restarted.Admit("e", limits, "bob", {});
+  EXPECT_FALSE(bob.allowed);
+  EXPECT_FALSE(bob.tokens);
+  EXPECT_EQ(bob.retry_after_seconds, 18);  // 0.6 of a query at 2/min
+  // Carol was never charged: a full bucket.
+  EXPECT_TRUE(restarted.Admit("e", limits, "carol", {}).allowed);
+
+  // Long enough down, every bucket is full again: Restore says which to forget.
+  clock.AdvanceMillis(120'000);
+  RateLimiter later(clock);
+  auto full = later.Restore(saved);
+  EXPECT_EQ(full.size(), 3u);
+  TY_ASSERT_OK(store.Delete(full));
+  TY_ASSERT_OK_AND_ASSIGN(auto none, store.Load());
+  EXPECT_TRUE(none.empty());
+  EXPECT_TRUE(later.Admit("e", limits, "alice", {}).allowed);
+}
+
+TEST_F(RateLimiterTest, ARestoreWithTheClockGoneBackRefillsNothingAndIgnoresNonsense) {
+  std::vector<RateLimit> limits{Limit(RateLimitKey::kEndpoint, "", 1)};
+  std::string key = "e\nendpoint: 1 queries/min\n\nq";
+  ASSERT_TRUE(limiter_.Admit("e", limits, "alice", {}).allowed);
+  auto changed = limiter_.TakeChanged();
+  ASSERT_EQ(changed.size(), 1u);
+  EXPECT_EQ(changed[0].key, key);
+  EXPECT_EQ(changed[0].level, 0);
+  clock_.AdvanceMillis(-3'600'000);  // wall time only
+  RateLimiter restarted(clock_);
+  std::vector<SavedRateBucket> saved = changed;
+  saved.push_back({"bad", 1, 0, 0});
+  saved.push_back({"nan", std::nan(""), 5, 0});
+  EXPECT_EQ(restarted.Restore(saved), (std::vector<std::string>{"bad", "nan"}));
+  RateDecision d = restarted.Admit("e", limits, "bob", {});
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_seconds, 60);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, RateBucketPersistenceTest,
+                         ::testing::Values("sqlite", "postgres"),
+                         [](const auto& param_info) { return std::string(param_info.param); });
 
 }  // namespace
 }  // namespace trainyard::serving

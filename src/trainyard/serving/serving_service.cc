@@ -134,7 +134,8 @@ ServingService::ServingService(store::Database& db, Clock& clock, Random& random
       resolver_(std::move(resolver)),
       probe_(std::move(probe)),
       options_(std::move(options)),
-      store_(db) {}
+      store_(db),
+      rate_buckets_(db) {}
 
 ServingService::~ServingService() { Stop(); }
 
@@ -150,6 +151,14 @@ Status ServingService::Start() {
   launcher_.SetExitCallback(
       [this](const std::string& id, const ReplicaEnd& end) { OnExit(id, end); });
   launcher_.EndLeftovers();
+  // The rate limits' buckets as the last run left them (rate_limiter.h).
+  if (auto saved = rate_buckets_.Load(); saved.ok()) {
+    Status s = rate_buckets_.Delete(limiter_.Restore(*saved));
+    if (!s.ok()) spdlog::warn("serving: cannot forget full rate buckets: {}", s.message());
+  } else {
+    spdlog::warn("serving: rate limits start with full buckets: cannot load the saved ones: {}",
+                 saved.status().message());
+  }
   {
     MutexLock lock(mu_);
     for (auto& rt : runtimes) Install(std::move(rt));
@@ -786,14 +795,28 @@ std::chrono::milliseconds ServingService::Backoff(int failures) const {
 }
 
 void ServingService::Loop() {
+  auto saved = clock_.MonotonicNow();
   while (true) {
     Tick();
+    if (clock_.MonotonicNow() - saved >= options_.rate_limit_save) {
+      SaveRateBuckets();
+      saved = clock_.MonotonicNow();
+    }
     MutexLock lock(mu_);
     if (stop_) break;
     loop_cv_.WaitFor(mu_, options_.tick);
     if (stop_) break;
   }
+  SaveRateBuckets();
   launcher_.Shutdown(options_.stop_grace);
+}
+
+void ServingService::SaveRateBuckets() {
+  auto changed = limiter_.TakeChanged();
+  Status s = rate_buckets_.Save(changed);
+  if (!s.ok()) {
+    spdlog::warn("serving: cannot save {} rate limit buckets: {}", changed.size(), s.message());
+  }
 }
 
 void ServingService::CheckAliases() {

@@ -53,6 +53,9 @@ struct ServingOptions {
   std::string mlflow_program = "mlflow";                      // serves `pyfunc` entities
   std::string device = "auto";                                // trainyard-serve-model --device
   std::chrono::milliseconds tick{200};
+  // How often the rate limits' buckets charged since are saved (rate_limiter.h), so that a
+  // restart does not refill them; they are also saved when the service stops.
+  std::chrono::milliseconds rate_limit_save{std::chrono::seconds(5)};
   // How often an alias is resolved again: when it moves, the endpoint rolls to the new version
   // (new replicas start; the old ones stop once a new one is ready, without dropping requests).
   std::chrono::milliseconds alias_check{std::chrono::seconds(2)};
@@ -162,7 +165,11 @@ class ServingService {
   ServingService(const ServingService&) = delete;
   ServingService& operator=(const ServingService&) = delete;
 
-  static std::vector<store::Migration> Migrations() { return EndpointStore::Migrations(); }
+  static std::vector<store::Migration> Migrations() {
+    auto m = EndpointStore::Migrations();
+    for (auto& r : RateBucketStore::Migrations()) m.push_back(std::move(r));
+    return m;
+  }
 
   // Lineage's hook (see ServesListener); set once, before Start().
   void SetServesListener(ServesListener listener) { serves_listener_ = std::move(listener); }
@@ -291,6 +298,8 @@ class ServingService {
   std::chrono::milliseconds Backoff(int failures_in_a_row) const;
   void Loop() TY_EXCLUDES(mu_);
   void Tick() TY_EXCLUDES(mu_);
+  // Saves the rate buckets charged since the last save.
+  void SaveRateBuckets();
   // Resolves the aliases of served entities that are due (every alias_check).
   void CheckAliases() TY_EXCLUDES(mu_);
   void LaunchReplica(const StartAction& action) TY_EXCLUDES(mu_);
@@ -309,6 +318,7 @@ class ServingService {
   EndpointStore store_;
   ServesListener serves_listener_;  // set before Start(), read-only after
   RateLimiter limiter_{clock_};
+  RateBucketStore rate_buckets_;
 
   Mutex mu_;
   CondVar ready_cv_;  // a replica became ready, or an endpoint went away
