@@ -262,6 +262,17 @@ def admin(server):
     s.close()
 
 
+def running(server: TrainyardServer):
+    """The body of a fixture that owns `server`: `yield from running(server)` starts it, yields
+    it, and stops it afterwards (unless a test stopped it already)."""
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.proc is not None:
+            server.stop()
+
+
 def module_server(tmp_path_factory, backend: str, request, prefix: str, extra_args: list[str]):
     """The body of a module-scoped `server` fixture: `yield from module_server(...)` gives one
     server started with `extra_args` on the module's backend, closed after the module."""

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import TRAINYARD_BIN, TrainyardServer
+from conftest import TRAINYARD_BIN, TrainyardServer, running
 from slurm_cluster import SlurmCluster
 from test_jobs import COUNTER, Jobs, job
 
@@ -34,12 +34,7 @@ def slurm_server(cluster, tmp_path):
                     "--host", "0.0.0.0", "--advertise-url",
                     f"http://{cluster.controller_addr}:{port}"])
     server.extra_args += ["--port", str(port)]
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.proc is not None:
-            server.stop()
+    yield from running(server)
 
 
 def test_two_node_gang_job_allreduces_through_gloo(cluster, slurm_server):

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TRAINYARD_BIN, TrainyardServer
+from conftest import TRAINYARD_BIN, TrainyardServer, running
 
 API = "/api/trainyard/v1"
 ACCOUNTS = ["ty-iso-alice", "ty-iso-bob", "ty-iso-carol"]
@@ -85,12 +85,7 @@ def multi(accounts, base_dir):
         data_dir=base_dir / "data", backend="sqlite", single_user=False,
         extra_args=["--job-dir", str(base_dir / "jobs")],
         env={**os.environ, "AWS_SECRET_ACCESS_KEY": CANARY, "TY_SERVER_ONLY_VAR": CANARY})
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.proc is not None:
-            server.stop()
+    yield from running(server)
 
 
 class Client:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TrainyardServer
+from conftest import TrainyardServer, register_hf_model, running
 from test_security_jobs import _remove_account, user_with_account
 from test_serving import error_of, ok, wait_for
 from test_serving_ratelimit import FAKE_ENGINE, chat, openai_client
@@ -54,46 +54,17 @@ def multi(accounts):
         extra_args=["--job-dir", str(base / "jobs"), "--local-cpus", "64",
                     "--serving-engine", FAKE_ENGINE,
                     "--serving-cold-start-s", "30", "--serving-model-copy-grace-s", "1"])
-    server.start()
     try:
-        yield server
+        yield from running(server)
     finally:
-        if server.proc is not None:
-            server.stop()
         shutil.rmtree(base, ignore_errors=True)
-
-
-def register_llm_model(server, token: str, tmp_path: Path) -> str:
-    """A registered model (owned by the token's user) whose version 1 is an HF directory."""
-    import mlflow
-    from mlflow import MlflowClient
-
-    hf = tmp_path / "hf"
-    hf.mkdir()
-    (hf / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
-    os.environ["MLFLOW_TRACKING_URI"] = server.url
-    os.environ["MLFLOW_TRACKING_TOKEN"] = token
-    try:
-        mlflow.set_tracking_uri(server.url)
-        name = f"mu-{uuid.uuid4().hex[:6]}"
-        mlflow.set_experiment(f"serving-{name}")
-        with mlflow.start_run() as run:
-            mlflow.log_artifacts(str(hf), "model")
-        client = MlflowClient()
-        client.create_registered_model(name)
-        client.create_model_version(name, f"runs:/{run.info.run_id}/model", run.info.run_id)
-        return name
-    finally:
-        os.environ.pop("MLFLOW_TRACKING_URI", None)
-        os.environ.pop("MLFLOW_TRACKING_TOKEN", None)
-        mlflow.set_tracking_uri(None)
 
 
 def test_replicas_run_as_their_endpoints_owner_on_one_shared_private_copy_of_the_model(
         multi, accounts, tmp_path):
     alice_token = user_with_account(multi, "alice", "ty-srv-alice")
     alice_pw = accounts["ty-srv-alice"]
-    model = register_llm_model(multi, alice_token, tmp_path)
+    model = register_hf_model(multi, alice_token, tmp_path, prefix="mu")
     alice = multi.session(alice_token)
     name = f"mu-{uuid.uuid4().hex[:6]}"
     ok(alice.post(multi.api(f"{TY}/endpoints"), json={
@@ -148,7 +119,7 @@ def test_replicas_run_as_their_endpoints_owner_on_one_shared_private_copy_of_the
 def test_an_owner_without_an_os_account_gets_a_replica_error_saying_so(multi, tmp_path):
     admin = multi.session()
     token = user_with_account(multi, "dora", None)
-    model = register_llm_model(multi, token, tmp_path)
+    model = register_hf_model(multi, token, tmp_path, prefix="mu")
     dora = multi.session(token)
     name = f"noacct-{uuid.uuid4().hex[:6]}"
     ok(dora.post(multi.api(f"{TY}/endpoints"), json={

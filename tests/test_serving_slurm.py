@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import TrainyardServer
+from conftest import TrainyardServer, running
 from jobs_client import JobsClient
 from test_serving import FAKE_ENGINE, ok, wait_for
 from test_serving_ratelimit import chat, openai_client
@@ -44,12 +44,7 @@ def server(cluster, tmp_path_factory):
                     "--advertise-url", f"http://{cluster.controller_addr}:{port}",
                     "--serving-engine", FAKE_ENGINE,
                     "--serving-cold-start-s", str(COLD_START_S)])
-    server.start()
-    try:
-        yield server
-    finally:
-        if server.proc is not None:
-            server.stop()
+    yield from running(server)
 
 
 
