@@ -144,8 +144,10 @@ class ProxiedBody : public http::BodyStream {
   explicit ProxiedBody(std::shared_ptr<StreamState> state) : state_(std::move(state)) {}
   bool Next(std::string* chunk) override {
     bool more = state_->Next(*chunk);
-    // Charged before the stream's end reaches the client, so its next request sees it.
-    if (!more) state_->ChargeTokens();
+    // Charged before the stream's end reaches the client, so that its next request sees it:
+    // at the last event ("data: [DONE]", which comes before the body's end, and after which
+    // the client already sends its next request), or at the body's end for a stream without it.
+    if (!more || chunk->find("data: [DONE]") != std::string::npos) state_->ChargeTokens();
     return more;
   }
   void Cancel() override {}  // the client is gone: ~StreamState records it (499)
