@@ -18,6 +18,7 @@
 #include "trainyard/model/nn/device.h"
 #include "trainyard/serving/engine/runner.h"
 #include "trainyard/serving/engine/sampling.h"
+#include "trainyard/serving/engine/schedule.h"
 
 namespace trainyard::serving {
 
@@ -264,7 +265,7 @@ class EngineImpl : public Engine {
           prefill.push_back(seq.get());
         }
       }
-      for (const std::vector<Sequence*>& group : PrefillGroups(std::move(prefill))) Step(group);
+      for (const std::vector<Sequence*>& group : PrefillGroups(prefill)) Step(group);
       for (auto& seq : admitted) AddRunning(std::move(seq), running);
       if (stopping) break;
       std::vector<Sequence*> batch;
@@ -306,10 +307,9 @@ class EngineImpl : public Engine {
     }
     int sequences = 0;
     for (const auto& seq : running) sequences += seq->finished ? 0 : 1;
-    while (!pending_.empty()) {
-      int need = 1 + static_cast<int>(pending_.front()->forks.size());
-      if (sequences > 0 && sequences + need > max_batch_) break;
-      sequences += need;
+    std::vector<int> waiting;
+    for (const auto& seq : pending_) waiting.push_back(1 + static_cast<int>(seq->forks.size()));
+    for (size_t n = AdmitCount(sequences, waiting, max_batch_); n > 0; --n) {
       admitted.push_back(std::move(pending_.front()));
       pending_.pop_front();
     }
@@ -329,33 +329,16 @@ class EngineImpl : public Engine {
     if (!seq->finished) running.push_back(std::move(seq));
   }
 
-  // Splits newly admitted sequences into prefill batches: by prompt length, so that padding
-  // to a batch's longest prompt at most doubles its tokens; with at most a budget of (padded)
-  // tokens per batch, past which a batch gains no throughput but delays its first tokens
-  // (on a CPU the matrix products are saturated by a few hundred rows, a GPU wants
-  // thousands); and with the attention scores (sequences × heads × longest²) within a budget.
-  std::vector<std::vector<Sequence*>> PrefillGroups(std::vector<Sequence*> seqs) const {
-    std::sort(seqs.begin(), seqs.end(), [](const Sequence* a, const Sequence* b) {
-      return a->input.size() < b->input.size();
-    });
-    const int64_t heads = runner_->config().num_attention_heads;
-    const int64_t token_budget = runner_->device().is_cpu() ? 256 : 4096;
-    constexpr int64_t kScoreBudget = int64_t{1} << 27;  // floats: 512 MiB
+  // The prefill forwards of newly admitted sequences (PlanPrefill's groups).
+  std::vector<std::vector<Sequence*>> PrefillGroups(const std::vector<Sequence*>& seqs) const {
+    std::vector<int64_t> lengths;
+    for (const Sequence* s : seqs) lengths.push_back(static_cast<int64_t>(s->input.size()));
+    PrefillBudget budget =
+        DefaultPrefillBudget(runner_->device().is_cpu(), runner_->config().num_attention_heads);
     std::vector<std::vector<Sequence*>> groups;
-    int64_t tokens = 0;
-    for (Sequence* s : seqs) {
-      auto n = static_cast<int64_t>(s->input.size());
-      if (!groups.empty()) {
-        auto count = static_cast<int64_t>(groups.back().size()) + 1;
-        if (n * count <= 2 * (tokens + n) && n * count <= token_budget &&
-            count * heads * n * n <= kScoreBudget) {
-          groups.back().push_back(s);
-          tokens += n;
-          continue;
-        }
-      }
-      groups.push_back({s});
-      tokens = n;
+    for (const std::vector<size_t>& plan : PlanPrefill(lengths, budget)) {
+      groups.emplace_back();
+      for (size_t i : plan) groups.back().push_back(seqs[i]);
     }
     return groups;
   }
