@@ -7,6 +7,10 @@ file, routes the openai client's requests to it, and cancels the Slurm jobs when
 scales to zero or is deleted; a request to the scaled-to-zero endpoint starts a replica on
 Slurm again and is answered.
 
+A server killed with SIGKILL leaves its replicas' private directories (their port files)
+on the shared filesystem; its next start removes them (a link planted in one is removed, not
+followed), ends the Slurm jobs of the killed run's replicas, and the endpoint serves again.
+
 Replicas run tests/workloads/fake_serve_model.py (the replica contract of
 trainyard-serve-model: --port 0 --port-file). Needs root and Debian's slurm-wlm and munge
 (scripts/install-deps); fails, not skips, otherwise.
@@ -30,21 +34,23 @@ COLD_START_S = 120
 SLURM_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"}
 
 
-@pytest.fixture(scope="module")
-def server(cluster, tmp_path_factory):
+def slurm_server(cluster, tmp_path_factory, *extra: str) -> TrainyardServer:
     # The nodes reach the server on the bridge's host address, not on their own loopback.
     with socket.socket() as s:
         s.bind((cluster.controller_addr, 0))
         port = s.getsockname()[1]
     name = tmp_path_factory.mktemp("serving-slurm").name
-    server = TrainyardServer(
+    return TrainyardServer(
         data_dir=cluster.shared_dir / f"server-{name}", backend="sqlite",
         extra_args=["--executor", "slurm", "--slurm-conf", str(cluster.conf_path),
                     "--host", "0.0.0.0", "--port", str(port),
                     "--advertise-url", f"http://{cluster.controller_addr}:{port}",
-                    "--serving-engine", FAKE_ENGINE,
-                    "--serving-cold-start-s", str(COLD_START_S)])
-    yield from running(server)
+                    "--serving-cold-start-s", str(COLD_START_S), *extra])
+
+
+@pytest.fixture(scope="module")
+def server(cluster, tmp_path_factory):
+    yield from running(slurm_server(cluster, tmp_path_factory, "--serving-engine", FAKE_ENGINE))
 
 
 
@@ -135,3 +141,44 @@ def test_replicas_run_on_their_planned_nodes_answer_and_end_with_the_endpoint(
     cluster.wait_job_state(record["JobId"], SLURM_ENDED, timeout=60)
     staged = server.data_dir / "jobs" / "serving-models" / replica["id"]
     wait_for(lambda: not staged.exists(), "the replica's directory removed", timeout=30)
+
+
+def test_a_killed_server_removes_its_replicas_directories_and_serves_again(
+        cluster, server, admin, llm_model, tmp_path):
+    name = f"crash-{uuid.uuid4().hex[:6]}"
+    ok(admin.post(server.api(f"{TY}/endpoints"), json={
+        "name": name, "served_entities": [{"model": llm_model, "version": 1}],
+        "min_replicas": 1, "max_replicas": 1, "scale_to_zero_seconds": 0}))
+    (old,) = wait_for(lambda: ready_replicas(admin, server, name, 1), "a ready replica",
+                      timeout=COLD_START_S)
+    jobs = JobsClient(server)
+    old_slurm = slurm_job_of(cluster, jobs.get(old["job_id"]))
+    staged = server.data_dir / "jobs" / "serving-models" / old["id"]
+    assert (staged / "port").is_file()
+    # A link in the replica's directory (its account may write there) must not lead the
+    # cleanup out of it.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    (staged / "escape").symlink_to(outside)
+
+    server.kill()
+    start = server.starts + 1
+    server.start()
+
+    wait_for(lambda: not staged.exists(), "the killed run's replica directory removed",
+             timeout=60)
+    log = server.log_path.read_text(errors="replace").split(f"--- start {start}:")[-1]
+    assert f"removed the replica directory {staged}" in log, log
+    assert (outside / "keep.txt").read_text() == "keep"
+    # The killed run's replica ends on Slurm, and a new one answers.
+    cluster.wait_job_state(old_slurm["JobId"], SLURM_ENDED, timeout=60)
+    answer = chat(openai_client(server, server.token), name, text="after the crash")
+    assert answer.choices[0].message.content.split() == ["after", "the", "crash"], answer
+    (new,) = wait_for(lambda: ready_replicas(admin, server, name, 1), "the new replica")
+    assert new["id"] != old["id"]
+    renewed = server.data_dir / "jobs" / "serving-models" / new["id"]
+    assert int((renewed / "port").read_text()) == urlparse(new["url"]).port
+    ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
+    wait_for(lambda: not renewed.exists(), "the new replica's directory removed", timeout=60)
+
