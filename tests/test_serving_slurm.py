@@ -12,19 +12,23 @@ on the shared filesystem; its next start removes them (a link planted in one is 
 followed), ends the Slurm jobs of the killed run's replicas, and the endpoint serves again.
 
 Replicas run tests/workloads/fake_serve_model.py (the replica contract of
-trainyard-serve-model: --port 0 --port-file). Needs root and Debian's slurm-wlm and munge
-(scripts/install-deps); fails, not skips, otherwise.
+trainyard-serve-model: --port 0 --port-file), except in the last test, where a second server
+on the same cluster runs the real `trainyard-serve-model` on a node with a tiny random Qwen2
+(test_serving_llm_endpoint.py's) and the openai client chats and streams through it. Needs root
+and Debian's slurm-wlm and munge (scripts/install-deps); fails, not skips, otherwise.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import socket
 import uuid
 from urllib.parse import urlparse
 
 import pytest
 
-from conftest import TrainyardServer, running
+from conftest import TRAINYARD_BIN, TrainyardServer, running
 from jobs_client import JobsClient
 from test_serving import FAKE_ENGINE, ok, wait_for
 from test_serving_ratelimit import chat, openai_client
@@ -182,3 +186,69 @@ def test_a_killed_server_removes_its_replicas_directories_and_serves_again(
     ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
     wait_for(lambda: not renewed.exists(), "the new replica's directory removed", timeout=60)
 
+
+@pytest.fixture(scope="module")
+def engine_server(cluster, tmp_path_factory):
+    """A second server on the cluster whose replicas run the real trainyard-serve-model."""
+    yield from running(slurm_server(cluster, tmp_path_factory, "--serving-device", "cpu"))
+
+
+def test_the_native_engine_serves_on_a_slurm_node(cluster, engine_server, tmp_path_factory):
+    import mlflow
+    from mlflow import MlflowClient
+
+    from test_serving_llm_endpoint import make_model
+
+    server = engine_server
+    admin = server.session()
+    os.environ["MLFLOW_TRACKING_URI"] = server.url
+    os.environ["MLFLOW_TRACKING_TOKEN"] = server.token
+    try:
+        mlflow.set_tracking_uri(server.url)
+        model = f"tiny-{uuid.uuid4().hex[:6]}"
+        mlflow.set_experiment(f"serving-{model}")
+        with mlflow.start_run() as run:
+            mlflow.log_artifacts(str(make_model(tmp_path_factory.mktemp("tiny"), 5)), "model")
+        MlflowClient().create_registered_model(model)
+        MlflowClient().create_model_version(model, f"runs:/{run.info.run_id}/model",
+                                            run.info.run_id)
+    finally:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+        os.environ.pop("MLFLOW_TRACKING_TOKEN", None)
+        mlflow.set_tracking_uri(None)
+
+    name = f"engine-{uuid.uuid4().hex[:6]}"
+    ok(admin.post(server.api(f"{TY}/endpoints"), json={
+        "name": name, "served_entities": [{"model": model, "version": 1}],
+        "min_replicas": 1, "max_replicas": 1, "scale_to_zero_seconds": 0}))
+    (replica,) = wait_for(lambda: ready_replicas(admin, server, name, 1), "a ready replica",
+                          timeout=COLD_START_S)
+    assert replica["flavor"] == "llm", replica
+    # It is the real engine, in a Slurm job on a cluster node, reached at the node's address.
+    job = JobsClient(server).get(replica["job_id"])
+    argv = shlex.split(job["spec"]["command"])
+    assert argv[0] == str(TRAINYARD_BIN.parent / "trainyard-serve-model"), argv
+    assert argv[1] == "--model-dir", argv
+    assert "--port 0 --port-file" in job["spec"]["command"], job["spec"]
+    node = job["attempt_list"][-1]["nodes"][0]
+    record = slurm_job_of(cluster, job)
+    assert record["JobState"] == "RUNNING" and record["NodeList"] == node, record
+    assert urlparse(replica["url"]).hostname == cluster.node_addrs[node], replica
+
+    client = openai_client(server, server.token)
+    reply = chat(client, name, text="my card was charged twice", max_tokens=4, temperature=0)
+    assert reply.choices[0].finish_reason in ("stop", "length"), reply
+    assert 0 < reply.usage.completion_tokens <= 4 and reply.usage.prompt_tokens > 3, reply
+    # Streamed: server-sent events from the node, through the router, join into the answer the
+    # same greedy request gets whole.
+    prompt = "the parcel never arrived"
+    whole = client.completions.create(model=name, prompt=prompt, max_tokens=4, temperature=0)
+    chunks = list(client.completions.create(model=name, prompt=prompt, max_tokens=4,
+                                            temperature=0, stream=True))
+    assert len([c for c in chunks if c.choices]) >= 1
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == whole.choices[0].text
+    served = sum(r["served"] for r in endpoint(admin, server, name)["replicas"])
+    assert served == 3
+
+    ok(admin.delete(server.api(f"{TY}/endpoints/{name}")))
+    cluster.wait_job_state(record["JobId"], SLURM_ENDED, timeout=60)
