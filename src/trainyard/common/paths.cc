@@ -1,5 +1,6 @@
 #include "trainyard/common/paths.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "trainyard/common/strings.h"
 
@@ -96,6 +98,61 @@ std::pair<std::string_view, std::string_view> SplitLast(std::string_view rel) {
 
 std::atomic<uint64_t> g_counter{0};
 
+// Deeper trees are refused: each level holds a descriptor while the levels below it go.
+constexpr int kMaxRemoveDepth = 128;
+
+// Removes `name` under the directory `parent` (see RemoveTreeSafely); `shown` names it in errors.
+Result<int64_t> RemoveEntryAt(int parent, const std::string& name, const std::string& shown,
+                              int depth) {
+  // Whatever is not a directory (a link included) goes with unlinkat; a directory gives EISDIR.
+  if (::unlinkat(parent, name.c_str(), 0) == 0) return 1;
+  if (errno == ENOENT) return 0;
+  if (errno != EISDIR && errno != EPERM) return Errno("cannot remove " + shown);
+  if (depth >= kMaxRemoveDepth) {
+    return Status::FailedPrecondition("cannot remove " + shown + ": nested more than " +
+                                      std::to_string(kMaxRemoveDepth) + " directories deep");
+  }
+  int64_t removed = 0;
+  // A directory that keeps getting entries (a process still writes into it) is tried a few
+  // times, then reported.
+  for (int pass = 0; pass < 3; ++pass) {
+    Fd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir.get() < 0) {
+      if (errno == ENOENT) return removed;
+      // Swapped for a link or a file since the unlinkat above: remove that instead.
+      if (errno == ELOOP || errno == ENOTDIR) {
+        if (::unlinkat(parent, name.c_str(), 0) == 0) return removed + 1;
+        if (errno == ENOENT) return removed;
+      }
+      return Errno("cannot open " + shown);
+    }
+    std::vector<std::string> children;
+    {
+      int listed = ::dup(dir.get());
+      DIR* d = listed < 0 ? nullptr : ::fdopendir(listed);
+      if (d == nullptr) {
+        if (listed >= 0) ::close(listed);
+        return Errno("cannot list " + shown);
+      }
+      while (dirent* e = ::readdir(d)) {
+        std::string child = e->d_name;
+        if (child != "." && child != "..") children.push_back(std::move(child));
+      }
+      ::closedir(d);
+    }
+    for (const std::string& child : children) {
+      TY_ASSIGN_OR_RETURN(int64_t n,
+                          RemoveEntryAt(dir.get(), child, shown + "/" + child, depth + 1));
+      removed += n;
+    }
+    if (::unlinkat(parent, name.c_str(), AT_REMOVEDIR) == 0) return removed + 1;
+    if (errno == ENOENT) return removed;
+    if (errno != ENOTEMPTY && errno != EEXIST) return Errno("cannot remove " + shown);
+  }
+  return Status::Unavailable("cannot remove " + shown +
+                             ": entries keep appearing in it (a process still writes there)");
+}
+
 }  // namespace
 
 Status ValidateRelativePath(std::string_view path, std::string_view field, size_t max_bytes) {
@@ -181,6 +238,24 @@ Status RenameBeneath(const std::string& from_root, std::string_view from_rel,
     return Errno("cannot move " + Quoted(to_rel) + " into " + to_root);
   }
   return Status::Ok();
+}
+
+Result<int64_t> RemoveTreeSafely(const std::string& path) {
+  std::string trimmed = path;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  size_t slash = trimmed.rfind('/');
+  std::string parent = slash == std::string::npos ? "." : trimmed.substr(0, slash);
+  if (parent.empty()) parent = "/";
+  std::string name = slash == std::string::npos ? trimmed : trimmed.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
+    return Status::InvalidArgument("cannot remove " + Quoted(path) + ": not a removable name");
+  }
+  Fd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0) {
+    if (errno == ENOENT) return int64_t{0};
+    return Errno("cannot open directory " + parent);
+  }
+  return RemoveEntryAt(dir.get(), name, trimmed, 0);
 }
 
 std::string ReadFileTailSafely(const std::string& path, size_t max_bytes) {

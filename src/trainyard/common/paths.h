@@ -33,6 +33,14 @@ Status WriteFileBeneath(const std::string& root, std::string_view rel, std::stri
 Status RenameBeneath(const std::string& from_root, std::string_view from_rel,
                      const std::string& to_root, std::string_view to_rel);
 
+// Removes `path` and, when it is a directory, everything below it, for trees another account
+// may write into (a replica's directories, owned by its job's account). Nothing is followed:
+// every directory below is opened with O_NOFOLLOW relative to its parent, so a symbolic link
+// (at `path` itself or planted anywhere below, even swapped in while this runs) is removed as
+// a link and its target is left alone. The directories above `path` must not be writable by
+// others. Returns how many entries it removed (0 when `path` did not exist).
+Result<int64_t> RemoveTreeSafely(const std::string& path);
+
 // The last `max_bytes` of the file at `path`, for files a job controls (its logs): never
 // follows a link, never blocks on a FIFO, reads only regular files, and reads at most
 // `max_bytes`. "" when the file is missing, empty or not a regular file.

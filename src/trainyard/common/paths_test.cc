@@ -105,6 +105,36 @@ TEST_F(BeneathTest, ReadsRangesAndTailsOfRegularFilesOnly) {
   EXPECT_EQ(ReadFileTailSafely(fifo, 100), "");
 }
 
+TEST_F(BeneathTest, RemovesATreeWithoutFollowingItsLinks) {
+  // What a link inside points at, outside the tree: it must survive.
+  std::ofstream(root_ / "outside/keep.txt") << "keep";
+  fs::path tree = root_ / "dir/replica";
+  fs::create_directories(tree / "a/b");
+  std::ofstream(tree / "a/b/file") << "x";
+  std::ofstream(tree / "top") << "y";
+  fs::create_directory_symlink(root_ / "outside", tree / "a/to-outside");
+  fs::create_symlink(root_ / "outside/keep.txt", tree / "file-link");
+  auto removed = RemoveTreeSafely(tree.string());
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  // replica, a, b, file, top, to-outside, file-link
+  EXPECT_EQ(*removed, 7);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(tree)));
+  EXPECT_TRUE(fs::exists(root_ / "outside/keep.txt"));
+  EXPECT_TRUE(fs::exists(root_ / "outside"));
+
+  // A link in the tree's place is removed as a link; its target stays.
+  fs::create_directory_symlink(root_ / "outside", root_ / "dir/link");
+  ASSERT_TRUE(RemoveTreeSafely((root_ / "dir/link/").string()).ok());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root_ / "dir/link")));
+  EXPECT_TRUE(fs::exists(root_ / "outside/keep.txt"));
+
+  // Nothing there: nothing removed.
+  auto none = RemoveTreeSafely((root_ / "dir/missing").string());
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, 0);
+  EXPECT_TRUE(RemoveTreeSafely((root_ / "dir/..").string()).status().IsInvalidArgument());
+}
+
 TEST(CheckedTest, ShapeBytes) {
   EXPECT_EQ(*ShapeBytes(4, {2, 3}, "shape"), 24u);
   EXPECT_EQ(*ShapeBytes(2, {}, "shape"), 2u);  // a scalar

@@ -12,6 +12,7 @@
 #include <deque>
 #include <filesystem>
 #include <map>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -118,7 +119,63 @@ Status ServerDirectory(const fs::path& dir) {
   return Status::Ok();
 }
 
+// Removes a directory a replica's account may have written into (see RemoveTreeSafely).
+void RemoveReplicaTree(const std::string& path, std::string_view what) {
+  auto removed = RemoveTreeSafely(path);
+  if (!removed.ok()) {
+    spdlog::warn("serving: cannot remove the {} {}: {}", what, path, removed.status().message());
+  }
+}
+
 }  // namespace
+
+std::vector<std::string> RemoveLeftoverStaging(const std::string& staging_root) {
+  std::vector<std::string> removed;
+  struct stat st {};
+  if (::lstat(staging_root.c_str(), &st) != 0) return removed;  // none yet
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+    spdlog::warn(
+        "serving: not cleaning {}: it is not a directory of this server's account (uid {}); "
+        "remove it and start again",
+        staging_root, ::geteuid());
+    return removed;
+  }
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(staging_root, ec)) entries.push_back(e.path());
+  if (ec) {
+    spdlog::warn("serving: cannot list {}: {}", staging_root, ec.message());
+    return removed;
+  }
+  // models/<uid>/<copy>: named one by one in the log, then removed with their root.
+  std::vector<std::string> copies;
+  for (const auto& owner : fs::directory_iterator(fs::path(staging_root) / "models", ec)) {
+    if (!owner.is_directory(ec) || owner.is_symlink(ec)) continue;
+    for (const auto& copy : fs::directory_iterator(owner.path(), ec)) {
+      copies.push_back(copy.path().string());
+    }
+  }
+  for (const auto& entry : entries) {
+    std::string path = entry.string();
+    auto count = RemoveTreeSafely(path);
+    if (!count.ok()) {
+      spdlog::warn("serving: cannot remove {}, left by an earlier run: {}", path,
+                   count.status().message());
+      continue;
+    }
+    if (entry.filename() == "models") {
+      for (const auto& copy : copies) {
+        spdlog::warn("serving: removed the model copy {}, left by an earlier run", copy);
+        removed.push_back(copy);
+      }
+    } else {
+      spdlog::warn("serving: removed the replica directory {} ({} entries), left by an earlier run",
+                   path, *count);
+      removed.push_back(path);
+    }
+  }
+  return removed;
+}
 
 SharedModelCopies::SharedModelCopies(std::string root, std::chrono::milliseconds grace,
                                      Copier copier)
@@ -142,16 +199,15 @@ Result<std::string> SharedModelCopies::Acquire(const std::string& model_dir, uid
   // be 077).
   Status s = ServerDirectory(root_);
   if (s.ok()) s = ServerDirectory(owner_dir);
-  std::error_code ec;
   if (s.ok()) {
-    fs::remove_all(path, ec);  // not a copy this run made: not trusted
-    fs::remove_all(temp, ec);
+    RemoveReplicaTree(path, "model copy");  // not a copy this run made: not trusted
+    RemoveReplicaTree(temp, "model copy");
     s = copier_(model_dir, temp, uid, gid);
   }
   if (s.ok() && ::rename(temp.c_str(), path.c_str()) != 0) {
     s = Status::IOError("cannot rename " + temp + " to " + path + ": " + std::strerror(errno));
   }
-  if (!s.ok()) fs::remove_all(temp, ec);
+  if (!s.ok()) RemoveReplicaTree(temp, "model copy");
   MutexLock lock(mu_);
   Copy& copy = copies_[path];
   copy.copying = false;
@@ -189,11 +245,7 @@ SharedModelCopies::Clock::time_point SharedModelCopies::RemoveExpired(Clock::tim
       }
     }
     // Removed under the lock: an Acquire of the same copy must not find it half removed.
-    for (const auto& path : remove) {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-      if (ec) spdlog::warn("serving: cannot remove the model copy {}: {}", path, ec.message());
-    }
+    for (const auto& path : remove) RemoveReplicaTree(path, "model copy");
   }
   return next;
 }
@@ -208,9 +260,7 @@ void SharedModelCopies::RemoveAll() {
       it = copies_.erase(it);
     }
   }
-  std::error_code ec;
-  fs::remove_all(root_, ec);
-  if (ec) spdlog::warn("serving: cannot remove the model copies in {}: {}", root_, ec.message());
+  RemoveReplicaTree(root_, "model copies in");
 }
 
 int SharedModelCopies::UsesForTest(const std::string& path) {
@@ -376,6 +426,8 @@ void ScheduledReplicaLauncher::OnJobFinished(const jobs::JobInfo& job) {
     MutexLock lock(mu_);
     auto it = replicas_.find(id->second);
     if (it == replicas_.end()) return;  // a leftover of an earlier run
+    // Not its job (job_id is "" only while SubmitService runs).
+    if (!it->second.job_id.empty() && it->second.job_id != job.job_id) return;
     unstage_.push_back(it->second);
     replicas_.erase(it);
     ended_.emplace_back(id->second, EndOfJob(job));
@@ -384,8 +436,9 @@ void ScheduledReplicaLauncher::OnJobFinished(const jobs::JobInfo& job) {
 }
 
 void ScheduledReplicaLauncher::EndLeftovers() {
-  // Model copies an earlier run left (perhaps half written): none is in use yet.
-  if (!options_.staging_root.empty()) copies_.RemoveAll();
+  // Replica directories and model copies (perhaps half written) an earlier run left when it
+  // was killed: none is in use yet.
+  if (!options_.staging_root.empty()) RemoveLeftoverStaging(options_.staging_root);
   jobs::ListJobsRequest request;
   request.active_only = true;
   request.max_results = 1000;
@@ -443,9 +496,7 @@ void ScheduledReplicaLauncher::Unstage(const Replica& r) {
 }
 
 void ScheduledReplicaLauncher::RemoveStaged(const std::string& dir) {
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (ec) spdlog::warn("serving: cannot remove {}: {}", dir, ec.message());
+  RemoveReplicaTree(dir, "replica directory");
 }
 
 Status ScheduledReplicaLauncher::Launch(const serving::ReplicaLaunch& request) {

@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "trainyard/common/mutex.h"
 #include "trainyard/common/status.h"
@@ -92,8 +93,9 @@ Status CopyTreeAs(const std::string& from, const std::string& to, uid_t uid, gid
 // counted. The first Acquire copies (to a temporary name, then renamed, so that a copy under
 // its final name is always whole; others acquiring it meanwhile wait for it). When the last
 // user releases it, it is kept for `grace` and removed by RemoveExpired after that unless
-// acquired again. RemoveAll (at start: copies an earlier run left; at shutdown) removes the
-// whole root. Thread-safe; its lock is a leaf (it calls nothing outside while holding it).
+// acquired again. RemoveAll (at shutdown) removes the whole root; copies an earlier run left
+// are RemoveLeftoverStaging's. Thread-safe; its lock is a leaf (it calls nothing outside while
+// holding it).
 class SharedModelCopies {
  public:
   using Copier =
@@ -130,6 +132,14 @@ class SharedModelCopies {
   std::map<std::string, Copy> copies_ TY_GUARDED_BY(mu_);  // by path
   uint64_t temp_counter_ TY_GUARDED_BY(mu_) = 0;
 };
+
+// Removes what an earlier run of the server left in `staging_root` (see the options: replicas'
+// private directories and the model copies under models/) when it ended without cleaning up
+// (killed), and logs each removed directory (a warning: that run did not stop cleanly);
+// returns their paths. Only a real directory owned by this process is cleaned, and nothing
+// below it is followed (RemoveTreeSafely): a link a replica's account planted is removed as a
+// link. For the start, before any replica.
+std::vector<std::string> RemoveLeftoverStaging(const std::string& staging_root);
 
 // The launcher; sets `jobs`' finish listener to it (before jobs.Start()). `jobs` must outlive
 // it.

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -297,6 +299,49 @@ TEST_F(SharedModelCopiesTest, ConcurrentAcquiresMakeOneCopy) {
   EXPECT_EQ(copies_made_, 1);
   for (const auto& p : paths) EXPECT_EQ(p, paths[0]);
   EXPECT_EQ(copies.UsesForTest(paths[0]), 8);
+}
+
+TEST_F(SharedModelCopiesTest, LeftoversOfAKilledRunAreRemovedWithoutFollowingLinks) {
+  namespace fs = std::filesystem;
+  fs::path staging = base_ / "serving-models";
+  SharedModelCopies copies((staging / "models").string(), std::chrono::seconds(60),
+                           CountingCopier());
+  // What a killed run leaves: a copy in use, a half-written one, and a replica's directory
+  // with its port file, in which its account planted a link out of it.
+  auto copy = copies.Acquire(Model(), uid_, gid_);
+  ASSERT_TRUE(copy.ok()) << copy.status().ToString();
+  fs::path half = fs::path(*copy).parent_path() / "0123456789abcdef.tmp-1";
+  fs::create_directories(half);
+  std::ofstream(half / "config.json") << "{";
+  fs::path replica = staging / "ep-chat-m-1-7";
+  fs::create_directories(replica);
+  std::ofstream(replica / "port") << "4242\n";
+  fs::create_directory_symlink(base_ / "model", replica / "escape");
+
+  auto removed = RemoveLeftoverStaging(staging.string());
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> expected = {half.string(), *copy, replica.string()};
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(removed, expected);
+  EXPECT_TRUE(fs::is_directory(staging));
+  EXPECT_TRUE(fs::is_empty(staging));
+  // The link's target, outside, is untouched.
+  EXPECT_TRUE(fs::exists(base_ / "model" / "sub" / "w.bin"));
+  EXPECT_TRUE(fs::exists(base_ / "model" / "config.json"));
+  // A new run copies again.
+  SharedModelCopies next((staging / "models").string(), std::chrono::seconds(60), CountingCopier());
+  auto again = next.Acquire(Model(), uid_, gid_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *copy);
+  EXPECT_EQ(copies_made_, 2);
+
+  // A staging root that is a link (or not this account's) is not cleaned at all.
+  fs::path link = base_ / "linked-staging";
+  fs::create_directory_symlink(base_ / "other", link);
+  EXPECT_TRUE(RemoveLeftoverStaging(link.string()).empty());
+  EXPECT_TRUE(fs::exists(base_ / "other" / "config.json"));
+  // None yet: nothing to do.
+  EXPECT_TRUE(RemoveLeftoverStaging((base_ / "none").string()).empty());
 }
 
 }  // namespace

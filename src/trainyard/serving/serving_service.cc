@@ -161,6 +161,7 @@ Status ServingService::Start() {
   }
   {
     MutexLock lock(mu_);
+    run_tag_ = random_.Hex(4);
     for (auto& rt : runtimes) Install(std::move(rt));
     started_ = true;
   }
@@ -909,7 +910,8 @@ void ServingService::Tick() {
         if (have < pool.target && !stop_ && now >= pool.not_before) {
           for (int i = have; i < pool.target; ++i) {
             Replica r;
-            r.id = "ep-" + name + "-" + entity + "-" + std::to_string(next_replica_++);
+            r.id = "ep-" + name + "-" + entity + "-" + run_tag_ + "-" +
+                   std::to_string(next_replica_++);
             r.endpoint = name;
             r.entity = entity;
             r.started = now;

@@ -326,6 +326,9 @@ class ServingService {
   std::map<std::string, Runtime> endpoints_ TY_GUARDED_BY(mu_);
   std::map<std::string, Replica> replicas_ TY_GUARDED_BY(mu_);  // by id
   uint64_t next_replica_ TY_GUARDED_BY(mu_) = 1;
+  // Random per start, in every replica id: ids never repeat those of an earlier run, whose
+  // leftover jobs (ended at start) and directories carry them.
+  std::string run_tag_ TY_GUARDED_BY(mu_);
   bool stop_ TY_GUARDED_BY(mu_) = false;
   bool started_ TY_GUARDED_BY(mu_) = false;
   std::thread loop_;
