@@ -87,14 +87,15 @@ const CHART_HEIGHT = 280;
 const COMPARE_PAGE_CHARTS_TOP = 200;
 const RUN_PAGE_CHARTS_TOP = 800;
 
-// Once the runs are in: the charts of the first metric keys (sorted, as the pages show them)
+// Once the runs are in: the charts of the first metric keys (in the page's order: `byKey`)
 // that can be on screen from `top` px down.
-function prefetchCharts(hash: string, runIds: string[], answers: Promise<unknown>[], top: number): void {
+function prefetchCharts(hash: string, runIds: string[], answers: Promise<unknown>[], top: number,
+  byKey?: (a: string, b: string) => number): void {
   Promise.all(answers)
     .then((got) => {
       if (window.location.hash !== hash) return; // the user went on: that page asks itself
       const runs = got.map((a) => (a as { run: Run }).run);
-      const keys = [...new Set(runs.flatMap((r) => (r.data.metrics ?? []).map((m) => m.key)))].sort();
+      const keys = [...new Set(runs.flatMap((r) => (r.data.metrics ?? []).map((m) => m.key)))].sort(byKey);
       const count = Math.max(0, Math.ceil((window.innerHeight + 200 - top) / CHART_HEIGHT));
       const buckets = chartBuckets(expectedChartWidth());
       for (const key of keys.slice(0, count)) {
@@ -122,12 +123,12 @@ function pageReads(hash: string, route: Route): void {
     case 'run': {
       const run = json(`${MLFLOW}/runs/get`, { run_id: route.runId });
       json(`${MLFLOW}/artifacts/list`, { run_id: route.runId });
-      prefetchCharts(hash, [route.runId], [run], RUN_PAGE_CHARTS_TOP);
+      prefetchCharts(hash, [route.runId], [run], RUN_PAGE_CHARTS_TOP, (a, b) => a.localeCompare(b)); // as RunDetail
       return;
     }
     case 'compare': {
       const runs = route.runIds.map((id) => json(`${MLFLOW}/runs/get`, { run_id: id }));
-      prefetchCharts(hash, route.runIds, runs, COMPARE_PAGE_CHARTS_TOP);
+      prefetchCharts(hash, route.runIds, runs, COMPARE_PAGE_CHARTS_TOP); // Compare sorts as sort() does
       return;
     }
     case 'jobs':
