@@ -341,6 +341,67 @@ def test_downsampling_keeps_peaks_and_is_exact_when_zoomed(server):
     assert requests.get(url, params={"run_id": run_id, "key": "loss"}).status_code == 401
 
 
+def test_bulk_downsampling_answers_each_run_of_a_chart_in_one_request(server):
+    with server.session() as s:
+        eid = create_experiment(s, server, f"dsb-{os.urandom(3).hex()}")
+        long_run = [{"key": "loss", "value": 100.0 if step == 7777 else 1.0, "timestamp": step,
+                     "step": step} for step in range(10000)]
+        short_run = [{"key": "loss", "value": -50.0 if step == 550 else 2.0, "timestamp": step,
+                      "step": step} for step in range(500, 600)]
+        ids = log_runs(s, server, eid, [{"name": "long", "params": {}, "metrics": long_run},
+                                        {"name": "short", "params": {}, "metrics": short_run},
+                                        {"name": "none", "params": {}, "metrics": []}])
+        one = server.api(f"{API}/metrics/downsample")
+        url = server.api(f"{API}/metrics/downsample-bulk")
+        r = s.get(url, params={"run_ids": ids, "key": "loss", "buckets": 200})
+        assert r.status_code == 200, r.text
+        series = r.json()["series"]
+        # One history per run, in the order asked, each as the one-run route answers it.
+        assert [h["run_id"] for h in series] == ids
+        for run_id, h in zip(ids, series):
+            alone = s.get(one, params={"run_id": run_id, "key": "loss", "buckets": 200}).json()
+            assert h == alone
+        long_h, short_h, none_h = series
+        assert long_h["exact"] is False and long_h["total_points"] == 10000
+        assert dict(zip(long_h["steps"], long_h["values"])).get(7777) == 100.0
+        assert short_h["exact"] is True and short_h["steps"] == list(range(500, 600))
+        assert dict(zip(short_h["steps"], short_h["values"]))[550] == -50.0
+        assert none_h["steps"] == [] and none_h["total_points"] == 0
+        # Zoomed: exact points of every run in the range.
+        r = s.get(url, params={"run_ids": ids[:2], "key": "loss", "buckets": 200,
+                               "min_step": 540, "max_step": 739})
+        assert r.status_code == 200, r.text
+        zl, zs = r.json()["series"]
+        assert zl["exact"] is True and zl["steps"] == list(range(540, 740))
+        assert zs["exact"] is True and zs["steps"] == list(range(540, 600))
+
+        def refused(params, status=400):
+            r = s.get(url, params=params)
+            assert r.status_code == status, (params, r.status_code, r.text)
+            return r.json()["message"]
+
+        assert "run_ids" in refused({"key": "loss"})
+        many = [f"{i:032x}" for i in range(101)]
+        message = refused({"run_ids": many, "key": "loss"})
+        assert "run_ids" in message and "100" in message, message
+        assert "run_ids" in refused({"run_ids": [ids[0], ids[0]], "key": "loss"})
+        assert "key" in refused({"run_ids": ids})
+        assert "buckets" in refused({"run_ids": ids, "key": "loss", "buckets": 0})
+        assert "min_step" in refused({"run_ids": ids, "key": "loss", "min_step": "x"})
+        assert "min_step" in refused({"run_ids": ids, "key": "loss", "min_step": 9,
+                                      "max_step": 8})
+        unknown = "0" * 32
+        assert unknown in refused({"run_ids": [ids[0], unknown], "key": "loss"}, 404)
+    # The same authorization as the one-run route: a token, and another user reads as there.
+    assert requests.get(url, params={"run_ids": ids, "key": "loss"}).status_code == 401
+    with server.session(server.create_user(f"dsb-reader-{os.urandom(3).hex()}")) as other:
+        alone = other.get(one, params={"run_id": ids[0], "key": "loss"})
+        both = other.get(url, params={"run_ids": ids, "key": "loss"})
+        assert both.status_code == alone.status_code, (alone.text, both.text)
+        if alone.status_code == 200:
+            assert both.json()["series"][0] == alone.json()
+
+
 # --- in the browser
 
 

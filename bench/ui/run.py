@@ -22,6 +22,7 @@ README.md gives the definitions and figures; the run ends with one JSON line per
 Usage: bench/run ui [--quick] [--runs N] [--chart-runs N] [--points N] [--long-points N]
                     [--repeats N] [--keep] [--ours-only] [--pages table,chart,long]
        bench/run ui --pages every --ours-only [--only PAGE,...] [--data-dir DIR] [--repeats N]
+                    [--ui-dir DIR] [--server-binary PATH]
 """
 from __future__ import annotations
 
@@ -268,15 +269,16 @@ class SingleUserServer(OursServer):
     """Our server in single-user mode (as tests/conftest.py starts it), so that the bench's jobs
     run as this machine's user without an OS account mapped to the admin."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, ui_dir: Path | None = None, binary: Path | None = None):
         self.data = workdir / "trainyard"
         self.port_file = workdir / "trainyard.port"
         self.port_file.unlink(missing_ok=True)
         self.log_path = workdir / "trainyard.log"
+        ui = ["--ui-dir", str(ui_dir)] if ui_dir else []
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(tracking.BINARY), "server", "--data-dir", str(self.data), "--port", "0",
-                 "--port-file", str(self.port_file), "--log-level", "warn", "--single-user"],
+                [str(binary or tracking.BINARY), "server", "--data-dir", str(self.data), "--port", "0",
+                 "--port-file", str(self.port_file), "--log-level", "warn", "--single-user", *ui],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
 
@@ -379,6 +381,10 @@ def main() -> None:
     ap.add_argument("--data-dir", default="", help="work in this directory and keep it; a later run with "
                     "the same sizes reuses its data instead of seeding again (for iterating; ours only)")
     ap.add_argument("--ours-only", action="store_true", help="skip MLflow")
+    ap.add_argument("--ui-dir", default="", help="with --pages every: serve this build of the web UI "
+                    "instead of build/web (e.g. another branch's, to time two UIs on the same data)")
+    ap.add_argument("--server-binary", default="", help="with --pages every: run this trainyard binary "
+                    "instead of build/trainyard (e.g. another branch's build, with --ui-dir and --data-dir)")
     args = ap.parse_args()
     if args.quick:
         args.runs, args.chart_runs, args.points, args.long_points, args.repeats = 1000, 20, 2000, 100_000, 1
@@ -396,8 +402,15 @@ def main() -> None:
     timed = [f"page:{name}" for name in (only or EVERY_PAGES)] if EVERY in pages else pages
     if not (WEB / "node_modules" / "playwright-core").is_dir():
         sys.exit("bench/ui: web/node_modules lacks playwright-core; run scripts/build")
-    if not (ROOT / "build" / "web" / "index.html").exists():
-        sys.exit("bench/ui: build/web/index.html is missing; run scripts/build (needs node)")
+    ui_dir = Path(args.ui_dir).resolve() if args.ui_dir else None
+    binary = Path(args.server_binary).resolve() if args.server_binary else None
+    if (ui_dir or binary) and EVERY not in pages:
+        sys.exit("bench/ui: --ui-dir and --server-binary are for --pages every")
+    if binary and not binary.is_file():
+        sys.exit(f"bench/ui: --server-binary {binary} is not a file")
+    if not ((ui_dir or ROOT / "build" / "web") / "index.html").exists():
+        sys.exit(f"bench/ui: {(ui_dir or ROOT / 'build' / 'web') / 'index.html'} is missing; "
+                 "run scripts/build (needs node)")
 
     # A SIGTERM (timeout, Ctrl-C from a wrapper) still stops the servers and the browser.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -414,7 +427,7 @@ def main() -> None:
     seeded = json.loads(seeded_file.read_text()) if seeded_file.exists() else None
     if seeded is not None and seeded["sizes"] != sizes:
         sys.exit(f"bench/ui: {work} holds data of other sizes ({seeded['sizes']}); use another --data-dir")
-    servers = [SingleUserServer(work) if EVERY in pages else OursServer(work)]
+    servers = [SingleUserServer(work, ui_dir, binary) if EVERY in pages else OursServer(work)]
     if not args.ours_only:
         if args.data_dir:
             sys.exit("bench/ui: --data-dir is for --ours-only runs")

@@ -59,12 +59,15 @@ function requestKey(method: string, url: string, body: unknown): string {
   return `${method} ${url} ${body === undefined ? '' : JSON.stringify(body)}`;
 }
 
-export function prefetchCall(kind: 'json' | 'text', method: 'GET' | 'POST', path: string, query?: Query, body?: unknown): void {
+// Returns the answer's promise too, for a prefetch that waits on it (a chart's keys).
+export function prefetchCall(kind: 'json' | 'text', method: 'GET' | 'POST', path: string, query?: Query, body?: unknown): Promise<unknown> {
   const key = `${kind} ${requestKey(method, path + queryString(query), body)}`;
-  if (early.has(key)) return;
+  const started = early.get(key);
+  if (started) return started;
   const p = kind === 'json' ? call(method, path, { query, body }) : callText(path, query ?? {});
   p.catch(() => {}); // the page that takes it sees the error; none is left unhandled
   early.set(key, p);
+  return p;
 }
 
 export function dropPrefetchedCalls(): void {
@@ -232,16 +235,36 @@ export async function getRun(runId: string): Promise<Run> {
   return r.run;
 }
 
-export function downsample(
-  runId: string,
+// The most runs one downsample-bulk request may name (the server's kMaxDownsampleRuns).
+export const MAX_DOWNSAMPLE_RUNS = 100;
+
+// How many buckets a chart `width` pixels wide asks for: one per 2 px (each keeps its min and
+// max, so about a point per pixel column), the width rounded to 100 px so that only a real
+// resize asks again. The entry module (prefetch.ts) asks with the same for the width it expects.
+export function chartBuckets(width: number): number {
+  const rounded = Math.max(100, Math.round(width / 100) * 100);
+  return Math.min(10000, Math.max(50, Math.ceil(rounded / 2)));
+}
+
+// One metric of several runs, downsampled (min/max per bucket of the step range; exact once
+// the range holds few enough points), in the order of `runIds`: one request per
+// MAX_DOWNSAMPLE_RUNS runs.
+export async function downsampleRuns(
+  runIds: string[],
   key: string,
   buckets: number,
   minStep?: number,
   maxStep?: number,
-): Promise<Downsampled> {
-  return call<Downsampled>('GET', `${TRAINYARD}/metrics/downsample`, {
-    query: { run_id: runId, key, buckets, min_step: minStep, max_step: maxStep },
-  });
+): Promise<Downsampled[]> {
+  const parts: Promise<{ series: Downsampled[] }>[] = [];
+  for (let i = 0; i < runIds.length; i += MAX_DOWNSAMPLE_RUNS) {
+    parts.push(
+      call('GET', `${TRAINYARD}/metrics/downsample-bulk`, {
+        query: { run_ids: runIds.slice(i, i + MAX_DOWNSAMPLE_RUNS), key, buckets, min_step: minStep, max_step: maxStep },
+      }),
+    );
+  }
+  return (await Promise.all(parts)).flatMap((p) => p.series);
 }
 
 export function metricNumber(v: number | string): number | null {

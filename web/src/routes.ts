@@ -32,7 +32,7 @@ export function parseHash(hash: string): Route {
     if (parts.length === 2) return { page: 'runs', experimentId: b };
     if (parts.length === 4 && c === 'runs') return { page: 'run', experimentId: b, runId: d };
     if (parts.length === 3 && c === 'compare') {
-      const runIds = (params.get('runs') ?? '').split(',').filter(Boolean);
+      const runIds = [...new Set((params.get('runs') ?? '').split(',').filter(Boolean))];
       return { page: 'compare', experimentId: b, runIds };
     }
   }

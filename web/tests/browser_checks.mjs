@@ -115,11 +115,22 @@ const scenarios = {
     for (const name of config.chart_runs) {
       await page.getByLabel(`select ${name}`, { exact: true }).check();
     }
+    const histories = [];
+    page.on('request', (r) => {
+      if (r.url().includes('/metrics/downsample')) histories.push(new URL(r.url()));
+    });
     await page.getByTestId('compare-link').click();
     const chart = page.locator(`[data-testid=metric-chart][data-metric="${config.chart_metric}"]`);
     await chart.waitFor({ timeout: TIMEOUT });
     check((await chart.getAttribute('data-series')) === String(config.chart_runs.length), 'both runs in the chart');
     await until(async () => (await chart.getAttribute('data-exact')) === 'false', 'a downsampled chart');
+    // The chart holds every selected run's series, all asked for in one request.
+    const loaded = (await chart.getAttribute('data-loaded-runs')).split(',');
+    check(JSON.stringify([...loaded].sort()) === JSON.stringify([...config.curve_run_ids].sort()),
+      `the chart holds the series of runs ${loaded}, not of ${config.curve_run_ids}`);
+    const asked = histories.map((u) => `${u.pathname} ${u.searchParams.getAll('run_ids').sort()}`);
+    check(asked.length === 1 && asked[0] === `/api/trainyard/v1/metrics/downsample-bulk ${[...config.curve_run_ids].sort()}`,
+      `the chart's histories: one request for both runs, not ${JSON.stringify(asked)}`);
     const status = await text(chart.getByTestId('chart-status'));
     check(status.includes(`${config.chart_points} points`), `chart status: ${status}`);
     check((await chart.locator('canvas').count()) === 1, 'one canvas');
@@ -207,6 +218,15 @@ const scenarios = {
     await page.getByTestId('model-versions').getByRole('link', { name: '1', exact: true }).click();
     const version = await text(page.getByTestId('model-version'));
     check(version.includes(config.model_alias), `version page: ${version}`);
+    // Its source run is a link to the run's page.
+    const source = page.getByTestId('source-run-link');
+    const runHref = `#/experiments/${config.chart_experiment_id}/runs/${config.curve_run_ids[0]}`;
+    await until(async () => (await source.getAttribute('href')) === runHref, `the source run linked to ${runHref}`);
+    await source.click();
+    await until(async () => (await page.getByTestId('run-detail').getAttribute('data-run-id')) === config.curve_run_ids[0],
+      "the source run's page");
+    await page.goBack();
+    await page.getByTestId('model-version').waitFor({ timeout: TIMEOUT });
 
     // Move the alias to version 2, through the confirmation.
     await page.getByRole('link', { name: config.model_name, exact: true }).click();
@@ -376,15 +396,17 @@ const scenarios = {
     const pages = [
       ['#/experiments', 'experiments-table', 'Experiments', ['/experiments/search']],
       [`#/experiments/${config.chart_experiment_id}/runs/${config.curve_run_ids[0]}`, 'run-detail', 'RunDetail',
-        [`/runs/get?run_id=${config.curve_run_ids[0]}`, `/artifacts/list?run_id=${config.curve_run_ids[0]}`]],
+        [`/runs/get?run_id=${config.curve_run_ids[0]}`, `/artifacts/list?run_id=${config.curve_run_ids[0]}`],
+        { charts: [config.curve_run_ids[0]] }],
       [`#/experiments/${config.chart_experiment_id}/compare?runs=${config.curve_run_ids.join(',')}`, 'compare', 'Compare',
-        config.curve_run_ids.map((id) => `/runs/get?run_id=${id}`)],
+        config.curve_run_ids.map((id) => `/runs/get?run_id=${id}`), { charts: config.curve_run_ids }],
       ['#/jobs', 'jobs-table', 'Jobs', ['/jobs?max_results=1000', '/cluster']],
       [`#/jobs/${config.job_id}`, 'job-detail', 'Jobs', [`/jobs/${config.job_id}`, `/jobs/${config.job_id}/checkpoints`]],
       ['#/models', 'models-table', 'Models', ['/registered-models/search?']],
       [`#/models/${enc(config.model_name)}`, 'model-versions', 'Models',
         ['/registered-models/get?', '/model-versions/search?', '/registered-models/my-permissions?']],
-      [`#/models/${enc(config.model_name)}/versions/1`, 'model-version', 'Models', ['/model-versions/get?']],
+      [`#/models/${enc(config.model_name)}/versions/1`, 'model-version', 'Models', ['/model-versions/get?'],
+        { also: 'source-run-link' }],
       ['#/catalog', 'catalogs-table', 'Catalog', ['/unity-catalog/catalogs?']],
       [`#/catalog/${catalog}`, 'schemas-table', 'Catalog', ['/unity-catalog/schemas?']],
       [`#/catalog/${catalog}/${schema}`, 'tables-table', 'Catalog', ['/unity-catalog/tables?', '/unity-catalog/volumes?', '/unity-catalog/models?']],
@@ -395,7 +417,10 @@ const scenarios = {
       ['#/endpoints', 'endpoints-table', 'Endpoints', ['/v1/endpoints']],
       [`#/endpoints/${config.endpoint}`, 'no-requests', 'Endpoints', [`/endpoints/${config.endpoint}`, `/endpoints/${config.endpoint}/requests?`]],
     ];
-    for (const [route, testId, chunk, reads] of pages) {
+    // `charts`: the runs of the page's charts, each chart's histories all in one request, the
+    // one the entry module started once the runs' metric keys were in (the chart takes it);
+    // `also`: a part that loads after the page's first answer (it must not ask twice either).
+    for (const [route, testId, chunk, reads, { charts, also } = {}] of pages) {
       const context = await page.context().browser().newContext({ viewport: { width: 1280, height: 900 } });
       await context.addInitScript((token) => sessionStorage.setItem('trainyard.token', token), config.token);
       const tab = await context.newPage();
@@ -404,6 +429,16 @@ const scenarios = {
       try {
         await tab.goto(`${base}/${route}`);
         await tab.getByTestId(testId).first().waitFor({ timeout: TIMEOUT });
+        if (also) await tab.getByTestId(also).first().waitFor({ timeout: TIMEOUT });
+        if (charts) {
+          const chart = tab.locator(`[data-testid=metric-chart][data-metric="${config.chart_metric}"]`);
+          await tab.evaluate(() => window.scrollTo(0, document.body.scrollHeight)); // charts mount on screen
+          await until(async () => (await chart.getAttribute('data-loaded-runs')) === charts.join(','),
+            `${route}: the ${config.chart_metric} chart holding the series of ${charts}`);
+          const bulk = requests.filter((r) => r.includes('/metrics/downsample'));
+          check(bulk.length === 1 && bulk[0].includes('/metrics/downsample-bulk?'),
+            `${route}: the chart's histories: one request, not ${bulk.join(', ')}`);
+        }
         const api = requests.filter((r) => r.includes(' /api/'));
         const twice = api.filter((r, i) => api.indexOf(r) !== i);
         check(twice.length === 0, `${route}: asked twice: ${twice.join(', ')} (of ${api.join(', ')})`);

@@ -100,6 +100,8 @@ struct Stack {
     endpoints.emplace_back(M::kDelete, p + "/model-versions/delete");
     endpoints.emplace_back(M::kGet, "/api/2.0/mlflow-artifacts/artifacts");
     endpoints.emplace_back(M::kPut, "/api/2.0/mlflow-artifacts/artifacts/1/x");
+    endpoints.emplace_back(M::kGet, "/api/trainyard/v1/metrics/downsample");
+    endpoints.emplace_back(M::kGet, "/api/trainyard/v1/metrics/downsample-bulk");
     endpoints.emplace_back(M::kPost, "/api/trainyard/v1/tokens");
     endpoints.emplace_back(M::kPost, "/api/trainyard/v1/users");
     // Seed objects for the decoders to find.

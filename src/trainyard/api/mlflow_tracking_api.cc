@@ -513,6 +513,25 @@ class TrackingRoutes : public std::enable_shared_from_this<TrackingRoutes> {
                                          id, key, buckets.value_or(1000), min_step, max_step));
                  return DownsampledJson(id, key, history);
                });
+    // The same for several runs of one chart in one request: {"series": [...]}, one
+    // history per run_ids entry, in that order, each as /metrics/downsample answers it.
+    api_.Route(Method::kGet, kTrainyardPrefixes, "/metrics/downsample-bulk",
+               [this, self = shared_from_this()](Call& c) -> Result<json::value> {
+                 TY_ASSIGN_OR_RETURN(auto run_ids, StringList(c.body, "run_ids"));
+                 TY_ASSIGN_OR_RETURN(std::string key, RequiredString(c.body, "key"));
+                 TY_ASSIGN_OR_RETURN(auto buckets, OptionalInt64(c.body, "buckets"));
+                 TY_ASSIGN_OR_RETURN(auto min_step, OptionalInt64(c.body, "min_step"));
+                 TY_ASSIGN_OR_RETURN(auto max_step, OptionalInt64(c.body, "max_step"));
+                 TY_ASSIGN_OR_RETURN(auto histories,
+                                     tracking_.DownsampleMetricHistories(
+                                         run_ids, key, buckets.value_or(1000), min_step, max_step));
+                 json::array series;
+                 series.reserve(histories.size());
+                 for (size_t i = 0; i < histories.size(); ++i) {
+                   series.push_back(DownsampledJson(run_ids[i], key, histories[i]));
+                 }
+                 return json::object{{"series", std::move(series)}};
+               });
     api_.RawRoute(Method::kGet, kMlflowPrefixes, "/metrics/get-history-bulk-interval",
                   [this, self = shared_from_this()](Call& c) -> Result<http::Response> {
                     TY_ASSIGN_OR_RETURN(auto run_ids, StringList(c.body, "run_ids"));

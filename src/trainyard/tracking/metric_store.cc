@@ -4,7 +4,9 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <thread>
+#include <unordered_set>
 
 #include "trainyard/common/strings.h"
 #include "trainyard/store/sql.h"
@@ -49,6 +51,20 @@ Status CheckBulkInterval(const std::vector<std::string>& run_ids, const std::str
   }
   if (start_step && end_step && *start_step > *end_step) {
     return Status::InvalidArgument("start_step must not be greater than end_step");
+  }
+  return Status::Ok();
+}
+
+Status CheckDownsample(const std::string& key, int64_t buckets, std::optional<int64_t> min_step,
+                       std::optional<int64_t> max_step) {
+  TY_RETURN_IF_ERROR(CheckMetricKey(key));
+  if (buckets < 1 || buckets > kMaxDownsampleBuckets) {
+    return Status::InvalidArgument("buckets must be between 1 and " +
+                                   std::to_string(kMaxDownsampleBuckets) + " (got " +
+                                   std::to_string(buckets) + ")");
+  }
+  if (min_step && max_step && *min_step > *max_step) {
+    return Status::InvalidArgument("min_step must not be greater than max_step");
   }
   return Status::Ok();
 }
@@ -511,23 +527,57 @@ Result<DownsampledHistory> MetricStore::Downsample(const std::string& run_id,
                                                    const std::string& key, int64_t buckets,
                                                    std::optional<int64_t> min_step,
                                                    std::optional<int64_t> max_step) {
-  TY_RETURN_IF_ERROR(CheckMetricKey(key));
-  if (buckets < 1 || buckets > kMaxDownsampleBuckets) {
-    return Status::InvalidArgument("buckets must be between 1 and " +
-                                   std::to_string(kMaxDownsampleBuckets) + " (got " +
-                                   std::to_string(buckets) + ")");
-  }
-  if (min_step && max_step && *min_step > *max_step) {
-    return Status::InvalidArgument("min_step must not be greater than max_step");
-  }
-  std::vector<MetricPoint> points;
+  TY_RETURN_IF_ERROR(CheckDownsample(key, buckets, min_step, max_step));
+  DownsampledHistory out;
   Status s = db_.Read([&](Transaction& tx) -> Status {
-    TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
-    if (!series) return Status::Ok();
-    return ReadHistory(tx, *series, min_step.value_or(INT64_MIN), max_step.value_or(INT64_MAX),
-                       points);
+    TY_ASSIGN_OR_RETURN(out, ReadDownsampled(tx, run_id, key, buckets, min_step, max_step));
+    return Status::Ok();
   });
   if (!s.ok()) return s;
+  return out;
+}
+
+Result<std::vector<DownsampledHistory>> MetricStore::DownsampleMany(
+    const std::vector<std::string>& run_ids, const std::string& key, int64_t buckets,
+    std::optional<int64_t> min_step, std::optional<int64_t> max_step) {
+  if (run_ids.empty()) return Status::InvalidArgument("run_ids must name at least one run");
+  if (run_ids.size() > kMaxDownsampleRuns) {
+    return Status::InvalidArgument(
+        "run_ids may name at most " + std::to_string(kMaxDownsampleRuns) + " runs (got " +
+        std::to_string(run_ids.size()) + "); split the runs into several requests");
+  }
+  std::unordered_set<std::string_view> seen;
+  for (const auto& id : run_ids) {
+    if (!seen.insert(id).second) {
+      return Status::InvalidArgument("run_ids names run '" + Abbreviate(id) + "' twice");
+    }
+  }
+  TY_RETURN_IF_ERROR(CheckDownsample(key, buckets, min_step, max_step));
+  std::vector<DownsampledHistory> out;
+  out.reserve(run_ids.size());
+  // Each run is downsampled as soon as it is read, so only one whole history is held.
+  Status s = db_.Read([&](Transaction& tx) -> Status {
+    out.clear();
+    for (const auto& run_id : run_ids) {
+      TY_ASSIGN_OR_RETURN(auto history,
+                          ReadDownsampled(tx, run_id, key, buckets, min_step, max_step));
+      out.push_back(std::move(history));
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+  return out;
+}
+
+Result<DownsampledHistory> MetricStore::ReadDownsampled(Transaction& tx, const std::string& run_id,
+                                                        const std::string& key, int64_t buckets,
+                                                        std::optional<int64_t> min_step,
+                                                        std::optional<int64_t> max_step) {
+  TY_ASSIGN_OR_RETURN(auto series, FindRunSeries(tx, run_id, key));
+  if (!series) return DownsampledHistory{};
+  std::vector<MetricPoint> points;
+  TY_RETURN_IF_ERROR(
+      ReadHistory(tx, *series, min_step.value_or(INT64_MIN), max_step.value_or(INT64_MAX), points));
   if (points.empty()) return DownsampledHistory{};
   return DownsampleMinMax(points, buckets, min_step.value_or(points.front().step),
                           max_step.value_or(points.back().step));

@@ -73,6 +73,8 @@ std::vector<int64_t> EvenlySpacedSteps(const std::vector<MetricPoint>& points, i
 // highest point (every peak and dip survives), in history order. `exact` when the range
 // held at most 2 × buckets points: then they are all there, unchanged.
 inline constexpr int64_t kMaxDownsampleBuckets = 10'000;
+// The most runs one DownsampleMany reads (a chart of more runs asks in several requests).
+inline constexpr size_t kMaxDownsampleRuns = 100;
 struct DownsampledHistory {
   std::vector<MetricPoint> points;
   bool exact = true;
@@ -151,6 +153,15 @@ class MetricStore {
   Result<DownsampledHistory> Downsample(const std::string& run_id, const std::string& key,
                                         int64_t buckets, std::optional<int64_t> min_step,
                                         std::optional<int64_t> max_step);
+  // Downsample of one metric of several runs (a chart of several runs), read in one
+  // snapshot: one history per run, in the order of `run_ids`, each as Downsample would
+  // answer it (an open end of the step range is that run's own first or last step).
+  // InvalidArgument naming run_ids for none, more than kMaxDownsampleRuns or a run listed
+  // twice; NotFound naming the first unknown run.
+  Result<std::vector<DownsampledHistory>> DownsampleMany(const std::vector<std::string>& run_ids,
+                                                         const std::string& key, int64_t buckets,
+                                                         std::optional<int64_t> min_step,
+                                                         std::optional<int64_t> max_step);
   // In the caller's transaction: hands the latest value of each metric of the runs
   // `run_ids` to `add`, ordered by key.
   Status LoadLatest(store::Transaction& tx, const std::vector<store::Value>& run_ids,
@@ -163,6 +174,11 @@ class MetricStore {
   // FindSeries, but NotFound when the run does not exist either.
   Result<std::optional<int64_t>> FindRunSeries(store::Transaction& tx, const std::string& run_id,
                                                const std::string& key) TY_EXCLUDES(mu_);
+  // Downsample's read and downsampling of one run in `tx` (the arguments checked).
+  Result<DownsampledHistory> ReadDownsampled(store::Transaction& tx, const std::string& run_id,
+                                             const std::string& key, int64_t buckets,
+                                             std::optional<int64_t> min_step,
+                                             std::optional<int64_t> max_step) TY_EXCLUDES(mu_);
   // The id of the write's k-th series, found or created in `tx`.
   Status ResolveSeries(store::Transaction& tx, PendingWrite& write, size_t k) TY_EXCLUDES(mu_);
   // A series' points (its id known): merged into its last block when both are small,

@@ -423,6 +423,83 @@ TEST_P(MetricStoreTest, DownsampleReadsTheZoomedRangeExactlyWhenItIsSmall) {
             "min_step must not be greater than max_step");
 }
 
+TEST_P(MetricStoreTest, DownsampleManyAnswersEachRunAsDownsampleDoesInTheOrderAsked) {
+  for (int64_t from = 0; from < 5000; from += 1000) {
+    std::vector<Metric> batch;
+    for (int64_t s = from; s < from + 1000; ++s) {
+      batch.push_back(M("loss", s, s, s == 4321 ? 99.0 : static_cast<double>(s % 7)));
+    }
+    ASSERT_TRUE(Log("ra", batch).ok());
+  }
+  std::vector<Metric> short_run;  // its own step range: 1000..1299, a dip at 1234
+  for (int64_t s = 1000; s < 1300; ++s) {
+    short_run.push_back(M("loss", s, s, s == 1234 ? -5.0 : 1.0));
+  }
+  ASSERT_TRUE(Log("rb", short_run).ok());
+  auto same = [](const DownsampledHistory& a, const DownsampledHistory& b) {
+    if (a.exact != b.exact || a.total_points != b.total_points) return false;
+    if (a.points.size() != b.points.size()) return false;
+    for (size_t i = 0; i < a.points.size(); ++i) {
+      if (a.points[i].step != b.points[i].step || a.points[i].timestamp != b.points[i].timestamp ||
+          a.points[i].value != b.points[i].value) {
+        return false;
+      }
+    }
+    return true;
+  };
+
+  auto whole = store_->DownsampleMany({"rb", "ra"}, "loss", 100, std::nullopt, std::nullopt);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_EQ(whole->size(), 2u);
+  const DownsampledHistory& rb = (*whole)[0];
+  const DownsampledHistory& ra = (*whole)[1];
+  EXPECT_TRUE(same(rb, *store_->Downsample("rb", "loss", 100, std::nullopt, std::nullopt)));
+  EXPECT_TRUE(same(ra, *store_->Downsample("ra", "loss", 100, std::nullopt, std::nullopt)));
+  EXPECT_FALSE(ra.exact);
+  EXPECT_EQ(ra.total_points, 5000);
+  EXPECT_FALSE(rb.exact);
+  EXPECT_EQ(rb.total_points, 300);
+  // Its buckets span its own steps, not ra's 0..4999 (where it would fill 6 of them).
+  EXPECT_GE(rb.points.size(), 100u);
+  EXPECT_EQ(rb.points.front().step, 1000);
+  EXPECT_LE(rb.points.back().step, 1299);
+  bool peak = false, dip = false;
+  for (const auto& p : ra.points) peak |= p.step == 4321 && p.value == 99.0;
+  for (const auto& p : rb.points) dip |= p.step == 1234 && p.value == -5.0;
+  EXPECT_TRUE(peak);
+  EXPECT_TRUE(dip);
+
+  // Zoomed in, every run's points in the range, exact.
+  auto zoomed = store_->DownsampleMany({"ra", "rb"}, "loss", 100, 1100, 1149);
+  ASSERT_TRUE(zoomed.ok()) << zoomed.status().ToString();
+  for (const auto& h : *zoomed) {
+    EXPECT_TRUE(h.exact);
+    ASSERT_EQ(h.points.size(), 50u);
+    EXPECT_EQ(h.points.front().step, 1100);
+    EXPECT_EQ(h.points.back().step, 1149);
+  }
+  auto none = store_->DownsampleMany({"ra", "rb"}, "other", 100, std::nullopt, std::nullopt);
+  ASSERT_TRUE(none.ok());
+  ASSERT_EQ(none->size(), 2u);
+  EXPECT_TRUE((*none)[0].points.empty() && (*none)[1].points.empty());
+
+  auto message = [&](const std::vector<std::string>& ids, int64_t buckets = 100) {
+    return store_->DownsampleMany(ids, "loss", buckets, std::nullopt, std::nullopt)
+        .status()
+        .message();
+  };
+  EXPECT_EQ(message({}), "run_ids must name at least one run");
+  std::vector<std::string> many;
+  for (size_t i = 0; i <= kMaxDownsampleRuns; ++i) many.push_back("r" + std::to_string(i));
+  EXPECT_EQ(message(many),
+            "run_ids may name at most 100 runs (got 101); split the runs into several requests");
+  EXPECT_EQ(message({"ra", "rb", "ra"}), "run_ids names run 'ra' twice");
+  EXPECT_EQ(message({"ra"}, 0), "buckets must be between 1 and 10000 (got 0)");
+  auto unknown = store_->DownsampleMany({"ra", "nope"}, "loss", 100, std::nullopt, std::nullopt);
+  EXPECT_TRUE(unknown.status().IsNotFound());
+  EXPECT_EQ(unknown.status().message(), "run with id 'nope' does not exist");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, MetricStoreTest, ::testing::Values("sqlite", "postgresql"),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -877,6 +877,12 @@ Result<DownsampledHistory> TrackingService::DownsampleMetricHistory(
   return metrics_.Downsample(run_id, key, buckets, min_step, max_step);
 }
 
+Result<std::vector<DownsampledHistory>> TrackingService::DownsampleMetricHistories(
+    const std::vector<std::string>& run_ids, const std::string& key, int64_t buckets,
+    std::optional<int64_t> min_step, std::optional<int64_t> max_step) {
+  return metrics_.DownsampleMany(run_ids, key, buckets, min_step, max_step);
+}
+
 // ---------------------------------------------------------------- logged models
 
 Result<std::string> TrackingService::LoggedModelExperiment(const std::string& model_id) {

@@ -233,6 +233,10 @@ class TrackingService {
                                                      const std::string& key, int64_t buckets,
                                                      std::optional<int64_t> min_step,
                                                      std::optional<int64_t> max_step);
+  // The same for several runs at once (a chart of several runs): MetricStore::DownsampleMany.
+  Result<std::vector<DownsampledHistory>> DownsampleMetricHistories(
+      const std::vector<std::string>& run_ids, const std::string& key, int64_t buckets,
+      std::optional<int64_t> min_step, std::optional<int64_t> max_step);
 
   // --- logged models (MLflow 3)
   // `who` becomes the owner. EDIT on the experiment; a scoped token's model must name its

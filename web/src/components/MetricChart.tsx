@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'react';
 import uPlot from 'uplot';
-import { downsample, metricNumber, type Downsampled } from '../api';
+import { chartBuckets, downsampleRuns, metricNumber, type Downsampled } from '../api';
+import { takePrefetchedChart } from '../prefetch';
 import { errorMessage } from '../util';
 
 export interface ChartSeries {
@@ -13,8 +14,9 @@ const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b
 
 // One metric of one or more runs, drawn by uPlot on a canvas. The server downsamples each
 // history to about one point per pixel, keeping every bucket's min and max (no peak or dip is
-// lost); dragging across the chart zooms, which fetches that step range anew — exact points
-// once the range holds few enough. Reset zoom goes back to the whole history.
+// lost), all the chart's runs in one request; dragging across the chart zooms, which fetches
+// that step range anew — exact points once the range holds few enough. Reset zoom goes back
+// to the whole history.
 export function MetricChart({ metricKey, series, height = 240 }: {
   metricKey: string;
   series: ChartSeries[];
@@ -44,12 +46,15 @@ export function MetricChart({ metricKey, series, height = 240 }: {
   }, []);
 
   const runKey = series.map((s) => s.runId).join(',');
-  const bucketWidth = Math.max(100, Math.round(width / 100) * 100); // refetch only on real resizes
+  const buckets = width ? chartBuckets(width) : 0; // changes only on real resizes
   useEffect(() => {
     if (!width) return;
     let live = true;
-    const buckets = Math.min(10000, Math.max(50, Math.ceil(bucketWidth / 2)));
-    Promise.all(series.map((s) => downsample(s.runId, metricKey, buckets, range?.[0], range?.[1])))
+    // All the runs in one request; the whole range's may have left with the entry module.
+    const runIds = series.map((s) => s.runId);
+    const answer = (!range && takePrefetchedChart(runIds, metricKey, buckets)) ||
+      downsampleRuns(runIds, metricKey, buckets, range?.[0], range?.[1]);
+    answer
       .then((data) => {
         if (!live) return;
         if (!range) {
@@ -64,7 +69,7 @@ export function MetricChart({ metricKey, series, height = 240 }: {
       live = false;
     };
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [runKey, metricKey, range, bucketWidth]);
+  }, [runKey, metricKey, range, buckets]);
 
   // (Re)draw: a new plot when its shape changes (runs, log axis), else new data in place.
   useEffect(() => {
@@ -132,6 +137,7 @@ export function MetricChart({ metricKey, series, height = 240 }: {
       data-exact={ok ? String(exact) : undefined}
       data-range={range ? `${range[0]}-${range[1]}` : 'all'}
       data-series={series.length}
+      data-loaded-runs={ok ? ok.filter((d) => d.steps.length > 0).map((d) => d.run_id).join(',') : undefined}
     >
       <div className="chart-head">
         <strong>{metricKey}</strong>

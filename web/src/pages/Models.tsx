@@ -1,5 +1,5 @@
 import { useState, type FormEvent } from 'react';
-import { call, MLFLOW, TRAINYARD } from '../api';
+import { call, getRun, MLFLOW, TRAINYARD } from '../api';
 import { ActionButton, DeniedReason, useDecisions, type Decisions } from '../components/Permissions';
 import { KeyValueTable, Show } from '../components/Status';
 import { href } from '../router';
@@ -277,7 +277,7 @@ export function ModelVersionPage({ name, version }: { name: string; version: str
               ['Stage', v.current_stage],
               ['Aliases', (v.aliases ?? []).map((a) => `@${a}`).join(', ')],
               ['Source', v.source],
-              ['Run', v.run_id ?? ''],
+              ['Run', v.run_id ? <SourceRun runId={v.run_id} /> : ''],
               ['Created', formatTime(v.creation_timestamp)],
               [
                 'Lineage',
@@ -292,5 +292,22 @@ export function ModelVersionPage({ name, version }: { name: string; version: str
         )}
       </Show>
     </section>
+  );
+}
+
+// A version's source run, linked to its run page once its experiment is known (the version
+// names only the run); the bare id when the run cannot be read (deleted, or not the user's to
+// see): the reason is the run page's to show.
+function SourceRun({ runId }: { runId: string }) {
+  const run = useLoad(() => getRun(runId), [runId]);
+  if (run.state !== 'ok') return <span data-testid="source-run">{runId}</span>;
+  const { experiment_id, run_name } = run.value.info;
+  return (
+    <span data-testid="source-run">
+      <a href={href.run(experiment_id, runId)} data-testid="source-run-link">
+        {runId}
+      </a>
+      {run_name ? <span className="muted"> ({run_name})</span> : null}
+    </span>
   );
 }
