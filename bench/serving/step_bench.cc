@@ -46,11 +46,16 @@ int main(int argc, char** argv) {
   int64_t prefill_budget = 0;  // 0: the engine's DefaultPrefillBudget
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--concurrency") concurrency = std::stoll(value);
-    else if (flag == "--decode-steps") decode_steps = std::stoll(value);
-    else if (flag == "--rounds") rounds = std::stoll(value);
-    else if (flag == "--device") device_name = value;
-    else if (flag == "--prefill-budget") prefill_budget = std::stoll(value);
+    if (flag == "--concurrency")
+      concurrency = std::stoll(value);
+    else if (flag == "--decode-steps")
+      decode_steps = std::stoll(value);
+    else if (flag == "--rounds")
+      rounds = std::stoll(value);
+    else if (flag == "--device")
+      device_name = value;
+    else if (flag == "--prefill-budget")
+      prefill_budget = std::stoll(value);
     else if (flag == "--prompt-tokens") {
       min_len = std::stoll(value.substr(0, value.find(',')));
       max_len = std::stoll(value.substr(value.find(',') + 1));

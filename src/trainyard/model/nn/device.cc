@@ -1,5 +1,8 @@
 #include "trainyard/model/nn/device.h"
 
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
 namespace trainyard::model {
 
 Result<torch::Device> ResolveDevice(const std::string& name) {
@@ -30,5 +33,21 @@ Result<bool> ResolveBf16(const std::string& precision, const torch::Device& devi
   return Status::InvalidArgument("training.precision must be auto, fp32 or bf16 (got " + precision +
                                  ")");
 }
+
+#if TORCH_VERSION_MAJOR >= 2
+bool CudaAutocastEnabled() { return at::autocast::is_autocast_enabled(at::kCUDA); }
+at::ScalarType CudaAutocastDtype() { return at::autocast::get_autocast_dtype(at::kCUDA); }
+void SetCudaAutocast(bool enabled, at::ScalarType dtype) {
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+}
+#else
+bool CudaAutocastEnabled() { return at::autocast::is_enabled(); }
+at::ScalarType CudaAutocastDtype() { return at::autocast::get_autocast_gpu_dtype(); }
+void SetCudaAutocast(bool enabled, at::ScalarType dtype) {
+  at::autocast::set_enabled(enabled);
+  at::autocast::set_autocast_gpu_dtype(dtype);
+}
+#endif
 
 }  // namespace trainyard::model

@@ -15,4 +15,10 @@ Result<torch::Device> ResolveDevice(const std::string& name);  // auto | cpu | c
 // without support or an unknown name.
 Result<bool> ResolveBf16(const std::string& precision, const torch::Device& device);
 
+// CUDA autocast's state (on or off, and its dtype), the same on every libtorch this builds
+// against: libtorch 2 takes the device type where 1.13 had GPU-only functions.
+bool CudaAutocastEnabled();
+at::ScalarType CudaAutocastDtype();
+void SetCudaAutocast(bool enabled, at::ScalarType dtype);
+
 }  // namespace trainyard::model

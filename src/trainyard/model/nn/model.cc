@@ -13,6 +13,7 @@
 #include <limits>
 #include <set>
 
+#include "trainyard/model/nn/device.h"
 #include "trainyard/model/nn/layers.h"
 #include "trainyard/model/safetensors.h"
 
@@ -276,9 +277,8 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
     if (h.is_cuda()) {
       ctx->saved_data["cuda_rng"] = at::globalContext().defaultGenerator(h.device()).get_state();
     }
-    ctx->saved_data["autocast"] = at::autocast::is_enabled();
-    ctx->saved_data["autocast_dtype"] =
-        static_cast<int64_t>(at::autocast::get_autocast_gpu_dtype());
+    ctx->saved_data["autocast"] = CudaAutocastEnabled();
+    ctx->saved_data["autocast_dtype"] = static_cast<int64_t>(CudaAutocastDtype());
     ctx->save_for_backward({h, cos, sin, allowed});
     ctx->saved_data["num_params"] = static_cast<int64_t>(params.size());
     std::vector<torch::Tensor> kept(params.begin(), params.end());
@@ -301,11 +301,10 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
       cuda_now = gen.get_state();
       gen.set_state(ctx->saved_data["cuda_rng"].toTensor());
     }
-    bool autocast_was = at::autocast::is_enabled();
-    at::ScalarType autocast_dtype_was = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_enabled(ctx->saved_data["autocast"].toBool());
-    at::autocast::set_autocast_gpu_dtype(
-        static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+    bool autocast_was = CudaAutocastEnabled();
+    at::ScalarType autocast_dtype_was = CudaAutocastDtype();
+    SetCudaAutocast(ctx->saved_data["autocast"].toBool(),
+                    static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
 
     torch::Tensor h = saved[0].detach().requires_grad_(true);
     std::vector<torch::Tensor> inputs = {h};
@@ -318,8 +317,7 @@ class CheckpointedLayer : public torch::autograd::Function<CheckpointedLayer> {
                                     /*create_graph=*/false, /*allow_unused=*/true);
     }
 
-    at::autocast::set_enabled(autocast_was);
-    at::autocast::set_autocast_gpu_dtype(autocast_dtype_was);
+    SetCudaAutocast(autocast_was, autocast_dtype_was);
     cpu_gen.set_state(cpu_now);
     if (cuda_now.defined()) {
       at::Generator gen = at::globalContext().defaultGenerator(saved[0].device());

@@ -82,9 +82,15 @@ torch::Tensor Linear(const torch::Tensor& x, const torch::Tensor& w, const torch
 }
 
 // `w` [out, in] in oneDNN's layout when products with it should run there: float32 on a CPU
-// with oneDNN; else undefined. A copy: the model keeps its own.
+// with oneDNN whose libtorch's BLAS is not MKL; else undefined. A copy: the model keeps its own.
+// With MKL (PyPI's libtorch, decision 0020) torch::linear is the faster path: the runner's
+// decode step of 32 rows took 34 ms through MKL against 50 through oneDNN (bench/serving's
+// step_bench, libtorch 2.11 on this 2-core machine).
 torch::Tensor DnnWeight(const torch::Tensor& w) {
-  if (!w.device().is_cpu() || w.scalar_type() != torch::kFloat32 || !at::hasMKLDNN()) return {};
+  if (!w.device().is_cpu() || w.scalar_type() != torch::kFloat32 || !at::hasMKLDNN() ||
+      at::hasMKL()) {
+    return {};
+  }
   return w.contiguous().to_mkldnn();
 }
 

@@ -8,9 +8,10 @@
 // Adapters are PEFT LoRA directories, kept unmerged: y = base(x) + scale · B(A(x)) for the
 // rows whose sequence uses the adapter.
 //
-// On a CPU, float32 products of 8 rows or more (prefills, batched decode steps) run through
-// oneDNN, which libtorch ships, on a copy of each weight in its layout (the model's memory once
-// more): 2-4x the GFLOP/s of the BLAS a distribution's libtorch links (see runner.cc).
+// On a CPU whose libtorch's BLAS is not MKL (Debian's libtorch 1.13 links OpenBLAS), float32
+// products of 8 rows or more (prefills, batched decode steps) run through oneDNN, which libtorch
+// ships, on a copy of each weight in its layout (the model's memory once more): 2-4x the GFLOP/s
+// of that BLAS. With PyPI's libtorch (MKL, decision 0020) they stay on MKL (see runner.cc).
 //
 // Not thread-safe: one thread (the engine loop) runs it. The runner keeps the model alive.
 #pragma once

@@ -42,9 +42,8 @@ Result<std::unique_ptr<DataParallel>> DataParallel::Join(const WorkloadEnv& env,
 
   if (device.is_cuda()) {
     return Status::FailedPrecondition(
-        "multi-GPU data parallelism needs a libtorch built with NCCL; this one (Debian's "
-        "libtorch-dev) has only Gloo. Train on CPU (training.device: cpu) or build with the "
-        "PyTorch wheel's libtorch");
+        "multi-GPU data parallelism (NCCL) is not wired up yet: only Gloo on CPU tensors. "
+        "Train on one GPU per job, or on CPU (training.device: cpu)");
   }
   const std::string& addr = env.master_addr;
   const std::string port = std::to_string(env.master_port);

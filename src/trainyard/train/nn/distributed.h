@@ -8,6 +8,7 @@
 #pragma once
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <memory>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "trainyard/train/platform.h"
 
 namespace c10d {
+class Backend;
 class ProcessGroup;
 class Store;
 }  // namespace c10d
@@ -48,7 +50,12 @@ class DataParallel {
   int world_size_ = 1;
   torch::Device device_ = torch::kCPU;
   c10::intrusive_ptr<c10d::Store> store_;
+  // The Gloo process group: a c10d::Backend from libtorch 2 on (a ProcessGroup before).
+#if TORCH_VERSION_MAJOR >= 2
+  c10::intrusive_ptr<c10d::Backend> group_;
+#else
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+#endif
 };
 
 }  // namespace trainyard::train

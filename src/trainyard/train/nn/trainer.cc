@@ -222,10 +222,9 @@ Batch PadExamples(const std::vector<const TokenizedExample*>& examples, int64_t 
 torch::Tensor LossSum(model::CausalLM& model, const DeviceBatch& b, bool bf16) {
   torch::Tensor logits;
   if (bf16) {
-    at::autocast::set_enabled(true);
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    model::SetCudaAutocast(true, at::kBFloat16);
     logits = model.Forward(b.input_ids, b.position_ids, b.segment_ids);
-    at::autocast::set_enabled(false);
+    model::SetCudaAutocast(false, at::kBFloat16);
     at::autocast::clear_cache();
   } else {
     logits = model.Forward(b.input_ids, b.position_ids, b.segment_ids);
