@@ -32,6 +32,9 @@ struct EngineOptions {
   std::string device = "auto";                                // auto | cpu | cuda | cuda:N
   std::string dtype = "auto";  // auto (bfloat16 on CUDA, float32 on CPU) | float32 | ...
   int max_batch = 32;          // sequences decoded together
+  // libtorch's threads for the forward steps on a CPU; 0: one fewer than the machine's cores
+  // (at least 1), leaving one to the HTTP server, the tokenizer and the streams.
+  int threads = 0;
 };
 
 struct SamplingParams {

@@ -338,5 +338,19 @@ TEST(EngineTest, RefusesWhatCannotRun) {
   EXPECT_EQ(Drain(*s).tokens.size(), 61u);
 }
 
+TEST(EngineTest, ThreadsAreValidatedAndSet) {
+  EngineOptions options;
+  options.model_dir = Fixture("gpt2");
+  options.device = "cpu";
+  options.threads = -1;
+  TY_EXPECT_ERROR(Engine::Load(options), StatusCode::kInvalidArgument, "threads");
+  options.threads = 1;
+  TY_ASSERT_OK_AND_ASSIGN(auto engine, Engine::Load(options));
+  EXPECT_EQ(torch::get_num_threads(), 1);
+  options.threads = 2;
+  TY_ASSERT_OK_AND_ASSIGN(engine, Engine::Load(options));
+  EXPECT_EQ(torch::get_num_threads(), 2);
+}
+
 }  // namespace
 }  // namespace trainyard::serving

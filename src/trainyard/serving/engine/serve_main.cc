@@ -365,6 +365,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch", engine_options.max_batch,
                  "the most sequences decoded together (continuous batching)")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--threads", engine_options.threads,
+                 "CPU threads for the forward steps (0: the cores but one, at least 1)");
   app.add_option("--chat-template", chat_template,
                  "mistral | chatml | alpaca (default: from the model)");
   std::string load_gate;
