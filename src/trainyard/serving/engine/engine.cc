@@ -507,7 +507,7 @@ Result<std::unique_ptr<Engine>> Engine::Load(const EngineOptions& options) {
   }
   if (device.is_cpu()) {
     // On 2 cores, two libtorch threads spinning between steps starved the server's own threads:
-    // one thread served 2x the tokens/s at concurrency 1 and as many at 32 (bench/serving).
+    // one thread served 1.7x the tokens/s at concurrency 1 and 1.3x at 32 (bench/serving).
     int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     torch::set_num_threads(options.threads > 0 ? options.threads : std::max(1, cores - 1));
   }
